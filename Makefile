@@ -1,0 +1,53 @@
+# Two commands for a new machine: `make dev` (run locally on embedded defaults) and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+
+.PHONY: dev test install install-test system-deps node-deps sam-tools lint typecheck unit token bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[local]'
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+## Serve the API on http://127.0.0.1:$(PORT) with moto, an in-process stream store and the offline model.
+dev: install
+	PORT=$(PORT) $(PY) -m functions.agent_api.local
+
+## Print a local token for `make dev` (USER_ID, TENANT_ID, SCOPES choose its claims).
+token: install
+	@$(PY) -m functions.agent_api.token
+
+system-deps:
+	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
+	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+
+node-deps:
+	cd tests/e2e/js && npm ci --no-audit --no-fund --silent
+
+sam-tools:
+	@if [ -f scripts/install_sam_tools.sh ]; then bash scripts/install_sam_tools.sh; fi
+
+lint: install-test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+## Install everything the tests need, then lint, type-check and run every test.
+test: install-test system-deps node-deps sam-tools lint
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) tests/e2e/js/node_modules .tools .mypy_cache .pytest_cache .ruff_cache

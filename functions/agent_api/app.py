@@ -1,0 +1,183 @@
+"""The FastAPI app factory. Routes translate HTTP to calls on ``shared`` services and back; nothing more."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from functions.agent_api.errors import install_error_handlers
+from functions.agent_api.sse import SSE_HEADERS, frames
+from shared.errors import InvalidRequest, PayloadTooLarge
+from shared.executors.context import RunContext
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin
+from shared.runs import intake
+from shared.settings import Settings
+from shared.wiring import Services
+
+logger = logging.getLogger(__name__)
+
+CHAT_PROFILE = "chat_default"
+
+
+def message_view(msg: Message) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "id": msg.id,
+        "role": msg.role.value,
+        "content": msg.content,
+        "createdAt": msg.created_at.isoformat(),
+        "origin": msg.meta.origin.value,
+        "executor": msg.meta.executor.value,
+        "executionProfileName": msg.meta.execution_profile_name,
+    }
+    if msg.run_id:
+        view["runId"] = msg.run_id
+    if msg.tool_calls:
+        view["toolCalls"] = [
+            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
+            for tc in msg.tool_calls
+        ]
+    if msg.tool_call_id:
+        view["toolCallId"] = msg.tool_call_id
+    if msg.flags.get("partial"):
+        view["partial"] = True
+    return view
+
+
+async def read_limited_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body is larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _encode_seq(seq: int) -> str:
+    return base64.urlsafe_b64encode(f"seq:{seq}".encode()).decode()
+
+
+def _decode_seq(cursor: str) -> int:
+    try:
+        text = base64.urlsafe_b64decode(cursor.encode()).decode()
+        if not text.startswith("seq:"):
+            raise ValueError(text)
+        return int(text[4:])
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequest("malformed cursor", code="invalid_cursor") from exc
+
+
+def current_identity(request: Request, authorization: Annotated[str | None, Header()] = None) -> Identity:
+    services: Services = request.app.state.services
+    return services.verifier.verify(authorization)
+
+
+Caller = Annotated[Identity, Depends(current_identity)]
+
+
+def create_app(services: Services | None = None) -> FastAPI:
+    svc = services or Services(Settings.from_env())
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await svc.runs.wait_idle()
+
+    app = FastAPI(
+        title="Agent backend",
+        version="1.0.0",
+        description="AG-UI runs over SSE with a worker executor; see docs/protocols/agent.",
+        lifespan=lifespan,
+    )
+    app.state.services = svc
+    install_error_handlers(app)
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post(
+        "/api/v1/agent",
+        tags=["runs"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}, "description": "AG-UI events"}},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunAgentInput"}}},
+            }
+        },
+    )
+    async def run_agent(request: Request, caller: Caller) -> StreamingResponse:
+        body = await read_limited_body(request, svc.settings.max_body_bytes)
+        run_input = intake.parse_run_input(body)
+        profile = svc.profiles.resolve(CHAT_PROFILE, tenant_id=caller.tenant_id)
+        meta = ExecutionMeta(
+            origin=Origin.CHAT,
+            executor=ExecutorKind.WORKER,
+            execution_profile_name=profile.name,
+            hidden_from_user=False,
+        )
+        ctx = RunContext(
+            identity=caller,
+            thread_id=run_input.thread_id,
+            run_id=run_input.run_id,
+            profile=profile,
+            meta=meta,
+            client_tools=intake.client_tool_names(run_input),
+            context_notes=intake.context_notes(run_input),
+            request_summary=f"chat run, {len(run_input.messages)} messages from client",
+        )
+        admission = await svc.runs.admit(
+            ctx,
+            body_digest=intake.body_digest(body),
+            new_messages=intake.user_messages(run_input, meta),
+            executor=svc.worker(),
+        )
+        return StreamingResponse(
+            frames(svc.runs.tail(admission.stream_key)), media_type="text/event-stream", headers=SSE_HEADERS
+        )
+
+    @app.get("/api/v1/threads/{threadId}/history", tags=["threads"])
+    async def history(
+        caller: Caller,
+        threadId: str,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        thread_id = threadId
+        intake.check_id("threadId", thread_id)
+        await svc.store.get_thread(caller, thread_id)
+        after = _decode_seq(cursor) if cursor else 0
+        page = await svc.store.read_forward(caller.tenant_id, thread_id, after_seq=after, limit=limit)
+        items = [message_view(m) for m in page if not m.meta.hidden_from_user]
+        next_cursor = _encode_seq(page[-1].seq) if len(page) == limit else None
+        return {"items": items, "nextCursor": next_cursor}
+
+    app.openapi = lambda: _openapi_with_run_input(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi_with_run_input(app: FastAPI) -> dict[str, Any]:
+    """The generated schema, plus the AG-UI ``RunAgentInput`` the streaming route reads by hand."""
+    if app.openapi_schema is None:
+        from ag_ui.core import RunAgentInput
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        run_input = RunAgentInput.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.update(run_input.pop("$defs", {}))
+        components["RunAgentInput"] = run_input
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the offline SAM tooling in its own virtualenv (.tools/sam-venv).
+#
+# Why a separate venv: aws-sam-cli pins older boto3/pydantic than the application does, so installing it into
+# the project venv would downgrade them. The gate (scripts/sam_gate.sh) and tests/infra only use this venv's
+# executables, never import from it.
+#
+# Environment:
+#   SAM_TOOLS_VENV    where to create the venv (default: <repo>/.tools/sam-venv)
+#   SAM_TOOLS_PYTHON  interpreter used to create it (default: python3; any 3.9-3.13 works)
+# Idempotent: a venv whose stamp matches the pinned versions is left as it is.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SAM_TOOLS_VENV:-$ROOT/.tools/sam-venv}"
+PYTHON="${SAM_TOOLS_PYTHON:-python3}"
+
+# Versions checked together: aws-sam-cli 1.170.0 requires aws-sam-translator==1.115.0 (the first with
+# ResponseTransferMode on Api events is older; 1.115 is what the CLI bundles) and cfn-lint 1.58.x.
+PINS=(
+  "aws-sam-cli==1.170.0"
+  "aws-sam-translator==1.115.0"
+  "cfn-lint==1.58.0"
+)
+STAMP="$VENV/.pins"
+WANT="$(printf '%s\n' "${PINS[@]}")"
+
+if [[ -x "$VENV/bin/sam" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
+  echo "sam tools already installed in $VENV"
+  exit 0
+fi
+
+start=$SECONDS
+rm -rf "$VENV"
+mkdir -p "$(dirname "$VENV")"
+"$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PINS[@]}"
+printf '%s\n' "$WANT" > "$STAMP"
+echo "sam tools installed in $VENV in $((SECONDS - start))s:"
+"$VENV/bin/sam" --version
+"$VENV/bin/cfn-lint" --version

@@ -1,0 +1,164 @@
+"""Item keys and (de)serialisation for the single DynamoDB table (see docs/storage.md)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from shared.models import AuditRecord, ExecutionMeta, Message, Role, Run, RunStatus, Thread, ToolCall, Usage
+
+_SER = TypeSerializer()
+_DESER = TypeDeserializer()
+
+# A tool output or message body larger than this is cut (and flagged) so an item stays far below 400 KB.
+MAX_CONTENT_CHARS = 100_000
+
+
+def thread_pk(tenant_id: str, thread_id: str) -> str:
+    return f"T#{tenant_id}#TH#{thread_id}"
+
+
+def run_pk(tenant_id: str, run_id: str) -> str:
+    return f"T#{tenant_id}#R#{run_id}"
+
+
+def audit_pk(tenant_id: str, thread_id: str) -> str:
+    return f"T#{tenant_id}#TH#{thread_id}#AUDIT"
+
+
+def user_threads_gsi(tenant_id: str, user_id: str) -> str:
+    return f"T#{tenant_id}#U#{user_id}#THREADS"
+
+
+def msg_sk(seq: int) -> str:
+    return f"M#{seq:012d}"
+
+
+def msg_id_sk(message_id: str) -> str:
+    return f"MID#{message_id}"
+
+
+META = "META"
+
+
+def to_item(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: _SER.serialize(v) for k, v in data.items() if v is not None}
+
+
+def from_item(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _DESER.deserialize(v) for k, v in item.items()}
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat()
+
+
+def cap_content(content: str) -> tuple[str, bool]:
+    if len(content) <= MAX_CONTENT_CHARS:
+        return content, False
+    return content[:MAX_CONTENT_CHARS], True
+
+
+def message_to_item(tenant_id: str, msg: Message) -> dict[str, Any]:
+    content, truncated = cap_content(msg.content)
+    flags = dict(msg.flags)
+    if truncated:
+        flags["truncated_from_chars"] = len(msg.content)
+    return to_item(
+        {
+            "PK": thread_pk(tenant_id, msg.thread_id),
+            "SK": msg_sk(msg.seq),
+            "kind": "message",
+            "id": msg.id,
+            "thread_id": msg.thread_id,
+            "role": msg.role.value,
+            "content": content,
+            "tool_calls": json.dumps([tc.model_dump() for tc in msg.tool_calls]) if msg.tool_calls else None,
+            "tool_call_id": msg.tool_call_id,
+            "run_id": msg.run_id,
+            "meta": msg.meta.model_dump(mode="json"),
+            "seq": msg.seq,
+            "created_at": _iso(msg.created_at),
+            "flags": json.dumps(flags) if flags else None,
+        }
+    )
+
+
+def message_from_item(item: dict[str, Any]) -> Message:
+    data = from_item(item)
+    return Message(
+        id=data["id"],
+        thread_id=data["thread_id"],
+        role=Role(data["role"]),
+        content=data.get("content", ""),
+        tool_calls=tuple(ToolCall(**tc) for tc in json.loads(data["tool_calls"])) if data.get("tool_calls") else (),
+        tool_call_id=data.get("tool_call_id"),
+        run_id=data.get("run_id"),
+        meta=ExecutionMeta(**data.get("meta", {})),
+        seq=int(data["seq"]),
+        created_at=datetime.fromisoformat(data["created_at"]),
+        flags=json.loads(data["flags"]) if data.get("flags") else {},
+    )
+
+
+def thread_from_item(item: dict[str, Any]) -> Thread:
+    data = from_item(item)
+    return Thread(
+        tenant_id=data["tenant_id"],
+        thread_id=data["thread_id"],
+        owner_user_id=data["owner_user_id"],
+        created_at=datetime.fromisoformat(data["created_at"]),
+        updated_at=datetime.fromisoformat(data["updated_at"]),
+        last_seq=int(data.get("last_seq", 0)),
+        active_run_id=data.get("active_run_id"),
+    )
+
+
+def run_to_item(run: Run) -> dict[str, Any]:
+    return to_item(
+        {
+            "PK": run_pk(run.tenant_id, run.run_id),
+            "SK": META,
+            "kind": "run",
+            "GSI1PK": f"{thread_pk(run.tenant_id, run.thread_id)}#RUNS",
+            "GSI1SK": f"{_iso(run.created_at)}#{run.run_id}",
+            "data": run.model_dump_json(),
+            "status": run.status.value,
+        }
+    )
+
+
+def run_from_item(item: dict[str, Any]) -> Run:
+    data = from_item(item)
+    run = Run.model_validate_json(data["data"])
+    updates: dict[str, Any] = {"status": RunStatus(data["status"])}
+    for field in ("last_stream_id", "error_code"):
+        if field in data:
+            updates[field] = data[field]
+    if "usage" in data:
+        updates["usage"] = [Usage.model_validate(u) for u in json.loads(data["usage"])]
+    if "heartbeat_at" in data:
+        updates["heartbeat_at"] = datetime.fromisoformat(data["heartbeat_at"])
+    if "updated_at" in data:
+        updates["updated_at"] = datetime.fromisoformat(data["updated_at"])
+    if data.get("cancel_requested"):
+        updates["cancel_requested"] = True
+    return run.model_copy(update=updates)
+
+
+def audit_to_item(record: AuditRecord, unique: str) -> dict[str, Any]:
+    return to_item(
+        {
+            "PK": audit_pk(record.tenant_id, record.thread_id),
+            "SK": f"{_iso(record.at)}#{unique}",
+            "kind": "audit",
+            "data": record.model_dump_json(),
+        }
+    )
+
+
+def audit_from_item(item: dict[str, Any]) -> AuditRecord:
+    return AuditRecord.model_validate_json(from_item(item)["data"])

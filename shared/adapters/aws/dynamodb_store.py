@@ -1,0 +1,447 @@
+"""DynamoDB adapter for the conversation store, the run ledger and the audit log (one table).
+
+boto3 is synchronous; every call runs in a worker thread so the event loop keeps streaming. The client is created
+lazily on first use so that moto can patch before it exists and cold starts stay cheap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from botocore.exceptions import ClientError
+
+from shared.adapters.aws import dynamo_codec as codec
+from shared.errors import Conflict, NotFound
+from shared.models import AuditRecord, Identity, Message, Run, Thread, Usage, utc_now
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+T = TypeVar("T")
+
+# One transaction holds at most 100 items; each message takes two (id marker and body) plus the counter update.
+_MESSAGES_PER_TRANSACTION = 40
+_MAX_APPEND_ATTEMPTS = 8
+
+
+class DynamoDBStore:
+    """Threads, messages, runs and audit records in one table (keys in ``dynamo_codec``)."""
+
+    def __init__(self, table_name: str, client_factory: Callable[[], DynamoDBClient]) -> None:
+        self._table = table_name
+        self._client_factory = client_factory
+        self._client: DynamoDBClient | None = None
+        self.request_count = 0
+
+    @property
+    def client(self) -> DynamoDBClient:
+        if self._client is None:
+            self._client = self._client_factory()
+        return self._client
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        self.request_count += 1
+        return await asyncio.to_thread(fn)
+
+    # ---- threads -------------------------------------------------------------------------------------------
+
+    async def open_thread(self, identity: Identity, thread_id: str) -> Thread:
+        now = utc_now().isoformat()
+        item = codec.to_item(
+            {
+                "PK": codec.thread_pk(identity.tenant_id, thread_id),
+                "SK": codec.META,
+                "kind": "thread",
+                "tenant_id": identity.tenant_id,
+                "thread_id": thread_id,
+                "owner_user_id": identity.user_id,
+                "created_at": now,
+                "updated_at": now,
+                "last_seq": 0,
+                "GSI1PK": codec.user_threads_gsi(identity.tenant_id, identity.user_id),
+                "GSI1SK": f"{now}#{thread_id}",
+            }
+        )
+        try:
+            await self._call(
+                lambda: self.client.put_item(
+                    TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(PK)"
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            return await self.get_thread(identity, thread_id)
+        return codec.thread_from_item(item)
+
+    async def _thread_item(self, tenant_id: str, thread_id: str) -> dict[str, Any] | None:
+        resp = await self._call(
+            lambda: self.client.get_item(
+                TableName=self._table,
+                Key=codec.to_item({"PK": codec.thread_pk(tenant_id, thread_id), "SK": codec.META}),
+                ConsistentRead=True,
+            )
+        )
+        item: dict[str, Any] | None = resp.get("Item")
+        return item
+
+    async def get_thread(self, identity: Identity, thread_id: str) -> Thread:
+        item = await self._thread_item(identity.tenant_id, thread_id)
+        if item is None:
+            raise NotFound("thread not found")
+        thread = codec.thread_from_item(item)
+        if thread.owner_user_id != identity.user_id:
+            raise NotFound("thread not found")
+        return thread
+
+    async def list_threads(
+        self, identity: Identity, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": "GSI1",
+            "KeyConditionExpression": "GSI1PK = :pk",
+            "ExpressionAttributeValues": codec.to_item(
+                {":pk": codec.user_threads_gsi(identity.tenant_id, identity.user_id)}
+            ),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if cursor:
+            start = _decode_cursor(cursor)
+            # A cursor is opaque but client-held: it must point into the caller's own partition.
+            if (
+                start.get("GSI1PK")
+                != codec.to_item({"k": codec.user_threads_gsi(identity.tenant_id, identity.user_id)})["k"]
+            ):
+                from shared.errors import InvalidRequest
+
+                raise InvalidRequest("malformed cursor", code="invalid_cursor")
+            kwargs["ExclusiveStartKey"] = start
+        resp = await self._call(lambda: self.client.query(**kwargs))
+        threads = [codec.thread_from_item(i) for i in resp.get("Items", [])]
+        last = resp.get("LastEvaluatedKey")
+        return threads, _encode_cursor(last) if last else None
+
+    async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime) -> bool:
+        """Mark ``run_id`` as the thread's active run; False when another live run holds it."""
+        try:
+            await self._call(
+                lambda: self.client.update_item(
+                    TableName=self._table,
+                    Key=codec.to_item({"PK": codec.thread_pk(identity.tenant_id, thread_id), "SK": codec.META}),
+                    UpdateExpression="SET active_run_id = :r, active_run_at = :now",
+                    ConditionExpression=(
+                        "owner_user_id = :u AND (attribute_not_exists(active_run_id) OR active_run_id = :r "
+                        "OR active_run_at < :stale)"
+                    ),
+                    ExpressionAttributeValues=codec.to_item(
+                        {
+                            ":r": run_id,
+                            ":u": identity.user_id,
+                            ":now": utc_now().isoformat(),
+                            ":stale": stale_before.isoformat(),
+                        }
+                    ),
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None:
+        try:
+            await self._call(
+                lambda: self.client.update_item(
+                    TableName=self._table,
+                    Key=codec.to_item({"PK": codec.thread_pk(tenant_id, thread_id), "SK": codec.META}),
+                    UpdateExpression="REMOVE active_run_id, active_run_at SET updated_at = :now",
+                    ConditionExpression="active_run_id = :r",
+                    ExpressionAttributeValues=codec.to_item({":r": run_id, ":now": utc_now().isoformat()}),
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+
+    # ---- messages ------------------------------------------------------------------------------------------
+
+    async def known_message_ids(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> set[str]:
+        unique = list(dict.fromkeys(ids))
+        known: set[str] = set()
+        pk = codec.thread_pk(tenant_id, thread_id)
+        for start in range(0, len(unique), 100):
+            chunk = unique[start : start + 100]
+            keys = [codec.to_item({"PK": pk, "SK": codec.msg_id_sk(mid)}) for mid in chunk]
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+            while request:
+                resp = await self._call(lambda req=request: self.client.batch_get_item(RequestItems=req))  # type: ignore[misc]
+                for item in resp.get("Responses", {}).get(self._table, []):
+                    known.add(codec.from_item(item)["SK"].removeprefix("MID#"))
+                request = resp.get("UnprocessedKeys") or {}
+        return known
+
+    async def append_messages(self, identity: Identity, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+        stored: list[Message] = []
+        pending = list({m.id: m for m in messages}.values())
+        for start in range(0, len(pending), _MESSAGES_PER_TRANSACTION):
+            stored.extend(
+                await self._append_chunk(identity, thread_id, pending[start : start + _MESSAGES_PER_TRANSACTION])
+            )
+        return stored
+
+    async def _append_chunk(self, identity: Identity, thread_id: str, chunk: list[Message]) -> list[Message]:
+        """One transaction: counter update (conditioned on its value), an id marker and the body per message.
+
+        A cancelled transaction says why per item: a failed id marker is a duplicate (dropped and retried without
+        it); a failed counter is a concurrent writer (re-read and retried).
+        """
+        pk = codec.thread_pk(identity.tenant_id, thread_id)
+        for _ in range(_MAX_APPEND_ATTEMPTS):
+            if not chunk:
+                return []
+            thread = await self.get_thread(identity, thread_id)
+            base = thread.last_seq
+            numbered = [m.model_copy(update={"seq": base + i + 1}) for i, m in enumerate(chunk)]
+            now = utc_now().isoformat()
+            items: list[dict[str, Any]] = [
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": codec.to_item({"PK": pk, "SK": codec.META}),
+                        "UpdateExpression": "SET last_seq = :new, updated_at = :now, GSI1SK = :g",
+                        "ConditionExpression": "last_seq = :old",
+                        "ExpressionAttributeValues": codec.to_item(
+                            {":new": base + len(numbered), ":old": base, ":now": now, ":g": f"{now}#{thread_id}"}
+                        ),
+                    }
+                }
+            ]
+            for msg in numbered:
+                items.append(
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": codec.to_item(
+                                {"PK": pk, "SK": codec.msg_id_sk(msg.id), "kind": "message_id", "seq": msg.seq}
+                            ),
+                            "ConditionExpression": "attribute_not_exists(PK)",
+                        }
+                    }
+                )
+                items.append(
+                    {"Put": {"TableName": self._table, "Item": codec.message_to_item(identity.tenant_id, msg)}}
+                )
+            try:
+                await self._call(lambda items=items: self.client.transact_write_items(TransactItems=items))  # type: ignore[misc]
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                reasons = exc.response.get("CancellationReasons", [])
+                duplicates = {
+                    numbered[(i - 1) // 2].id
+                    for i, reason in enumerate(reasons)
+                    if i > 0 and i % 2 == 1 and reason.get("Code") == "ConditionalCheckFailed"
+                }
+                if duplicates:
+                    chunk = [m for m in chunk if m.id not in duplicates]
+                continue  # a concurrent writer moved the counter (or we dropped duplicates): retry
+            return numbered
+        raise Conflict("could not append messages: too many concurrent writers", code="concurrent_write")
+
+    async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
+        upper = codec.msg_sk(before_seq) if before_seq is not None else "M#~"
+        resp = await self._call(
+            lambda: self.client.query(
+                TableName=self._table,
+                KeyConditionExpression="PK = :pk AND SK BETWEEN :lo AND :hi",
+                ExpressionAttributeValues=codec.to_item(
+                    {":pk": codec.thread_pk(tenant_id, thread_id), ":lo": "M#", ":hi": upper}
+                ),
+                ScanIndexForward=False,
+                Limit=limit + (1 if before_seq is not None else 0),
+                ConsistentRead=True,
+            )
+        )
+        msgs = [codec.message_from_item(i) for i in resp.get("Items", [])]
+        if before_seq is not None:
+            msgs = [m for m in msgs if m.seq < before_seq]
+        return msgs[:limit]
+
+    async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
+        resp = await self._call(
+            lambda: self.client.query(
+                TableName=self._table,
+                KeyConditionExpression="PK = :pk AND SK BETWEEN :lo AND :hi",
+                ExpressionAttributeValues=codec.to_item(
+                    {":pk": codec.thread_pk(tenant_id, thread_id), ":lo": codec.msg_sk(after_seq + 1), ":hi": "M#~"}
+                ),
+                ScanIndexForward=True,
+                Limit=limit,
+                ConsistentRead=True,
+            )
+        )
+        return [codec.message_from_item(i) for i in resp.get("Items", [])]
+
+    # ---- runs ----------------------------------------------------------------------------------------------
+
+    async def create_run(self, run: Run) -> tuple[Run, bool]:
+        item = codec.run_to_item(run)
+        try:
+            await self._call(
+                lambda: self.client.put_item(
+                    TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(PK)"
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            existing = await self.get_run(run.tenant_id, run.run_id)
+            if existing is None:  # pragma: no cover - deleted between the two calls
+                raise
+            return existing, False
+        return run, True
+
+    async def get_run(self, tenant_id: str, run_id: str) -> Run | None:
+        resp = await self._call(
+            lambda: self.client.get_item(
+                TableName=self._table,
+                Key=codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
+                ConsistentRead=True,
+            )
+        )
+        item = resp.get("Item")
+        return codec.run_from_item(item) if item else None
+
+    async def finish_run(
+        self,
+        tenant_id: str,
+        run_id: str,
+        *,
+        status: str,
+        usage: list[Usage],
+        last_stream_id: str | None,
+        error_code: str | None = None,
+    ) -> None:
+        values: dict[str, Any] = {
+            ":s": status,
+            ":u": json.dumps([u.model_dump() for u in usage]),
+            ":now": utc_now().isoformat(),
+        }
+        expr = "SET #s = :s, #u = :u, updated_at = :now"
+        if last_stream_id:
+            values[":l"] = last_stream_id
+            expr += ", last_stream_id = :l"
+        if error_code:
+            values[":e"] = error_code
+            expr += ", error_code = :e"
+        await self._call(
+            lambda: self.client.update_item(
+                TableName=self._table,
+                Key=codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
+                UpdateExpression=expr,
+                ExpressionAttributeNames={"#s": "status", "#u": "usage"},
+                ExpressionAttributeValues=codec.to_item(values),
+            )
+        )
+
+    async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> None:
+        values: dict[str, Any] = {":now": utc_now().isoformat()}
+        expr = "SET heartbeat_at = :now"
+        if last_stream_id:
+            values[":l"] = last_stream_id
+            expr += ", last_stream_id = :l"
+        await self._call(
+            lambda: self.client.update_item(
+                TableName=self._table,
+                Key=codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
+                UpdateExpression=expr,
+                ExpressionAttributeValues=codec.to_item(values),
+            )
+        )
+
+    async def request_cancel(self, tenant_id: str, run_id: str) -> None:
+        await self._call(
+            lambda: self.client.update_item(
+                TableName=self._table,
+                Key=codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
+                UpdateExpression="SET cancel_requested = :t",
+                ConditionExpression="attribute_exists(PK)",
+                ExpressionAttributeValues=codec.to_item({":t": True}),
+            )
+        )
+
+    async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]:
+        resp = await self._call(
+            lambda: self.client.query(
+                TableName=self._table,
+                IndexName="GSI1",
+                KeyConditionExpression="GSI1PK = :pk",
+                ExpressionAttributeValues=codec.to_item({":pk": f"{codec.thread_pk(tenant_id, thread_id)}#RUNS"}),
+                Limit=limit,
+            )
+        )
+        return [codec.run_from_item(i) for i in resp.get("Items", [])]
+
+    # ---- audit ---------------------------------------------------------------------------------------------
+
+    async def record(self, record: AuditRecord) -> None:
+        item = codec.audit_to_item(record, uuid.uuid4().hex)
+        await self._call(lambda: self.client.put_item(TableName=self._table, Item=item))
+
+    async def list_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[AuditRecord]:
+        resp = await self._call(
+            lambda: self.client.query(
+                TableName=self._table,
+                KeyConditionExpression="PK = :pk",
+                ExpressionAttributeValues=codec.to_item({":pk": codec.audit_pk(tenant_id, thread_id)}),
+                Limit=limit,
+            )
+        )
+        return [codec.audit_from_item(i) for i in resp.get("Items", [])]
+
+
+def _encode_cursor(key: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> dict[str, Any]:
+    from shared.errors import InvalidRequest
+
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidRequest("malformed cursor", code="invalid_cursor") from exc
+    if not isinstance(value, dict):
+        raise InvalidRequest("malformed cursor", code="invalid_cursor")
+    return value
+
+
+def create_table(client: DynamoDBClient, table_name: str) -> None:
+    """Create the table as template.yaml defines it (used locally and in tests)."""
+    client.create_table(
+        TableName=table_name,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": name, "AttributeType": "S"} for name in ("PK", "SK", "GSI1PK", "GSI1SK")
+        ],
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "GSI1",
+                "KeySchema": [
+                    {"AttributeName": "GSI1PK", "KeyType": "HASH"},
+                    {"AttributeName": "GSI1SK", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    )

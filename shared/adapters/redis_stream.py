@@ -1,0 +1,65 @@
+"""Redis streams adapter for the ``EventStream`` port.
+
+Works on a single node and on cluster-mode servers (ElastiCache Serverless is always cluster mode and TLS): keys
+that are used together share a hash tag (``run:{tenant/run}:events``), and nothing uses ``SELECT``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from shared.ports import StreamEntry
+
+RedisClient = Redis | RedisCluster
+
+
+def run_stream_key(tenant_id: str, run_id: str) -> str:
+    return f"run:{{{tenant_id}/{run_id}}}:events"
+
+
+def thread_stream_key(tenant_id: str, thread_id: str) -> str:
+    return f"thread:{{{tenant_id}/{thread_id}}}:events"
+
+
+class RedisEventStream:
+    """Each event is one stream entry with a single field ``e`` holding the event's JSON."""
+
+    def __init__(self, client: RedisClient, *, max_len: int = 10_000) -> None:
+        self._client = client
+        self._max_len = max_len
+
+    async def append(self, key: str, event: dict[str, Any]) -> str:
+        entry_id = await self._client.xadd(
+            key, {"e": json.dumps(event, separators=(",", ":"))}, maxlen=self._max_len, approximate=True
+        )
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    async def read_after(self, key: str, after_id: str, *, block_ms: int, count: int = 100) -> list[StreamEntry]:
+        resp: Any = await self._client.xread({key: after_id}, count=count, block=block_ms if block_ms > 0 else None)
+        entries: list[StreamEntry] = []
+        for _key, items in resp or []:
+            for entry_id, fields in items:
+                raw = fields.get(b"e") if b"e" in fields else fields.get("e")
+                eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+                entries.append(StreamEntry(id=eid, event=json.loads(raw)))
+        return entries
+
+    async def expire(self, key: str, seconds: int) -> None:
+        await self._client.expire(key, seconds)
+
+    async def ping(self) -> bool:
+        return bool(await self._client.ping())
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def connect(url: str, *, cluster: bool) -> RedisClient:
+    """A client for ``url`` (``redis://`` or ``rediss://`` for TLS), in cluster or single-node mode."""
+    if cluster:
+        return RedisCluster.from_url(url)
+    return Redis.from_url(url)

@@ -1,0 +1,298 @@
+"""The context window (design document §5): which stored messages of a thread the model sees.
+
+Three steps, each a small function:
+
+1. **Collect** from the store, newest first, page by page, and stop as soon as the policy is satisfied, so the
+   number of store requests depends on the window's size, never on the thread's length.
+
+   - ``last_n_user_messages`` is the original pseudo-code: walk back from the current message, include every
+     message, count ``role=user`` ones, stop right after the N-th. Assistant / tool / system messages in
+     between stay; fewer than N user messages means the whole thread. With ``include_current_user_message =
+     false`` the current message is still included but not counted (the window then holds N *earlier* user
+     messages).
+   - ``today_yesterday`` (legacy, for rollback and comparison): the messages created today or yesterday in the
+     policy's timezone, read back until the first older message. The current message is always included.
+
+2. **Repair tool-call pairs** so the provider never rejects the request. An assistant message with
+   ``tool_calls`` must be followed directly by one result per call. A tool result outside such a block (an
+   orphan) is dropped; a second result for the same call is dropped; a call without a result (a dangling
+   call, e.g. a run cancelled mid-tool) gets a synthetic "cancelled" result. The window is never *extended*
+   to reach a missing partner: last-N cuts happen just before a user message, so a well-formed block is never
+   split, and extending would break the exact-N rule. Every repair is recorded in
+   :attr:`WindowResult.repairs`.
+
+3. **Cap input tokens** as a last guard: while the estimated size exceeds ``max_input_tokens``, drop the
+   oldest whole turn (a user message and everything up to the next user message; leading non-user messages
+   form a turn of their own). The current turn is never dropped. Recorded too.
+
+Hidden messages (``meta.hidden_from_user``) are part of the model's context and are never filtered here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, time, timedelta
+from enum import StrEnum
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from shared.models import Message, Role
+from shared.ports import MessageHistoryReader
+from shared.profiles import HistoryPolicy
+from shared.tokens import count_message_tokens
+
+TokenCounter = Callable[[Message], int]
+
+SYNTHETIC_RESULT_TEXT = "cancelled: no result was recorded for this tool call"
+
+
+class RepairKind(StrEnum):
+    ORPHAN_TOOL_RESULT = "orphan_tool_result_dropped"
+    DUPLICATE_TOOL_RESULT = "duplicate_tool_result_dropped"
+    DANGLING_TOOL_CALL = "dangling_tool_call_completed"
+    TOKEN_CAP_DROPPED_TURNS = "token_cap_dropped_turns"
+    TOKEN_CAP_EXCEEDED = "token_cap_exceeded_by_current_turn"
+
+
+@dataclass
+class WindowResult:
+    messages: list[Message]
+    repairs: list[dict[str, Any]] = field(default_factory=list)
+    store_requests: int = 0
+    input_tokens: int = 0
+    """The window's size according to the token counter used (an estimate unless it is the model's own)."""
+
+
+async def resolve_window(
+    reader: MessageHistoryReader,
+    tenant_id: str,
+    thread_id: str,
+    policy: HistoryPolicy,
+    *,
+    now: datetime,
+    page_size: int = 50,
+    upto_seq: int | None = None,
+    count_tokens: TokenCounter = count_message_tokens,
+    reserve_tokens: int = 0,
+) -> WindowResult:
+    """Build the model's view of a thread.
+
+    Args:
+        reader: the message store (one ``read_back`` call is one store request).
+        tenant_id: the thread's tenant.
+        thread_id: the thread.
+        policy: the profile's history policy.
+        now: the current time (only ``today_yesterday`` uses it).
+        page_size: messages per store request.
+        upto_seq: the current message's ``seq``; ``None`` means the newest stored message is the current one.
+        count_tokens: estimates one message's input tokens, for the cap.
+        reserve_tokens: tokens the caller needs besides the history (system prompt, tool specs); taken off
+        the cap.
+    """
+    if page_size < 1:
+        raise ValueError("page_size must be at least 1")
+    if policy.mode == "today_yesterday":
+        since = _yesterday_start(now, ZoneInfo(policy.timezone))
+        collected, requests = await _collect(
+            reader, tenant_id, thread_id, upto_seq, page_size, _SinceCutoff(since)
+        )
+    else:
+        collected, requests = await _collect(
+            reader,
+            tenant_id,
+            thread_id,
+            upto_seq,
+            page_size,
+            _LastNUsers(policy.n, policy.include_current_user_message),
+        )
+    messages, repairs = repair_tool_pairs(collected)
+    messages, cap_repairs, tokens = cap_input_tokens(
+        messages, max(policy.max_input_tokens - reserve_tokens, 0), count_tokens
+    )
+    return WindowResult(
+        messages=messages, repairs=repairs + cap_repairs, store_requests=requests, input_tokens=tokens
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 1. Collect
+# ----------------------------------------------------------------------------------------------------------
+
+
+class _LastNUsers:
+    """The original pseudo-code, fed newest first: include each message, count users, stop at N."""
+
+    def __init__(self, n: int, count_current: bool) -> None:
+        self._n = n
+        self._count_current = count_current
+        self._users = 0
+        self._first = True
+
+    def take(self, msg: Message) -> tuple[bool, bool]:
+        """Returns (include this message, the window is complete)."""
+        counted = msg.role is Role.USER and (self._count_current or not self._first)
+        self._first = False
+        if counted:
+            self._users += 1
+        return True, self._users >= self._n
+
+
+class _SinceCutoff:
+    def __init__(self, since: datetime) -> None:
+        self._since = since
+        self._first = True
+
+    def take(self, msg: Message) -> tuple[bool, bool]:
+        first, self._first = self._first, False
+        if first or _aware(msg.created_at) >= self._since:
+            return True, False
+        return False, True
+
+
+async def _collect(
+    reader: MessageHistoryReader,
+    tenant_id: str,
+    thread_id: str,
+    upto_seq: int | None,
+    page_size: int,
+    rule: _LastNUsers | _SinceCutoff,
+) -> tuple[list[Message], int]:
+    newest_first: list[Message] = []
+    before = None if upto_seq is None else upto_seq + 1
+    requests = 0
+    while True:
+        page = await reader.read_back(tenant_id, thread_id, before_seq=before, limit=page_size)
+        requests += 1
+        for msg in page:
+            include, complete = rule.take(msg)
+            if include:
+                newest_first.append(msg)
+            if complete:
+                newest_first.reverse()
+                return newest_first, requests
+        if len(page) < page_size:
+            newest_first.reverse()
+            return newest_first, requests
+        before = page[-1].seq
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _yesterday_start(now: datetime, zone: ZoneInfo) -> datetime:
+    today = _aware(now).astimezone(zone).date()
+    return datetime.combine(today - timedelta(days=1), time(0), tzinfo=zone)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 2. Repair tool-call pairs
+# ----------------------------------------------------------------------------------------------------------
+
+
+def synthetic_result(call_message: Message, tool_call_id: str) -> Message:
+    """The stand-in result for a call that has none; never stored by this module, flagged ``synthetic``."""
+    return Message(
+        id=f"synthetic:{call_message.id}:{tool_call_id}",
+        thread_id=call_message.thread_id,
+        role=Role.TOOL,
+        content=SYNTHETIC_RESULT_TEXT,
+        tool_call_id=tool_call_id,
+        run_id=call_message.run_id,
+        meta=call_message.meta,
+        seq=call_message.seq,
+        created_at=call_message.created_at,
+        flags={"synthetic": True},
+    )
+
+
+def repair_tool_pairs(messages: list[Message]) -> tuple[list[Message], list[dict[str, Any]]]:
+    """Make every tool-call block whole (chronological input and output); see the module docstring."""
+    out: list[Message] = []
+    repairs: list[dict[str, Any]] = []
+    i = 0
+    while i < len(messages):
+        msg = messages[i]
+        i += 1
+        if msg.role is Role.TOOL:
+            repairs.append(_repair(RepairKind.ORPHAN_TOOL_RESULT, [msg.id], [msg.tool_call_id]))
+            continue
+        out.append(msg)
+        if msg.role is not Role.ASSISTANT or not msg.tool_calls:
+            continue
+        wanted = {call.id for call in msg.tool_calls}
+        answered: set[str] = set()
+        while i < len(messages) and messages[i].role is Role.TOOL:
+            result = messages[i]
+            i += 1
+            call_id = result.tool_call_id
+            if call_id in answered:
+                repairs.append(_repair(RepairKind.DUPLICATE_TOOL_RESULT, [result.id], [call_id]))
+            elif call_id in wanted and call_id is not None:
+                answered.add(call_id)
+                out.append(result)
+            else:
+                repairs.append(_repair(RepairKind.ORPHAN_TOOL_RESULT, [result.id], [call_id]))
+        missing = [call.id for call in msg.tool_calls if call.id not in answered]
+        if missing:
+            for call_id in dict.fromkeys(missing):
+                out.append(synthetic_result(msg, call_id))
+            repairs.append(_repair(RepairKind.DANGLING_TOOL_CALL, [msg.id], missing))
+    return out, repairs
+
+
+def _repair(kind: RepairKind, message_ids: list[str], tool_call_ids: Sequence[str | None]) -> dict[str, Any]:
+    return {"kind": kind.value, "message_ids": message_ids, "tool_call_ids": list(tool_call_ids)}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# 3. Cap input tokens
+# ----------------------------------------------------------------------------------------------------------
+
+
+def split_turns(messages: list[Message]) -> list[list[Message]]:
+    """Turns: each starts at a user message; anything before the first user message is a turn of its own."""
+    turns: list[list[Message]] = []
+    for msg in messages:
+        if msg.role is Role.USER or not turns:
+            turns.append([])
+        turns[-1].append(msg)
+    return turns
+
+
+def cap_input_tokens(
+    messages: list[Message], limit: int, count_tokens: TokenCounter
+) -> tuple[list[Message], list[dict[str, Any]], int]:
+    """Drop whole oldest turns while the window is above ``limit``; the current (last) turn always stays."""
+    turns = split_turns(messages)
+    costs = [sum(count_tokens(m) for m in turn) for turn in turns]
+    total = sum(costs)
+    before = total
+    drop = 0
+    while total > limit and drop < len(turns) - 1:
+        total -= costs[drop]
+        drop += 1
+    repairs: list[dict[str, Any]] = []
+    if drop:
+        repairs.append(
+            {
+                "kind": RepairKind.TOKEN_CAP_DROPPED_TURNS.value,
+                "message_ids": [m.id for turn in turns[:drop] for m in turn],
+                "turns": drop,
+                "tokens_before": before,
+                "tokens_after": total,
+                "limit": limit,
+            }
+        )
+    if total > limit:
+        repairs.append(
+            {
+                "kind": RepairKind.TOKEN_CAP_EXCEEDED.value,
+                "message_ids": [m.id for m in turns[-1]] if turns else [],
+                "tokens": total,
+                "limit": limit,
+            }
+        )
+    kept = [m for turn in turns[drop:] for m in turn]
+    return kept, repairs, total

@@ -1,0 +1,62 @@
+"""The one error root of the backend and its small tree.
+
+    AgentError                      every error this package raises on purpose; carries a stable ``code``
+    ├── InvalidRequest (400/422)    the caller sent something we cannot accept
+    ├── Unauthenticated (401)       no token, or a token we do not trust
+    ├── Forbidden (403)             a valid token without the scope the endpoint needs
+    ├── NotFound (404)              absent, or belonging to someone else (never say which)
+    ├── Conflict (409)              run id reused with another body, thread busy, concurrent writer
+    ├── PayloadTooLarge (413)
+    ├── ModelError                  the model failed after retries; ends a run with RUN_ERROR
+    └── ConfigurationError          a developer mistake found at start-up (bad profile, missing setting)
+
+The HTTP layer maps these to status codes by type in one table (``functions.agent_api.errors``), never by
+message text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AgentError(Exception):
+    code = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.details = details
+
+
+class InvalidRequest(AgentError):
+    code = "invalid_request"
+
+
+class Unauthenticated(AgentError):
+    code = "unauthenticated"
+
+
+class Forbidden(AgentError):
+    code = "forbidden"
+
+
+class NotFound(AgentError):
+    code = "not_found"
+
+
+class Conflict(AgentError):
+    code = "conflict"
+
+
+class PayloadTooLarge(AgentError):
+    code = "payload_too_large"
+
+
+class ModelError(AgentError):
+    code = "model_error"
+
+
+class ConfigurationError(AgentError):
+    code = "configuration_error"

@@ -1,0 +1,26 @@
+"""What an executor needs to know about the run it executes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.models import ExecutionMeta, Identity
+from shared.profiles import ExecutionProfile
+
+
+@dataclass(frozen=True)
+class RunContext:
+    identity: Identity
+    thread_id: str
+    run_id: str
+    profile: ExecutionProfile
+    meta: ExecutionMeta
+    # Names of frontend tools the client declared in RunAgentInput.tools (never executed by the server).
+    client_tools: frozenset[str] = frozenset()
+    # Server tools the caller declared (None: every tool the profile allows). Automation tasks set this.
+    declared_tools: frozenset[str] | None = None
+    # RunAgentInput.context items, passed to the model as a bounded system note.
+    context_notes: tuple[str, ...] = ()
+    # A short summary of the request for audit records (never the message text itself).
+    request_summary: str = ""
+    extra: dict[str, str] = field(default_factory=dict)

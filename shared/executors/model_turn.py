@@ -1,0 +1,154 @@
+"""One model turn, streamed: chunks from the model port become AG-UI events as they arrive.
+
+Shared by every executor, so the wire rules live in one place: a text message is closed before a tool call
+starts, tool calls are started only once their name is known, arguments are sent whole once the call is
+complete, and everything opened is closed when the turn ends (or is interrupted).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from ag_ui.core import (
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+
+from shared.llm.types import ChatModel, ChatRequest, Finished, ReasoningDelta, TextDelta, ToolCallDelta
+from shared.models import ToolCall, Usage
+from shared.runs.emitter import RunEmitter
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+@dataclass
+class _PendingCall:
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+    started: bool = False
+
+
+@dataclass
+class TurnResult:
+    message_id: str
+    text: str = ""
+    reasoning_chars: int = 0
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    malformed_call_ids: set[str] = field(default_factory=set)
+
+
+def normalise_arguments(raw: str) -> tuple[str, bool]:
+    """Arguments as a JSON object string, and whether the model's own text was one.
+
+    Arguments are sent to clients once, whole, at the end of the call: AG-UI requires the deltas to concatenate to
+    valid JSON, and a model can emit malformed arguments that cannot be taken back once streamed.
+    """
+    text = raw.strip() or "{}"
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return "{}", False
+    if not isinstance(value, dict):
+        return "{}", False
+    return text, True
+
+
+class ModelTurn:
+    """Streams one model call into events; ``result`` holds what was produced so far (also when interrupted)."""
+
+    def __init__(self, emitter: RunEmitter, *, emit_text: bool = True) -> None:
+        self._emitter = emitter
+        self._emit_text = emit_text
+        self.result = TurnResult(message_id=new_id("msg"))
+        self._text_open = False
+        self._calls: dict[int, _PendingCall] = {}
+        self.first_event_emitted = False
+
+    async def run(self, model: ChatModel, request: ChatRequest) -> TurnResult:
+        async for chunk in model.stream(request):
+            if isinstance(chunk, TextDelta):
+                await self._on_text(chunk.text)
+            elif isinstance(chunk, ReasoningDelta):
+                self.result.reasoning_chars += len(chunk.text)
+            elif isinstance(chunk, ToolCallDelta):
+                await self._on_tool_delta(chunk)
+            elif isinstance(chunk, Finished):
+                self.result.finish_reason = chunk.reason
+                self.result.usage = chunk.usage
+        await self.close()
+        return self.result
+
+    async def _on_text(self, text: str) -> None:
+        if not text:
+            return
+        self.result.text += text
+        if not self._emit_text:
+            return
+        if any(call.started for call in self._calls.values()):
+            # Text after a tool call started: kept in the stored message, not streamed as a second message.
+            return
+        if not self._text_open:
+            await self._emitter.emit(TextMessageStartEvent(message_id=self.result.message_id, role="assistant"))
+            self._text_open = True
+            self.first_event_emitted = True
+        await self._emitter.emit(TextMessageContentEvent(message_id=self.result.message_id, delta=text))
+
+    async def _close_text(self) -> None:
+        if self._text_open:
+            self._text_open = False
+            await self._emitter.emit(TextMessageEndEvent(message_id=self.result.message_id))
+
+    async def _on_tool_delta(self, delta: ToolCallDelta) -> None:
+        call = self._calls.setdefault(delta.index, _PendingCall())
+        if delta.id and call.id is None:
+            call.id = delta.id
+        if delta.name and call.name is None:
+            call.name = delta.name
+        call.arguments += delta.arguments
+        if not call.started and call.name is not None:
+            if call.id is None:
+                call.id = new_id("call")
+            await self._close_text()
+            await self._emitter.emit(
+                ToolCallStartEvent(
+                    tool_call_id=call.id, tool_call_name=call.name, parent_message_id=self.result.message_id
+                )
+            )
+            call.started = True
+            self.first_event_emitted = True
+
+    async def close(self) -> None:
+        """Close the open text message and every started tool call; collect the calls in index order."""
+        await self._close_text()
+        calls: list[ToolCall] = []
+        for index in sorted(self._calls):
+            call = self._calls[index]
+            if call.name is None:
+                continue
+            if not call.started:
+                call.id = call.id or new_id("call")
+                await self._emitter.emit(
+                    ToolCallStartEvent(
+                        tool_call_id=call.id, tool_call_name=call.name, parent_message_id=self.result.message_id
+                    )
+                )
+                call.started = True
+            arguments, valid = normalise_arguments(call.arguments)
+            if not valid:
+                self.result.malformed_call_ids.add(call.id or "")
+            await self._emitter.emit(ToolCallArgsEvent(tool_call_id=call.id or "", delta=arguments))
+            await self._emitter.emit(ToolCallEndEvent(tool_call_id=call.id or ""))
+            calls.append(ToolCall(id=call.id or "", name=call.name, arguments=arguments))
+        self._calls.clear()
+        self.result.tool_calls.extend(calls)

@@ -1,0 +1,199 @@
+"""The worker executor: intent, tool decisions, tool calls and the answer, in one pass (design document §4.1)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
+
+from shared.context_window import resolve_window
+from shared.executors.context import RunContext
+from shared.executors.model_turn import ModelTurn, TurnResult, new_id
+from shared.executors.transcript import to_chat_messages
+from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
+from shared.models import AuditRecord, Message, Role, Usage, digest, utc_now
+from shared.ports import AuditLog, ConversationStore
+from shared.runs.emitter import RunEmitter
+from shared.tools.registry import ToolContext, ToolFailed, ToolRegistry
+
+logger = logging.getLogger(__name__)
+
+MAX_MODEL_TURNS = 8
+MAX_CONTEXT_NOTE_CHARS = 4_000
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant. Decide what the user wants, call a tool when one is needed, "
+    "and answer concisely in the user's language."
+)
+
+
+@dataclass
+class ExecutionResult:
+    usage: list[Usage] = field(default_factory=list)
+    model_turns: int = 0
+    tool_calls: int = 0
+    tool_refusals: int = 0
+    window_repairs: int = 0
+
+
+class WorkerExecutor:
+    step_name = "worker"
+
+    def __init__(
+        self,
+        model: ChatModel,
+        store: ConversationStore,
+        audit: AuditLog,
+        tools: ToolRegistry,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        system_prompt: Callable[[RunContext, list[ToolSpec]], str] | None = None,
+    ) -> None:
+        self._model = model
+        self._store = store
+        self._audit = audit
+        self._tools = tools
+        self._clock = clock
+        self._system_prompt = system_prompt or (lambda _ctx, _tools: SYSTEM_PROMPT)
+        self.current_turn: ModelTurn | None = None
+
+    def effective_tools(self, ctx: RunContext) -> list[ToolSpec]:
+        allow = ctx.profile.tool_policy.allowlist
+        names = sorted(
+            n
+            for n in self._tools.names
+            if (allow is None or n in allow) and (ctx.declared_tools is None or n in ctx.declared_tools)
+        )
+        return [tool.spec for n in names if (tool := self._tools.get(n)) is not None]
+
+    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+        result = ExecutionResult()
+        await emitter.emit(StepStartedEvent(step_name=self.step_name))
+        tools = self.effective_tools(ctx)
+        for _ in range(MAX_MODEL_TURNS):
+            request = await self._build_request(ctx, tools, result)
+            turn = ModelTurn(emitter)
+            self.current_turn = turn
+            turn_result = await turn.run(self._model, request)
+            self.current_turn = None
+            result.model_turns += 1
+            if turn_result.usage is not None:
+                result.usage.append(turn_result.usage)
+            await self._persist_assistant(ctx, turn_result)
+            if not turn_result.tool_calls:
+                break
+            for call in turn_result.tool_calls:
+                await self._run_tool(ctx, emitter, turn_result, call.id, call.name, call.arguments, result)
+        await emitter.emit(StepFinishedEvent(step_name=self.step_name))
+        return result
+
+    async def _build_request(self, ctx: RunContext, tools: list[ToolSpec], result: ExecutionResult) -> ChatRequest:
+        window = await resolve_window(
+            self._store, ctx.identity.tenant_id, ctx.thread_id, ctx.profile.history_policy, now=self._clock()
+        )
+        for repair in window.repairs:
+            result.window_repairs += 1
+            await self._audit.record(
+                AuditRecord(
+                    kind="window_repair",
+                    tenant_id=ctx.identity.tenant_id,
+                    thread_id=ctx.thread_id,
+                    run_id=ctx.run_id,
+                    user_id=ctx.identity.user_id,
+                    details=dict(repair),
+                )
+            )
+        system = [ChatMessage(role="system", content=self._system_prompt(ctx, tools))]
+        if ctx.context_notes:
+            note = "\n".join(ctx.context_notes)[:MAX_CONTEXT_NOTE_CHARS]
+            system.append(ChatMessage(role="system", content=f"Client context (informational):\n{note}"))
+        return ChatRequest(
+            model=ctx.profile.model.name,
+            messages=(*system, *to_chat_messages(window.messages)),
+            tools=tuple(tools),
+            thinking=ctx.profile.model.thinking,
+        )
+
+    async def _persist_assistant(self, ctx: RunContext, turn: TurnResult) -> None:
+        if not turn.text and not turn.tool_calls:
+            return
+        await self._store.append_messages(
+            ctx.identity,
+            ctx.thread_id,
+            [
+                Message(
+                    id=turn.message_id,
+                    thread_id=ctx.thread_id,
+                    role=Role.ASSISTANT,
+                    content=turn.text,
+                    tool_calls=tuple(turn.tool_calls),
+                    run_id=ctx.run_id,
+                    meta=ctx.meta,
+                )
+            ],
+        )
+
+    async def _run_tool(
+        self,
+        ctx: RunContext,
+        emitter: RunEmitter,
+        turn: TurnResult,
+        call_id: str,
+        name: str,
+        arguments: str,
+        result: ExecutionResult,
+    ) -> None:
+        result.tool_calls += 1
+        allowed_names = {t.name for t in self.effective_tools(ctx)}
+        tool = self._tools.get(name) if name in allowed_names else None
+        if tool is None:
+            result.tool_refusals += 1
+            content = json.dumps({"error": {"code": "tool_not_allowed", "message": f"tool {name!r} is not available"}})
+            await self._audit.record(
+                AuditRecord(
+                    kind="tool_decision",
+                    tenant_id=ctx.identity.tenant_id,
+                    thread_id=ctx.thread_id,
+                    run_id=ctx.run_id,
+                    user_id=ctx.identity.user_id,
+                    details={"decision": "refused", "tool_name": name, "arguments_digest": digest(arguments)},
+                )
+            )
+        elif call_id in turn.malformed_call_ids:
+            content = json.dumps({"error": {"code": "invalid_arguments", "message": "arguments were not valid JSON"}})
+        else:
+            try:
+                content = await tool.handler(
+                    json.loads(arguments),
+                    ToolContext(
+                        tenant_id=ctx.identity.tenant_id,
+                        user_id=ctx.identity.user_id,
+                        thread_id=ctx.thread_id,
+                        run_id=ctx.run_id,
+                    ),
+                )
+            except ToolFailed as exc:
+                content = json.dumps({"error": {"code": "tool_failed", "message": str(exc)}})
+        message_id = new_id("msg")
+        await self._store.append_messages(
+            ctx.identity,
+            ctx.thread_id,
+            [
+                Message(
+                    id=message_id,
+                    thread_id=ctx.thread_id,
+                    role=Role.TOOL,
+                    content=content,
+                    tool_call_id=call_id,
+                    run_id=ctx.run_id,
+                    meta=ctx.meta,
+                )
+            ],
+        )
+        await emitter.emit(
+            ToolCallResultEvent(message_id=message_id, tool_call_id=call_id, content=content, role="tool")
+        )

@@ -1,0 +1,1 @@
+"""The model port's wire-independent types and its adapters (OpenAI-compatible HTTP, offline)."""

@@ -1,0 +1,310 @@
+"""The model port over any OpenAI-compatible chat endpoint, with the ``openai`` client.
+
+This is the only module that imports ``openai``. It turns the SDK's stream into our chunks
+(``TextDelta``, ``ReasoningDelta``, ``ToolCallDelta``, one ``Finished``) and the SDK's errors into
+``ModelError`` with a stable code:
+
+    model_rate_limited          HTTP 429, after the client's retries
+    model_unavailable           HTTP 5xx / 401 / 403, connection refused or reset before the stream started
+    model_timeout               no answer (or no next chunk) within ``timeout_s``
+    model_bad_request           any other 4xx: the request itself is wrong (unknown model, bad schema, ...)
+    model_stream_interrupted    the stream broke or ended before a ``finish_reason``
+
+Retries are the ``openai`` client's own (429, 5xx, timeouts and connection errors, with backoff honouring
+``retry-after``), which happen before the stream starts. Once a chunk has been yielded nothing is retried: the
+caller has already shown it, and a second answer would duplicate text and tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import openai
+from openai import AsyncOpenAI
+from openai.types.chat import (
+    ChatCompletionChunk,
+    ChatCompletionMessageParam,
+    ChatCompletionToolParam,
+)
+from openai.types.completion_usage import CompletionUsage
+
+from shared.errors import ModelError
+from shared.llm.thinking import Provider, ThinkStripper, detect_provider, thinking_extra_body
+from shared.llm.types import (
+    ChatChunk,
+    ChatRequest,
+    Finished,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
+from shared.models import Usage
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap token estimate for when the server reports no usage.
+
+    About four characters per token for Latin text and one token per CJK character, which is close to what the
+    Qwen tokenizer gives for both; results carry ``Usage.estimated=True`` so nobody mistakes them for billing.
+    """
+    if not text:
+        return 0
+    wide = sum(1 for ch in text if ord(ch) >= 0x2E80)
+    return wide + max(1, (len(text) - wide + 3) // 4)
+
+
+@dataclass
+class _ToolCallSeen:
+    id: str | None = None
+    name: str | None = None
+
+
+@dataclass
+class _StreamState:
+    """What has been seen of one streamed answer, for the final ``Finished`` and the usage estimate."""
+
+    finish_reason: str | None = None
+    usage: CompletionUsage | None = None
+    visible_text: list[str] = field(default_factory=list)
+    reasoning_text: list[str] = field(default_factory=list)
+    tool_text: list[str] = field(default_factory=list)
+    tool_calls: dict[int, _ToolCallSeen] = field(default_factory=dict)
+
+
+class OpenAIChatModel:
+    """``ChatModel`` for an OpenAI-compatible endpoint (DashScope compatible mode, vLLM, SGLang, ...).
+
+    The ``AsyncOpenAI`` client is created on first use (cheap cold starts; tests may inject their own).
+    ``provider`` selects the thinking switch (see ``shared.llm.thinking``); by default it is detected from
+    ``base_url``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        provider: Provider | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        client: AsyncOpenAI | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.thinking_provider: Provider = provider or detect_provider(base_url)
+        self.provider: str = self.thinking_provider  # the usage label; a plain str as the port declares
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self._api_key = api_key
+        self._client = client
+        self._owns_client = client is None
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        if self._client is None:
+            self._client = AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key,
+                timeout=self.timeout_s,
+                max_retries=self.max_retries,
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this adapter created it."""
+        if self._client is not None and self._owns_client:
+            await self._client.close()
+            self._client = None
+
+    async def list_models(self) -> list[str]:
+        """The model ids the endpoint serves.
+
+        Raises:
+            ModelError: the endpoint could not be reached or refused the request.
+        """
+        try:
+            return [model.id async for model in self.client.models.list()]
+        except openai.OpenAIError as exc:
+            raise _model_error(exc, streaming=False) from exc
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        """Stream one model turn; ends with exactly one ``Finished`` or raises ``ModelError``.
+
+        Tool-call ids and names are passed on once per index even when the server repeats them in every
+        delta, so a consumer may concatenate or overwrite; arguments arrive as fragments to concatenate.
+        """
+        try:
+            response = await self.client.chat.completions.create(
+                model=request.model,
+                messages=cast("list[ChatCompletionMessageParam]", [m.to_openai() for m in request.messages]),
+                tools=_tool_params(request.tools) if request.tools else openai.omit,
+                temperature=request.temperature if request.temperature is not None else openai.omit,
+                max_tokens=request.max_tokens if request.max_tokens is not None else openai.omit,
+                stream=True,
+                
+                extra_body=thinking_extra_body(self.thinking_provider, enabled=request.thinking == "on"),
+            )
+        except openai.OpenAIError as exc:
+            raise _model_error(exc, streaming=False) from exc
+
+        state = _StreamState()
+        stripper = ThinkStripper()
+        try:
+            async for chunk in response:
+                for item in self._chunk_items(chunk, state, stripper):
+                    yield item
+        except (openai.OpenAIError, ValueError) as exc:
+            # A break after the finish_reason only cost us the usage trailer: the answer is complete.
+            if state.finish_reason is None:
+                raise _model_error(exc, streaming=True) from exc
+        finally:
+            await response.close()
+
+        if state.finish_reason is None:
+            raise ModelError(
+                "the model stream ended before the answer was finished",
+                code="model_stream_interrupted",
+                details={"provider": self.provider, "model": request.model},
+            )
+        for item in _released(*stripper.flush(), state):
+            yield item
+        for index, seen in sorted(state.tool_calls.items()):
+            if seen.id is None:  # some servers send no ids; the conversation needs one to pair the result
+                seen.id = f"call_{uuid.uuid4().hex[:24]}"
+                yield ToolCallDelta(index=index, id=seen.id)
+        reason = state.finish_reason
+        if state.tool_calls and reason == "stop":  # servers that end tool calls with "stop"
+            reason = "tool_calls"
+        yield Finished(reason=reason, usage=self._usage(request, state))
+
+    def _chunk_items(
+        self, chunk: ChatCompletionChunk, state: _StreamState, stripper: ThinkStripper
+    ) -> Iterable[ChatChunk]:
+        if chunk.usage is not None:
+            state.usage = chunk.usage
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            extra = delta.model_extra or {}
+            for key in ("reasoning_content", "reasoning"):
+                reasoning = extra.get(key)
+                if isinstance(reasoning, str) and reasoning:
+                    state.reasoning_text.append(reasoning)
+                    yield ReasoningDelta(reasoning)
+            if delta.content:
+                yield from _released(*stripper.feed(delta.content), state)
+            for call in delta.tool_calls or ():
+                item = _tool_call_delta(call.index, call.id, call.function, state)
+                if item is not None:
+                    yield item
+            if choice.finish_reason is not None:
+                state.finish_reason = choice.finish_reason
+
+    def _usage(self, request: ChatRequest, state: _StreamState) -> Usage:
+        reasoning_estimate = estimate_tokens("".join(state.reasoning_text))
+        reported = state.usage
+        if reported is None:
+            return Usage(
+                provider=self.provider,
+                model=request.model,
+                input_tokens=_estimate_request_tokens(request),
+                output_tokens=estimate_tokens(
+                    "".join(state.visible_text) + "".join(state.reasoning_text) + "".join(state.tool_text)
+                ),
+                reasoning_tokens=reasoning_estimate,
+                estimated=True,
+            )
+        details = reported.completion_tokens_details
+        reasoning = details.reasoning_tokens if details is not None else None
+        cached = reported.prompt_tokens_details.cached_tokens if reported.prompt_tokens_details else None
+        return Usage(
+            provider=self.provider,
+            model=request.model,
+            input_tokens=reported.prompt_tokens,
+            output_tokens=reported.completion_tokens,
+            # Reasoning is part of the output tokens; without the server's breakdown we estimate the part.
+            reasoning_tokens=reasoning
+            if reasoning is not None
+            else min(reasoning_estimate, reported.completion_tokens),
+            cached_input_tokens=cached or 0,
+        )
+
+
+def _released(visible: str, hidden: str, state: _StreamState) -> Iterable[ChatChunk]:
+    if hidden:
+        state.reasoning_text.append(hidden)
+        yield ReasoningDelta(hidden)
+    if visible:
+        state.visible_text.append(visible)
+        yield TextDelta(visible)
+
+
+def _tool_call_delta(
+    index: int, call_id: str | None, function: Any, state: _StreamState
+) -> ToolCallDelta | None:
+    seen = state.tool_calls.setdefault(index, _ToolCallSeen())
+    new_id = call_id if call_id and seen.id is None else None
+    name = getattr(function, "name", None)
+    new_name = name if name and seen.name is None else None
+    arguments = getattr(function, "arguments", None) or ""
+    seen.id = seen.id or new_id
+    seen.name = seen.name or new_name
+    if new_name:
+        state.tool_text.append(new_name)
+    state.tool_text.append(arguments)
+    if new_id is None and new_name is None and not arguments:
+        return None
+    return ToolCallDelta(index=index, id=new_id, name=new_name, arguments=arguments)
+
+
+def _tool_params(tools: tuple[ToolSpec, ...]) -> list[ChatCompletionToolParam]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+def _estimate_request_tokens(request: ChatRequest) -> int:
+    messages = json.dumps([m.to_openai() for m in request.messages], ensure_ascii=False)
+    tools = json.dumps([t.__dict__ for t in request.tools], ensure_ascii=False) if request.tools else ""
+    return estimate_tokens(messages) + estimate_tokens(tools)
+
+
+def _model_error(exc: Exception, *, streaming: bool) -> ModelError:
+    """Map an SDK error to a ``ModelError`` code; ``streaming``: chunks may already have been yielded."""
+    details: dict[str, Any] = {"error": type(exc).__name__}
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelError("the model did not answer in time", code="model_timeout", details=details)
+    if streaming:
+        return ModelError(
+            f"the model stream broke off: {exc}", code="model_stream_interrupted", details=details
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        return ModelError(
+            f"the model endpoint is unreachable: {exc}", code="model_unavailable", details=details
+        )
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        details["status"] = status
+        if status == 429:
+            return ModelError(
+                "the model endpoint is rate-limiting us", code="model_rate_limited", details=details
+            )
+        if status >= 500 or status in (401, 403):
+            return ModelError(
+                f"the model endpoint failed with HTTP {status}", code="model_unavailable", details=details
+            )
+        return ModelError(
+            f"the model endpoint rejected the request (HTTP {status}): {exc.message}",
+            code="model_bad_request",
+            details=details,
+        )
+    return ModelError(f"the model call failed: {exc}", code="model_unavailable", details=details)

@@ -1,0 +1,105 @@
+"""What an executor sends to a chat model and what it gets back, in our own types (never SDK types)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from shared.models import Usage
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool as offered to the model: name, description and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """A message in the OpenAI chat shape, already cut to the window."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments json)
+    tool_call_id: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"role": self.role}
+        if self.role == "assistant":
+            data["content"] = self.content or None
+            if self.tool_calls:
+                data["tool_calls"] = [
+                    {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                    for cid, name, args in self.tool_calls
+                ]
+        else:
+            data["content"] = self.content or ""
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        return data
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    thinking: Literal["off", "on"] = "off"
+    temperature: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    """Reasoning text the provider sent although thinking was off; never shown to users, only counted."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A fragment of a streamed tool call; fragments with the same ``index`` belong to one call."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+@dataclass(frozen=True)
+class Finished:
+    reason: str
+    usage: Usage | None = None
+
+
+ChatChunk = TextDelta | ReasoningDelta | ToolCallDelta | Finished
+
+
+@dataclass
+class ChatTurn:
+    """One model turn, accumulated from its chunks."""
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+class ChatModel(Protocol):
+    """The model port. ``stream`` yields chunks and ends with exactly one ``Finished``."""
+
+    provider: str
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]: ...
+
+    async def list_models(self) -> list[str]: ...

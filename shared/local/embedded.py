@@ -1,0 +1,45 @@
+"""Starts the embedded AWS emulation (moto, in-process) and an in-process Redis-compatible stream store."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import boto3
+
+from shared.adapters.aws.dynamodb_store import create_table
+from shared.settings import Settings
+
+
+class EmbeddedAws:
+    """moto's ``mock_aws`` for the life of the process, with the table created as template.yaml defines it."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._mock: Any = None
+
+    def start(self) -> None:
+        from moto import mock_aws
+
+        for name, value in (
+            ("AWS_ACCESS_KEY_ID", "testing"),
+            ("AWS_SECRET_ACCESS_KEY", "testing"),
+            ("AWS_DEFAULT_REGION", self._settings.aws_region),
+        ):
+            os.environ.setdefault(name, value)
+        self._mock = mock_aws()
+        self._mock.start()
+        client = boto3.client("dynamodb", region_name=self._settings.aws_region)
+        create_table(client, self._settings.table_name)
+
+    def stop(self) -> None:
+        if self._mock is not None:
+            self._mock.stop()
+            self._mock = None
+
+
+def embedded_stream_client() -> Any:
+    """An async Redis-compatible client backed by process memory (fakeredis), for when REDIS_URL is unset."""
+    import fakeredis
+
+    return fakeredis.FakeAsyncRedis()

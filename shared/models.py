@@ -1,0 +1,172 @@
+"""Domain models: what the store keeps and what executors read, independent of any SDK or wire format."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+class Origin(StrEnum):
+    CHAT = "chat"
+    AUTOMATION = "automation"
+
+
+class ExecutorKind(StrEnum):
+    WORKER = "worker"
+    MEMORY = "memory"
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self is not RunStatus.RUNNING
+
+
+class Identity(BaseModel):
+    """Who is calling: taken from verified token claims, never from the request body."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant_id: str
+    user_id: str
+    scopes: frozenset[str] = frozenset()
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class ExecutionMeta(BaseModel):
+    """The metadata every message and run carries (design document §7.3)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    origin: Origin = Origin.CHAT
+    executor: ExecutorKind = ExecutorKind.WORKER
+    execution_profile_name: str = "chat_default"
+    hidden_from_user: bool = False
+
+
+class Message(BaseModel):
+    """One stored message of a thread. ``seq`` is assigned by the store and orders the thread."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    thread_id: str
+    role: Role
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    run_id: str | None = None
+    meta: ExecutionMeta = Field(default_factory=ExecutionMeta)
+    seq: int = 0
+    created_at: datetime = Field(default_factory=utc_now)
+    # Free-form markers, e.g. {"partial": True} for text kept from a cancelled run or {"synthetic": True} for a
+    # tool result written by a repair.
+    flags: dict[str, Any] = Field(default_factory=dict)
+
+
+class Thread(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    tenant_id: str
+    thread_id: str
+    owner_user_id: str
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)
+    last_seq: int = 0
+    active_run_id: str | None = None
+
+
+class Usage(BaseModel):
+    """Token counts of one model call or of a whole run, per (provider, model)."""
+
+    provider: str = "openai-compatible"
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+    estimated: bool = False
+
+    def add(self, other: Usage) -> Usage:
+        return self.model_copy(
+            update={
+                "input_tokens": self.input_tokens + other.input_tokens,
+                "output_tokens": self.output_tokens + other.output_tokens,
+                "reasoning_tokens": self.reasoning_tokens + other.reasoning_tokens,
+                "cached_input_tokens": self.cached_input_tokens + other.cached_input_tokens,
+                "estimated": self.estimated or other.estimated,
+            }
+        )
+
+
+def merge_usage(entries: list[Usage]) -> list[Usage]:
+    """Sum usage entries into one per (provider, model), in order of first appearance."""
+    merged: dict[tuple[str, str], Usage] = {}
+    for entry in entries:
+        key = (entry.provider, entry.model)
+        merged[key] = merged[key].add(entry) if key in merged else entry
+    return list(merged.values())
+
+
+class Run(BaseModel):
+    run_id: str
+    thread_id: str
+    tenant_id: str
+    user_id: str
+    status: RunStatus = RunStatus.RUNNING
+    meta: ExecutionMeta = Field(default_factory=ExecutionMeta)
+    body_digest: str = ""
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)
+    heartbeat_at: datetime = Field(default_factory=utc_now)
+    usage: list[Usage] = Field(default_factory=list)
+    last_stream_id: str | None = None
+    error_code: str | None = None
+    cancel_requested: bool = False
+
+
+class AuditRecord(BaseModel):
+    """One entry of the audit trail: a tool decision, a context repair, a hidden run, ..."""
+
+    kind: str
+    tenant_id: str
+    thread_id: str
+    run_id: str
+    user_id: str
+    at: datetime = Field(default_factory=utc_now)
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+def digest(text: str) -> str:
+    """A short stable digest, used for request bodies and tool arguments in audit records."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -1,0 +1,542 @@
+"""Execution profiles (design document §7.1): which executor, which model, what history and which tools a run
+gets.
+
+Profiles are versioned JSON files in ``shared/profiles_data/`` (inside the package, so they ship with the
+Lambda code). :func:`load_catalog` reads and validates all of them at start-up; every mistake becomes a
+:class:`~shared.errors.ConfigurationError` that names the file, the field and the fix, so a bad profile stops
+the deploy instead of the first user message.
+
+Roll-out and rollback (design document §11) are applied by :meth:`ProfileCatalog.resolve`:
+
+- per-tenant and per-task-type overrides (``PROFILE_ROLLOUT``), e.g. send one tenant back to the previous
+  model;
+- an emergency widening of N (``WINDOW_N_OVERRIDE``) for every ``last_n_user_messages`` profile.
+
+Settings are passed in explicitly; nothing here reads the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from shared.errors import ConfigurationError
+from shared.models import ExecutorKind
+
+logger = logging.getLogger(__name__)
+
+PROFILES_DIR = Path(__file__).parent / "profiles_data"
+"""The profiles that ship with the code."""
+
+MEMORY_TOOL_NAMES: frozenset[str] = frozenset({"memory_write", "memory_forget"})
+"""Tools implemented by the memory executor itself; memory profiles may allow only these."""
+
+
+@dataclass(frozen=True)
+class ModelTraits:
+    """What the loader must know about a model id before a profile may use it."""
+
+    thinking_off: bool
+    """True when the model can answer without thinking (it has a switch, or never thinks)."""
+    note: str = ""
+
+
+KNOWN_MODELS: Mapping[str, ModelTraits] = {
+    # Qwen3.5 hybrid models think by default and accept enable_thinking=false.
+    "qwen3.5-30b-a3b": ModelTraits(
+        True, "the design document's id; DashScope publishes this model as qwen3.5-35b-a3b"
+    ),
+    "qwen3.5-35b-a3b": ModelTraits(True),
+    "qwen3.5-flash": ModelTraits(True),
+    "qwen3.5-plus": ModelTraits(True),
+    # Qwen3 hybrid models: same switch.
+    "qwen3-30b-a3b": ModelTraits(True),
+    "qwen3-32b": ModelTraits(True),
+    "qwen3-235b-a22b": ModelTraits(True),
+    "qwen-plus": ModelTraits(True),
+    "qwen-flash": ModelTraits(True),
+    "qwen-turbo": ModelTraits(True),
+    # Instruct-only models never think.
+    "qwen3-30b-a3b-instruct-2507": ModelTraits(True),
+    "qwen3-235b-a22b-instruct-2507": ModelTraits(True),
+    "deepseek-chat": ModelTraits(True, "the pre-refactor worker model"),
+    # Thinking-only models cannot turn it off.
+    "qwen3-30b-a3b-thinking-2507": ModelTraits(False),
+    "qwen3-235b-a22b-thinking-2507": ModelTraits(False),
+    "qwq-plus": ModelTraits(False),
+    "deepseek-reasoner": ModelTraits(False),
+}
+"""Model ids a profile may name. Add a row when adding a model; the loader refuses ids it does not know."""
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    thinking: Literal["off", "on"] = "off"
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+
+
+class HistoryPolicy(BaseModel):
+    """What part of the thread the model sees (design document §5)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["last_n_user_messages", "today_yesterday"] = "last_n_user_messages"
+    n: int = Field(default=20, ge=1)
+    include_current_user_message: bool = True
+    timezone: str = "Asia/Shanghai"
+    """For ``today_yesterday``: the timezone whose calendar days are meant."""
+    max_input_tokens: int = Field(default=24_000, ge=1)
+    """Last guard on the window's size: whole oldest turns are dropped above it."""
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown IANA timezone {value!r}") from exc
+        return value
+
+
+class ToolPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["intersection"] = "intersection"
+    allowlist: list[str] | None = None
+    """The profile layer of ``declared ∩ profile ∩ system``; ``None`` means this layer does not narrow."""
+
+
+class ExecutionProfile(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+    version: int = Field(default=1, ge=1)
+    """Bumped on every change of a shipped profile; recorded nowhere else, read it in the file."""
+    description: str = ""
+    executor: ExecutorKind
+    model: ModelConfig
+    history_policy: HistoryPolicy = Field(default_factory=HistoryPolicy)
+    tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
+    intent_variant: Literal["A", "B"] = "B"
+    """Which intent-recognition prompt the worker uses (``shared.intent``)."""
+    enable_router: bool | None = Field(default=None, exclude=True)
+    """Legacy (pre-refactor) field: read for compatibility, ignored for execution, never written back."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The catalog
+# ----------------------------------------------------------------------------------------------------------
+
+
+class RolloutRules(BaseModel):
+    """Profile overrides by tenant and by automation task type.
+
+    Shape: ``{"tenants": {tenant: {profile: override}}, "task_types": {task_type: {profile: override}}}``.
+
+    A tenant rule wins over a task-type rule; overrides do not chain.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenants: dict[str, dict[str, str]] = Field(default_factory=dict)
+    task_types: dict[str, dict[str, str]] = Field(default_factory=dict)
+
+
+class ProfileCatalog:
+    """The validated profiles plus the roll-out switches; :meth:`resolve` is what a run should use."""
+
+    def __init__(
+        self,
+        profiles: Mapping[str, ExecutionProfile],
+        *,
+        rollout: RolloutRules | None = None,
+        window_n_override: int | None = None,
+    ) -> None:
+        self._profiles = dict(profiles)
+        self._rollout = rollout or RolloutRules()
+        self._window_n_override = window_n_override
+
+    def __iter__(self) -> Iterator[ExecutionProfile]:
+        return iter(self._profiles.values())
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self._profiles)
+
+    @property
+    def model_names(self) -> frozenset[str]:
+        """Every model id some profile names (what a preflight check must find on the endpoint)."""
+        return frozenset(p.model.name for p in self._profiles.values())
+
+    def get(self, name: str) -> ExecutionProfile:
+        """The profile exactly as its file defines it, without roll-out switches."""
+        try:
+            return self._profiles[name]
+        except KeyError:
+            raise ConfigurationError(
+                f"unknown execution profile {name!r}; known: {', '.join(sorted(self._profiles))}",
+                code="unknown_profile",
+            ) from None
+
+    def resolve(self, name: str, *, tenant_id: str, task_type: str | None = None) -> ExecutionProfile:
+        """The profile a run of ``tenant_id`` (and automation ``task_type``) asking for ``name`` must use."""
+        override = self._rollout.tenants.get(tenant_id, {}).get(name)
+        if override is None and task_type is not None:
+            override = self._rollout.task_types.get(task_type, {}).get(name)
+        profile = self.get(override or name)
+        widen = self._window_n_override
+        policy = profile.history_policy
+        if widen is not None and policy.mode == "last_n_user_messages" and widen > policy.n:
+            profile = profile.model_copy(update={"history_policy": policy.model_copy(update={"n": widen})})
+        return profile
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Loading and validation
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProfileProblem:
+    source: str
+    field: str
+    problem: str
+    fix: str
+
+    def render(self) -> str:
+        return f"{self.source}: field '{self.field}': {self.problem}. Fix: {self.fix}"
+
+
+def _fail(problems: list[ProfileProblem]) -> NoReturn:
+    raise ConfigurationError(
+        "invalid execution profile configuration:\n" + "\n".join(p.render() for p in problems),
+        code="invalid_profile",
+        details=[p.__dict__ for p in problems],
+    )
+
+
+def _raise(problems: list[ProfileProblem]) -> None:
+    if problems:
+        _fail(problems)
+
+
+def _loc(loc: Iterable[int | str]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(document)"
+
+
+def _fix_for(error: Mapping[str, Any]) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    field = _loc(error["loc"])
+    if field == "executor":
+        return "use one of: " + ", ".join(k.value for k in ExecutorKind)
+    if kind in {"enum", "literal_error"}:
+        return f"use one of: {ctx.get('expected', 'the documented values')}"
+    if kind == "extra_forbidden":
+        return "remove the field or correct its spelling (see the models in shared/profiles.py)"
+    if kind == "missing":
+        return "add the field"
+    if kind in {"greater_than_equal", "greater_than"}:
+        bound = ctx.get("ge", ctx.get("gt"))
+        hint = " (20 is the default)" if field == "history_policy.n" else ""
+        return f"use an integer >= {bound}{hint}"
+    if kind == "string_pattern_mismatch":
+        return "use lower-case letters, digits, '_', '-' or '.', starting with a letter or digit"
+    if field.endswith("timezone"):
+        return "use an IANA timezone name such as 'Asia/Shanghai'"
+    return "use a value of the type documented in shared/profiles.py"
+
+
+def _parse_file(path: Path) -> tuple[ExecutionProfile | None, dict[str, Any], list[ProfileProblem]]:
+    source = path.name
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        return (
+            None,
+            {},
+            [
+                ProfileProblem(
+                    source,
+                    "(document)",
+                    f"invalid JSON at line {exc.lineno}: {exc.msg}",
+                    "fix the JSON syntax",
+                )
+            ],
+        )
+    if not isinstance(raw, dict):
+        return (
+            None,
+            {},
+            [
+                ProfileProblem(
+                    source, "(document)", "the file is not a JSON object", "write one profile object per file"
+                )
+            ],
+        )
+    try:
+        return ExecutionProfile.model_validate(raw), raw, []
+    except ValidationError as exc:
+        problems = [
+            ProfileProblem(
+                source, _loc(err["loc"]), f"{err['msg']} (got {err.get('input')!r})", _fix_for(err)
+            )
+            for err in exc.errors()
+        ]
+        return None, raw, problems
+
+
+def _check_profile(
+    source: str,
+    profile: ExecutionProfile,
+    *,
+    stem: str,
+    known_tools: frozenset[str],
+    known_models: Mapping[str, ModelTraits],
+) -> list[ProfileProblem]:
+    problems: list[ProfileProblem] = []
+    if profile.name != stem:
+        problems.append(
+            ProfileProblem(
+                source,
+                "name",
+                f"name {profile.name!r} differs from the file name",
+                f"rename the file to {profile.name}.json or set name to {stem!r}",
+            )
+        )
+    traits = known_models.get(profile.model.name)
+    if traits is None:
+        problems.append(
+            ProfileProblem(
+                source,
+                "model.name",
+                f"unknown model id {profile.model.name!r}",
+                "use a model listed in KNOWN_MODELS (shared/profiles.py) or add a row there",
+            )
+        )
+    elif not traits.thinking_off:
+        problems.append(
+            ProfileProblem(
+                source,
+                "model.name",
+                f"model {profile.model.name!r} cannot turn thinking off",
+                "choose a model that supports thinking off (a hybrid or instruct model)",
+            )
+        )
+    if profile.model.thinking != "off":
+        problems.append(
+            ProfileProblem(
+                source,
+                "model.thinking",
+                f"thinking must be off for the {profile.executor.value} executor",
+                'set "thinking": "off"',
+            )
+        )
+    allowlist = profile.tool_policy.allowlist
+    for index, tool in enumerate(allowlist or []):
+        if tool not in known_tools:
+            problems.append(
+                ProfileProblem(
+                    source,
+                    f"tool_policy.allowlist[{index}]",
+                    f"no tool named {tool!r}",
+                    "remove it or use one of: " + ", ".join(sorted(known_tools)),
+                )
+            )
+        elif profile.executor is ExecutorKind.WORKER and tool in MEMORY_TOOL_NAMES:
+            problems.append(
+                ProfileProblem(
+                    source,
+                    f"tool_policy.allowlist[{index}]",
+                    f"{tool!r} runs only in the memory executor",
+                    "remove it; memory tools belong to memory profiles",
+                )
+            )
+        elif profile.executor is ExecutorKind.MEMORY and tool not in MEMORY_TOOL_NAMES:
+            problems.append(
+                ProfileProblem(
+                    source,
+                    f"tool_policy.allowlist[{index}]",
+                    f"memory profiles may not allow {tool!r}",
+                    "allow only " + ", ".join(sorted(MEMORY_TOOL_NAMES)),
+                )
+            )
+    if profile.executor is ExecutorKind.MEMORY and allowlist is None:
+        problems.append(
+            ProfileProblem(
+                source,
+                "tool_policy.allowlist",
+                "a memory profile must name its tools",
+                'set "allowlist": ["memory_write", "memory_forget"]',
+            )
+        )
+    return problems
+
+
+def _parse_rollout(rollout_json: str | None, profiles: Mapping[str, ExecutionProfile]) -> RolloutRules:
+    source = "PROFILE_ROLLOUT"
+    if not rollout_json or not rollout_json.strip():
+        return RolloutRules()
+    try:
+        rules = RolloutRules.model_validate_json(rollout_json)
+    except ValidationError as exc:
+        _fail(
+            [
+                ProfileProblem(
+                    source,
+                    _loc(err["loc"]),
+                    err["msg"],
+                    'use {"tenants": {"<tenant>": {"<profile>": "<override>"}}, "task_types": {...}}',
+                )
+                for err in exc.errors()
+            ]
+        )
+    problems: list[ProfileProblem] = []
+    for section, table in (("tenants", rules.tenants), ("task_types", rules.task_types)):
+        for key, mapping in table.items():
+            for base, target in mapping.items():
+                field = f"{section}.{key}.{base}"
+                missing = [n for n in (base, target) if n not in profiles]
+                if missing:
+                    problems.append(
+                        ProfileProblem(
+                            source,
+                            field,
+                            f"unknown profile(s) {missing}",
+                            "use one of: " + ", ".join(sorted(profiles)),
+                        )
+                    )
+                elif profiles[base].executor is not profiles[target].executor:
+                    problems.append(
+                        ProfileProblem(
+                            source,
+                            field,
+                            f"{target!r} runs another executor than {base!r}",
+                            "override a profile only with one of the same executor",
+                        )
+                    )
+    _raise(problems)
+    return rules
+
+
+def _parse_window_override(value: int | str | None) -> int | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        parsed = int(value)
+    except ValueError:
+        parsed = 0
+    if parsed < 1:
+        _fail(
+            [
+                ProfileProblem(
+                    "WINDOW_N_OVERRIDE",
+                    "(value)",
+                    f"{value!r} is not a positive integer",
+                    "set a whole number of user messages such as 25, or unset it",
+                )
+            ]
+        )
+    return parsed
+
+
+def load_catalog(
+    directory: Path,
+    *,
+    known_tools: Iterable[str],
+    rollout_json: str | None = None,
+    window_n_override: int | str | None = None,
+    known_models: Mapping[str, ModelTraits] = KNOWN_MODELS,
+) -> ProfileCatalog:
+    """Load and validate every ``*.json`` profile in ``directory``.
+
+    Args:
+        directory: the folder of profile files (one profile per file, named ``<name>.json``).
+        known_tools: every tool name that exists: the system registry's tools and the memory tools.
+        rollout_json: the ``PROFILE_ROLLOUT`` document, if any.
+        window_n_override: the ``WINDOW_N_OVERRIDE`` value, if any; widens N, never narrows it.
+        known_models: the model table (defaults to :data:`KNOWN_MODELS`).
+
+    Raises:
+        ConfigurationError: listing every problem found, each with its file, field and fix.
+    """
+    tools = frozenset(known_tools)
+    files = sorted(directory.glob("*.json"))
+    if not files:
+        _fail(
+            [
+                ProfileProblem(
+                    str(directory.name),
+                    "(directory)",
+                    "no profile files found",
+                    "add <name>.json profile files to the profiles directory",
+                )
+            ]
+        )
+    profiles: dict[str, ExecutionProfile] = {}
+    problems: list[ProfileProblem] = []
+    legacy: list[tuple[str, ExecutionProfile]] = []
+    for path in files:
+        profile, raw, file_problems = _parse_file(path)
+        problems += file_problems
+        if profile is None:
+            continue
+        problems += _check_profile(
+            path.name, profile, stem=path.stem, known_tools=tools, known_models=known_models
+        )
+        if profile.name in profiles:
+            problems.append(
+                ProfileProblem(
+                    path.name,
+                    "name",
+                    f"profile {profile.name!r} is defined twice",
+                    "give every profile a unique name",
+                )
+            )
+        profiles[profile.name] = profile
+        if "enable_router" in raw:
+            legacy.append((path.name, profile))
+    _raise(problems)
+    for source, profile in legacy:
+        logger.warning(
+            "deprecated profile field ignored",
+            extra={
+                "profile": profile.name,
+                "profile_file": source,
+                "field": "enable_router",
+                "value": profile.enable_router,
+                "action": "ignored: the execution path depends only on executor and the profile",
+            },
+        )
+    return ProfileCatalog(
+        profiles,
+        rollout=_parse_rollout(rollout_json, profiles),
+        window_n_override=_parse_window_override(window_n_override),
+    )
+
+
+def default_known_tools() -> frozenset[str]:
+    """The tool names the shipped profiles are validated against: built-in server tools and memory tools."""
+    from shared.tools.clock import SPEC as CLOCK_SPEC
+
+    return frozenset({CLOCK_SPEC.name}) | MEMORY_TOOL_NAMES
+
+
+def default_catalog(known_tools: Iterable[str] | None = None) -> ProfileCatalog:
+    """The shipped profiles, without roll-out switches (the app's wiring adds those from its settings)."""
+    return load_catalog(
+        PROFILES_DIR, known_tools=default_known_tools() if known_tools is None else known_tools
+    )

@@ -1,0 +1,1 @@
+"""Runs: admission, the event emitter, execution in the background and the tails that stream events out."""

@@ -1,0 +1,97 @@
+"""One settings model, read once from the environment. Environment variable names appear only here and in
+template.yaml (and the local runner, which sets defaults)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+LOCAL_JWT_SECRET = "local-development-secret-not-for-production"
+
+
+class Settings(BaseModel):
+    table_name: str = "agent-backend"
+    idempotency_table_name: str = "agent-backend-idempotency"
+    aws_region: str = "us-east-1"
+    dynamodb_endpoint_url: str | None = None
+
+    redis_url: str | None = None
+    redis_cluster_mode: bool = False
+
+    llm_base_url: str | None = None
+    llm_api_key: str | None = None
+    llm_api_key_secret_name: str | None = None
+    llm_provider: str | None = None
+    llm_timeout_s: float = 60.0
+    llm_max_retries: int = 2
+    worker_model_id: str | None = None
+    memory_model_id: str | None = None
+
+    window_n_override: int | None = Field(default=None, ge=1)
+    memory_confidence_threshold: float = 0.7
+    profile_rollout: str | None = None
+
+    event_bus_name: str | None = None
+    scheduler_group_name: str | None = None
+    scheduler_role_arn: str | None = None
+    automation_function_arn: str | None = None
+
+    auth_mode: Literal["hs256", "jwks"] = "hs256"
+    jwt_secret: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str | None = None
+    jwks_url: str | None = None
+    jwt_user_claim: str = "sub"
+    jwt_tenant_claim: str = "tenant_id"
+    jwt_scope_claim: str = "scope"
+
+    max_body_bytes: int = 1024 * 1024
+    sse_ping_interval_s: float = 15.0
+    embedded: bool = False
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        e = os.environ if env is None else env
+
+        def opt(name: str) -> str | None:
+            value = e.get(name, "").strip()
+            return value or None
+
+        values: dict[str, object] = {
+            "table_name": opt("TABLE_NAME"),
+            "idempotency_table_name": opt("IDEMPOTENCY_TABLE_NAME"),
+            "aws_region": opt("AWS_REGION") or opt("AWS_DEFAULT_REGION"),
+            "dynamodb_endpoint_url": opt("DYNAMODB_ENDPOINT_URL"),
+            "redis_url": opt("REDIS_URL"),
+            "redis_cluster_mode": (opt("REDIS_CLUSTER_MODE") or "false").lower() == "true",
+            "llm_base_url": opt("LLM_BASE_URL"),
+            "llm_api_key": opt("LLM_API_KEY"),
+            "llm_api_key_secret_name": opt("LLM_API_KEY_SECRET_NAME"),
+            "llm_provider": opt("LLM_PROVIDER"),
+            "llm_timeout_s": opt("LLM_TIMEOUT_S"),
+            "llm_max_retries": opt("LLM_MAX_RETRIES"),
+            "worker_model_id": opt("WORKER_MODEL_ID"),
+            "memory_model_id": opt("MEMORY_MODEL_ID"),
+            "window_n_override": opt("WINDOW_N_OVERRIDE"),
+            "memory_confidence_threshold": opt("MEMORY_CONFIDENCE_THRESHOLD"),
+            "profile_rollout": opt("PROFILE_ROLLOUT"),
+            "event_bus_name": opt("EVENT_BUS_NAME"),
+            "scheduler_group_name": opt("SCHEDULER_GROUP_NAME"),
+            "scheduler_role_arn": opt("SCHEDULER_ROLE_ARN"),
+            "automation_function_arn": opt("AUTOMATION_FUNCTION_ARN"),
+            "auth_mode": opt("AUTH_MODE"),
+            "jwt_secret": opt("JWT_SECRET"),
+            "jwt_issuer": opt("JWT_ISSUER"),
+            "jwt_audience": opt("JWT_AUDIENCE"),
+            "jwks_url": opt("JWKS_URL"),
+            "jwt_user_claim": opt("JWT_USER_CLAIM"),
+            "jwt_tenant_claim": opt("JWT_TENANT_CLAIM"),
+            "jwt_scope_claim": opt("JWT_SCOPE_CLAIM"),
+            "max_body_bytes": opt("MAX_BODY_BYTES"),
+            "sse_ping_interval_s": opt("SSE_PING_INTERVAL_S"),
+            "embedded": (opt("EMBEDDED") or "false").lower() == "true",
+        }
+        return cls.model_validate({k: v for k, v in values.items() if v is not None})

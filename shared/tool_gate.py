@@ -1,0 +1,264 @@
+"""Tool authorization: ``effective = declared ∩ profile_allowlist ∩ system_allowlist`` (design document §4.3).
+
+The three layers:
+
+- **system**: the tools that exist and that the system allows at all: the :class:`ToolRegistry`, plus the
+  tools an executor implements itself (the memory executor passes ``memory_write`` / ``memory_forget`` as
+  ``executor_tools``). Nothing outside it can ever run.
+- **profile**: ``tool_policy.allowlist`` of the run's execution profile (``None``: this layer does not
+  narrow).
+- **declared**: the tools this particular run declares. A chat run declares the server tools of its executor
+  (``None``: every tool of the system layer); an automation task declares its ``tools`` list. Tools a client
+  lists in the AG-UI ``RunAgentInput.tools`` are front-end tools: they are never in the system layer, so the
+  server never offers or executes them (see ``docs/policy.md``).
+
+Names match exactly, byte for byte. A name that differs from a tool only by case, Unicode compatibility forms,
+look-alike letters, padding or invisible characters is refused and never normalised into the tool it
+resembles. Every decision, allowed or refused, yields an :class:`~shared.models.AuditRecord` of kind
+``tool_decision``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from shared.llm.types import ToolSpec
+from shared.models import AuditRecord, digest
+from shared.profiles import MEMORY_TOOL_NAMES, ExecutionProfile
+from shared.tools.registry import ToolContext, ToolRegistry
+
+__all__ = [
+    "MEMORY_TOOL_NAMES",
+    "GateContext",
+    "GateDecision",
+    "Layer",
+    "ToolGate",
+    "summarize_request",
+]
+
+Layer = Literal["declared", "profile", "system"]
+
+AUDIT_KIND = "tool_decision"
+_WELL_FORMED_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_MAX_AUDITED_NAME = 200
+_MAX_SUMMARY = 200
+
+# Latin look-alikes from other scripts (a small slice of Unicode's confusables table: the letters that occur
+# in tool names). Only used to *explain* a refusal; matching itself is exact.
+_CONFUSABLES = str.maketrans(
+    {
+        "а": "a",
+        "е": "e",
+        "о": "o",
+        "р": "p",
+        "с": "c",
+        "х": "x",
+        "у": "y",
+        "і": "i",
+        "ј": "j",
+        "ѕ": "s",
+        "ԁ": "d",
+        "ɡ": "g",
+        "һ": "h",
+        "ӏ": "l",
+        "ո": "n",
+        "ս": "u",
+        "ԝ": "w",
+        "ᴠ": "v",
+        "ʏ": "y",
+        "ᴍ": "m",
+        "Α": "A",
+        "Β": "B",
+        "Ε": "E",
+        "Η": "H",
+        "Ι": "I",
+        "Κ": "K",
+        "Μ": "M",
+        "Ν": "N",
+        "Ο": "O",
+        "Ρ": "P",
+        "Τ": "T",
+        "Χ": "X",
+        "Υ": "Y",
+        "Ζ": "Z",
+        "ο": "o",
+        "ν": "v",
+        "α": "a",
+        "ι": "i",
+        "κ": "k",
+        "τ": "t",
+        "А": "A",
+        "В": "B",
+        "Е": "E",
+        "К": "K",
+        "М": "M",
+        "Н": "H",
+        "О": "O",
+        "Р": "P",
+        "С": "C",
+        "Т": "T",
+        "Х": "X",
+    }
+)
+
+
+def summarize_request(text: str, limit: int = 160) -> str:
+    """A one-line summary of the request for audit records: whitespace collapsed, cut at ``limit`` chars."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class GateContext:
+    """Who and what a decision is about, for the audit record."""
+
+    tenant_id: str
+    user_id: str
+    thread_id: str
+    run_id: str
+    summary: str
+    """A short summary of the request context (e.g. :func:`summarize_request` of the user's message)."""
+
+    @classmethod
+    def for_tool_context(cls, ctx: ToolContext, summary: str) -> GateContext:
+        return cls(ctx.tenant_id, ctx.user_id, ctx.thread_id, ctx.run_id, summary)
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    allowed: bool
+    layer: Layer | None
+    """The layer that refused the call (``None`` when allowed)."""
+    reason: str
+    canonical_name: str | None
+    """The tool to execute: set only when allowed, and then equal to the name the model wrote."""
+    audit: AuditRecord
+
+    def model_error(self) -> str:
+        """The tool error fed back to the model for a refused call (it names the tools it may use instead)."""
+        return json.dumps(
+            {
+                "error": "tool_not_allowed",
+                "message": self.audit.details["reason_text"],
+                "available_tools": self.audit.details["effective_tools"],
+            },
+            ensure_ascii=False,
+        )
+
+
+def _has_invisible(text: str) -> bool:
+    return any(unicodedata.category(ch) in {"Cc", "Cf", "Zs", "Zl", "Zp"} for ch in text)
+
+
+def _skeleton(text: str) -> str:
+    """What a name looks like to a reader: compatibility forms folded, look-alikes mapped, no invisibles."""
+    folded = unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
+    visible = "".join(ch for ch in folded if unicodedata.category(ch) not in {"Cc", "Cf", "Zs", "Zl", "Zp"})
+    return visible.casefold()
+
+
+class ToolGate:
+    """Decides, for one run, which tools the model is offered and whether a call it makes may execute."""
+
+    def __init__(
+        self,
+        system: ToolRegistry,
+        profile: ExecutionProfile,
+        declared: frozenset[str] | None = None,
+        *,
+        executor_tools: Sequence[ToolSpec] = (),
+    ) -> None:
+        specs: dict[str, ToolSpec] = {}
+        for name in system.names:
+            tool = system.get(name)
+            if tool is not None:
+                specs[name] = tool.spec
+        for spec in executor_tools:
+            specs[spec.name] = spec
+        self._specs = specs
+        self._profile = profile
+        allowlist = profile.tool_policy.allowlist
+        self._profile_names = None if allowlist is None else frozenset(allowlist)
+        self._declared = declared
+        effective = set(specs)
+        if self._profile_names is not None:
+            effective &= self._profile_names
+        if declared is not None:
+            effective &= declared
+        self._effective = frozenset(effective)
+        self._skeletons = {_skeleton(name): name for name in sorted(specs)}
+
+    @property
+    def effective_names(self) -> frozenset[str]:
+        return self._effective
+
+    def effective_tools(self) -> list[ToolSpec]:
+        """What the model is offered, sorted by name (a stable order keeps the prompt cache warm)."""
+        return [self._specs[name] for name in sorted(self._effective)]
+
+    def authorize(self, raw_name: str, arguments: str, ctx: GateContext) -> GateDecision:
+        """Decide on one tool call exactly as the model wrote it, and produce its audit record."""
+        layer, reason, reason_text, resembles = self._judge(raw_name)
+        allowed = layer is None
+        audited_name = raw_name[:_MAX_AUDITED_NAME]
+        record = AuditRecord(
+            kind=AUDIT_KIND,
+            tenant_id=ctx.tenant_id,
+            thread_id=ctx.thread_id,
+            run_id=ctx.run_id,
+            user_id=ctx.user_id,
+            details={
+                "decision": "allowed" if allowed else "refused",
+                "reason": reason,
+                "reason_text": reason_text,
+                "layer": layer,
+                "tool_name": audited_name,
+                "tool_name_escaped": ascii(audited_name),
+                "tool_name_truncated": len(raw_name) > _MAX_AUDITED_NAME,
+                "resembles": resembles,
+                "arguments_digest": digest(arguments),
+                "arguments_chars": len(arguments),
+                "context_summary": summarize_request(ctx.summary, _MAX_SUMMARY) or "(no summary given)",
+                "profile": self._profile.name,
+                "profile_version": self._profile.version,
+                "executor": self._profile.executor.value,
+                "effective_tools": sorted(self._effective),
+            },
+        )
+        return GateDecision(
+            allowed=allowed,
+            layer=layer,
+            reason=reason,
+            canonical_name=raw_name if allowed else None,
+            audit=record,
+        )
+
+    def _judge(self, raw_name: str) -> tuple[Layer | None, str, str, str | None]:
+        """(refusing layer, reason code, reason text, look-alike of). Outermost layer first."""
+        if raw_name not in self._specs:
+            resembles = self._skeletons.get(_skeleton(raw_name))
+            if resembles is not None:
+                return (
+                    "system",
+                    "lookalike_name",
+                    f"{raw_name!r} is not a tool; it only looks like {resembles!r}; never rewritten",
+                    resembles,
+                )
+            if not _WELL_FORMED_NAME.match(raw_name) or _has_invisible(raw_name):
+                return "system", "malformed_name", f"{raw_name!r} is not a valid tool name", None
+            return "system", "unknown_tool", f"there is no tool named {raw_name!r}", None
+        if self._profile_names is not None and raw_name not in self._profile_names:
+            return (
+                "profile",
+                "not_in_profile_allowlist",
+                f"tool {raw_name!r} is not allowed by execution profile {self._profile.name!r}",
+                None,
+            )
+        if self._declared is not None and raw_name not in self._declared:
+            return "declared", "not_declared", f"tool {raw_name!r} was not declared for this run", None
+        return None, "allowed", f"tool {raw_name!r} is effective for this run", None

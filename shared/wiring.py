@@ -1,0 +1,100 @@
+"""Assembles adapters from settings, lazily: nothing connects at import time, and tests inject what they own."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from shared.auth import TokenVerifier
+from shared.executors.worker import WorkerExecutor
+from shared.llm.types import ChatModel
+from shared.profiles import ProfileCatalog, default_catalog
+from shared.runs.service import RunService
+from shared.settings import Settings
+from shared.tools.clock import make_clock_tool
+from shared.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from shared.adapters.aws.dynamodb_store import DynamoDBStore
+    from shared.adapters.redis_stream import RedisEventStream
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Services:
+    """Every long-lived object one process needs. One per process (per Lambda container)."""
+
+    settings: Settings
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+    def _override(self, name: str) -> Any:
+        return self.overrides.get(name)
+
+    @cached_property
+    def store(self) -> DynamoDBStore:
+        if (store := self._override("store")) is not None:
+            return store  # type: ignore[no-any-return]
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.dynamodb_store import DynamoDBStore
+
+        settings = self.settings
+        return DynamoDBStore(
+            settings.table_name,
+            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+        )
+
+    @cached_property
+    def stream(self) -> RedisEventStream:
+        if (stream := self._override("stream")) is not None:
+            return stream  # type: ignore[no-any-return]
+        from shared.adapters.redis_stream import RedisEventStream, connect
+
+        if not self.settings.redis_url:
+            raise RuntimeError("REDIS_URL is not set (the local runner provides an embedded stream store)")
+        return RedisEventStream(connect(self.settings.redis_url, cluster=self.settings.redis_cluster_mode))
+
+    @cached_property
+    def model(self) -> ChatModel:
+        if (model := self._override("model")) is not None:
+            return model  # type: ignore[no-any-return]
+        if self.settings.llm_base_url:
+            from shared.llm.openai_chat import OpenAIChatModel
+            from shared.llm.thinking import parse_provider
+
+            return OpenAIChatModel(
+                self.settings.llm_base_url,
+                self.settings.llm_api_key or "none",
+                provider=parse_provider(self.settings.llm_provider) if self.settings.llm_provider else None,
+                timeout_s=self.settings.llm_timeout_s,
+                max_retries=self.settings.llm_max_retries,
+            )
+        from shared.llm.offline import OfflineChatModel
+
+        logger.warning("no LLM_BASE_URL: using the built-in offline model")
+        return OfflineChatModel()
+
+    @cached_property
+    def tools(self) -> ToolRegistry:
+        registry = ToolRegistry()
+        registry.register(make_clock_tool())
+        return registry
+
+    @cached_property
+    def profiles(self) -> ProfileCatalog:
+        if (catalog := self._override("profiles")) is not None:
+            return catalog  # type: ignore[no-any-return]
+        return default_catalog()
+
+    @cached_property
+    def verifier(self) -> TokenVerifier:
+        return TokenVerifier(self.settings)
+
+    @cached_property
+    def runs(self) -> RunService:
+        return RunService(self.store, self.stream, ping_interval_s=self.settings.sse_ping_interval_s)
+
+    def worker(self) -> WorkerExecutor:
+        return WorkerExecutor(self.model, self.store, self.store, self.tools)

@@ -1,0 +1,105 @@
+"""Shared fixtures: a real redis-server, moto for AWS, settings, tokens, the app in-process and on loopback."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+from moto import mock_aws
+from redis.asyncio import Redis
+
+from functions.agent_api.app import create_app
+from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
+from shared.adapters.redis_stream import RedisEventStream
+from shared.auth import mint_local_token
+from shared.settings import Settings
+from shared.wiring import Services
+from tests.support.redis_server import redis_server
+
+TEST_SECRET = "test-secret-for-hs256-tokens-0123456789"
+TABLE = "agent-test"
+REGION = "us-east-1"
+
+
+@pytest.fixture(autouse=True)
+def _no_real_cloud(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches a real AWS account or model by accident."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SECURITY_TOKEN": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("LLM_BASE_URL", "LLM_API_KEY", "REDIS_URL", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture
+def aws() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        create_table(client, TABLE)
+        yield client
+
+
+@pytest.fixture
+def store(aws: Any) -> DynamoDBStore:
+    return DynamoDBStore(TABLE, lambda: boto3.client("dynamodb", region_name=REGION))
+
+
+@pytest.fixture
+async def redis_stream(redis_url: str) -> AsyncIterator[RedisEventStream]:
+    client = Redis.from_url(redis_url)
+    yield RedisEventStream(client)
+    await client.aclose()
+
+
+def make_settings(**overrides: Any) -> Settings:
+    base: dict[str, Any] = {
+        "table_name": TABLE,
+        "aws_region": REGION,
+        "jwt_secret": TEST_SECRET,
+        "auth_mode": "hs256",
+        "sse_ping_interval_s": 1.0,
+    }
+    base.update(overrides)
+    return Settings(**base)
+
+
+def bearer(user: str = "user-1", tenant: str = "tenant-1", scopes: tuple[str, ...] = ()) -> dict[str, str]:
+    return {"Authorization": f"Bearer {mint_local_token(TEST_SECRET, user_id=user, tenant_id=tenant, scopes=scopes)}"}
+
+
+@pytest.fixture
+def make_services(store: DynamoDBStore, redis_stream: RedisEventStream) -> Any:
+    def build(model: Any, **settings: Any) -> Services:
+        return Services(make_settings(**settings), overrides={"store": store, "stream": redis_stream, "model": model})
+
+    return build
+
+
+@pytest.fixture
+def asgi_client() -> Any:
+    """``async with asgi_client(services) as client``: the app in-process through httpx's ASGI transport."""
+
+    def build(services: Services) -> httpx.AsyncClient:
+        app = create_app(services)
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app")
+
+    return build
+
+
+def ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"

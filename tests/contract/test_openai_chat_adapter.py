@@ -1,0 +1,453 @@
+"""The OpenAI-compatible adapter against a scripted server over real HTTP, with the real ``openai`` client."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.errors import ModelError
+from shared.llm.openai_chat import OpenAIChatModel
+from shared.llm.preflight import check_models, main
+from shared.llm.thinking import Provider
+from shared.llm.types import (
+    ChatChunk,
+    ChatMessage,
+    ChatRequest,
+    ChatTurn,
+    Finished,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
+from tests.support.model_server import (
+    ModelServer,
+    ScriptedToolCall,
+    ScriptedTurn,
+    model_server_fixture,  # noqa: F401  (registers the exported `model_server` fixture here)
+)
+
+MODEL = "qwen3.5-35b-a3b"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MakeModel = Callable[..., OpenAIChatModel]
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as running:
+        yield running
+
+
+@pytest.fixture
+async def make_model(server: ModelServer) -> AsyncIterator[MakeModel]:
+    made: list[OpenAIChatModel] = []
+
+    def make(**options: Any) -> OpenAIChatModel:
+        options.setdefault("provider", "openai-compatible")
+        model = OpenAIChatModel(options.pop("base_url", server.base_url), "test-key", **options)
+        made.append(model)
+        return model
+
+    yield make
+    for model in made:
+        await model.aclose()
+
+
+def ask(text: str = "hello", **options: Any) -> ChatRequest:
+    return ChatRequest(model=MODEL, messages=(ChatMessage(role="user", content=text),), **options)
+
+
+async def collect(model: OpenAIChatModel, request: ChatRequest) -> list[ChatChunk]:
+    return [chunk async for chunk in model.stream(request)]
+
+
+async def collect_into(received: list[ChatChunk], model: OpenAIChatModel, request: ChatRequest) -> None:
+    """Like ``collect``, but what arrived before an error stays visible to the test."""
+    async for chunk in model.stream(request):
+        received.append(chunk)
+
+
+def accumulate(chunks: list[ChatChunk]) -> ChatTurn:
+    """Fold chunks the strictest way: ids and names are concatenated too, so a repeat would show."""
+    turn = ChatTurn()
+    for chunk in chunks:
+        if isinstance(chunk, TextDelta):
+            turn.text += chunk.text
+        elif isinstance(chunk, ReasoningDelta):
+            turn.reasoning += chunk.text
+        elif isinstance(chunk, ToolCallDelta):
+            call = turn.tool_calls.setdefault(chunk.index, {"id": "", "name": "", "arguments": ""})
+            call["id"] += chunk.id or ""
+            call["name"] += chunk.name or ""
+            call["arguments"] += chunk.arguments
+        else:
+            turn.finish_reason = chunk.reason
+            turn.usage = chunk.usage
+    return turn
+
+
+def finished(chunks: list[ChatChunk]) -> Finished:
+    ends = [c for c in chunks if isinstance(c, Finished)]
+    assert len(ends) == 1, "exactly one Finished"
+    assert chunks[-1] is ends[0], "Finished comes last"
+    return ends[0]
+
+
+# -- streaming -----------------------------------------------------------------------------------------------
+
+
+async def test_streamed_text_arrives_as_text_deltas_in_order(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a server that streams three content chunks
+    server.enqueue(ScriptedTurn(text=["Hel", "lo ", "world"]))
+    # WHEN the adapter streams a turn
+    chunks = await collect(make_model(), ask())
+    # THEN each chunk is a TextDelta, in order, and one Finished("stop") ends the stream
+    assert [c.text for c in chunks if isinstance(c, TextDelta)] == ["Hel", "lo ", "world"]
+    assert finished(chunks).reason == "stop"
+    body = server.requests[0]
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["messages"] == [{"role": "user", "content": "hello"}]
+
+
+async def test_parallel_tool_calls_with_repeated_ids_and_names_accumulate_by_index(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN two parallel calls, streamed in 7-character argument fragments with id and name in every delta
+    weather = json.dumps({"city": "Hangzhou", "unit": "celsius", "days": 3})
+    clock = json.dumps({"timezone": "Asia/Shanghai"})
+    server.enqueue(
+        ScriptedTurn(
+            tool_calls=[
+                ScriptedToolCall("get_weather", weather, id="call_weather"),
+                ScriptedToolCall("get_current_time", clock, id="call_clock"),
+            ]
+        )
+    )
+    parameters = {"type": "object", "properties": {"city": {"type": "string"}}}
+    tool = ToolSpec("get_weather", "Weather by city", parameters)
+    # WHEN the adapter streams the turn
+    chunks = await collect(make_model(), ask("weather and time?", tools=(tool,)))
+    turn = accumulate(chunks)
+    # THEN each index holds one call with its id and name once and the arguments whole
+    assert turn.tool_calls == {
+        0: {"id": "call_weather", "name": "get_weather", "arguments": weather},
+        1: {"id": "call_clock", "name": "get_current_time", "arguments": clock},
+    }
+    assert len([c for c in chunks if isinstance(c, ToolCallDelta)]) > 4, "arguments came in fragments"
+    assert turn.finish_reason == "tool_calls"
+    assert server.requests[0]["tools"] == [
+        {
+            "type": "function",
+            "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+        }
+    ]
+
+
+async def test_a_tool_call_without_an_id_gets_one_before_finished(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a server whose tool-call deltas carry no id
+    call = ScriptedToolCall("get_current_time", "{}")
+    server.enqueue(ScriptedTurn(tool_calls=[call], omit_tool_call_ids=True))
+    # WHEN the adapter streams the turn
+    turn = accumulate(await collect(make_model(), ask()))
+    # THEN the call still has an id to pair its result with
+    assert turn.tool_calls[0]["name"] == "get_current_time"
+    assert turn.tool_calls[0]["id"].startswith("call_")
+
+
+async def test_slow_server_streams_incrementally(server: ModelServer, make_model: MakeModel) -> None:
+    # GIVEN a server that pauses between chunks
+    server.enqueue(ScriptedTurn(text=["one", " two", " three", " four"], chunk_delay_s=0.15))
+    first_delta_at: float | None = None
+    server_done_at_first_delta: bool | None = None
+    # WHEN the adapter streams the turn
+    async for chunk in make_model().stream(ask()):
+        if isinstance(chunk, TextDelta) and first_delta_at is None:
+            first_delta_at = time.monotonic()
+            server_done_at_first_delta = server.served[0].completed
+    # THEN the first delta reached us before the server even produced its last chunk
+    served = server.served[0]
+    assert first_delta_at is not None
+    assert served.last_frame_at is not None
+    assert first_delta_at < served.last_frame_at
+    assert server_done_at_first_delta is False
+    assert served.completed
+
+
+# -- usage ---------------------------------------------------------------------------------------------------
+
+
+async def test_usage_comes_from_the_final_usage_chunk(server: ModelServer, make_model: MakeModel) -> None:
+    # GIVEN a server that reports usage, with cached prompt tokens, in a last chunk without choices
+    server.enqueue(ScriptedTurn(text=["ok"], usage=(123, 45), cached_tokens=100))
+    # WHEN the adapter streams the turn
+    usage = finished(await collect(make_model(provider="dashscope"), ask())).usage
+    # THEN Finished carries exactly those numbers, labelled with the request's model and the provider
+    assert usage is not None
+    assert (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens) == (123, 45, 100)
+    assert (usage.model, usage.provider, usage.estimated) == (MODEL, "dashscope", False)
+
+
+async def test_usage_is_estimated_when_the_server_sends_none(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a server that ignores include_usage
+    server.enqueue(ScriptedTurn(text=["a fairly long answer ", "in two chunks"], send_usage=False))
+    # WHEN the adapter streams the turn
+    usage = finished(await collect(make_model(), ask("a question of some length"))).usage
+    # THEN the usage is counted locally and says so
+    assert usage is not None
+    assert usage.estimated is True
+    assert usage.input_tokens > 0
+    assert usage.output_tokens > 0
+
+
+# -- thinking ------------------------------------------------------------------------------------------------
+
+THINKING_OFF_BODY: dict[str, dict[str, Any]] = {
+    "dashscope": {"enable_thinking": False},
+    "vllm": {"chat_template_kwargs": {"enable_thinking": False}},
+    "sglang": {"chat_template_kwargs": {"enable_thinking": False}},
+    "openai-compatible": {"enable_thinking": False, "chat_template_kwargs": {"enable_thinking": False}},
+}
+
+
+@pytest.mark.parametrize("provider", list(THINKING_OFF_BODY))
+async def test_thinking_off_keys_reach_the_server(
+    server: ModelServer, make_model: MakeModel, provider: Provider
+) -> None:
+    # GIVEN a request with thinking off (the default)
+    # WHEN the adapter for this provider streams it
+    await collect(make_model(provider=provider), ask())
+    # THEN the body the server received carries exactly this provider's switch
+    body = server.requests[0]
+    switch_keys = {key: body[key] for key in ("enable_thinking", "chat_template_kwargs") if key in body}
+    assert switch_keys == THINKING_OFF_BODY[provider]
+
+
+async def test_thinking_on_is_sent_explicitly_too(server: ModelServer, make_model: MakeModel) -> None:
+    await collect(make_model(provider="dashscope"), ask(thinking="on"))
+    assert server.requests[0]["enable_thinking"] is True
+
+
+async def test_leaked_think_block_is_hidden_and_reported_as_reasoning(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a server that leaks a <think> block into content, split mid-tag across chunks
+    leak = ["<thi", "nk>weighing the ", "options</th", "ink>\n\nThe answer", " is 42."]
+    server.enqueue(ScriptedTurn(text=leak))
+    # WHEN the adapter streams the turn
+    chunks = await collect(make_model(), ask())
+    turn = accumulate(chunks)
+    # THEN users see only the answer; the block comes back as reasoning and is counted
+    assert turn.text == "The answer is 42."
+    assert turn.reasoning == "weighing the options"
+    assert all("think>" not in c.text for c in chunks if isinstance(c, TextDelta))
+    assert turn.usage is not None
+    assert turn.usage.reasoning_tokens > 0
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_reasoning_fields_are_passed_on_and_counted(
+    server: ModelServer, make_model: MakeModel, field: str
+) -> None:
+    # GIVEN a server that sends reasoning in a separate delta field (no usage, so it is counted locally)
+    reasoning = ["step one, ", "step two"]
+    server.enqueue(ScriptedTurn(reasoning=reasoning, text=["Done."], reasoning_field=field, send_usage=False))
+    # WHEN the adapter streams the turn
+    turn = accumulate(await collect(make_model(), ask()))
+    # THEN the reasoning is kept apart from the answer and counted
+    assert turn.text == "Done."
+    assert turn.reasoning == "step one, step two"
+    assert turn.usage is not None
+    assert turn.usage.reasoning_tokens > 0
+
+
+async def test_reported_reasoning_tokens_win_over_the_estimate(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    server.enqueue(ScriptedTurn(reasoning=["hmm"], text=["ok"], usage=(10, 30), reasoning_tokens=25))
+    usage = finished(await collect(make_model(), ask())).usage
+    assert usage is not None
+    assert (usage.output_tokens, usage.reasoning_tokens, usage.estimated) == (30, 25, False)
+
+
+# -- errors and retries --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "code"), [(429, "model_rate_limited"), (500, "model_unavailable"), (503, "model_unavailable")]
+)
+async def test_retryable_statuses_are_retried_then_fail_with_a_stable_code(
+    server: ModelServer, make_model: MakeModel, status: int, code: str
+) -> None:
+    # GIVEN a server that fails every attempt
+    server.enqueue(*[ScriptedTurn(status=status) for _ in range(3)])
+    # WHEN an adapter allowed two retries streams a turn
+    with pytest.raises(ModelError) as failure:
+        await collect(make_model(max_retries=2), ask())
+    # THEN it tried three times and failed with the code for that status
+    assert len(server.requests) == 3
+    assert failure.value.code == code
+    assert failure.value.details["status"] == status
+
+
+async def test_a_retry_that_succeeds_streams_normally(server: ModelServer, make_model: MakeModel) -> None:
+    server.enqueue(ScriptedTurn(status=503), ScriptedTurn(text=["recovered"]))
+    turn = accumulate(await collect(make_model(max_retries=2), ask()))
+    assert turn.text == "recovered"
+    assert len(server.requests) == 2
+
+
+async def test_a_bad_request_is_not_retried(server: ModelServer, make_model: MakeModel) -> None:
+    server.enqueue(ScriptedTurn(status=400, error_message="unknown model"))
+    with pytest.raises(ModelError) as failure:
+        await collect(make_model(max_retries=2), ask())
+    assert failure.value.code == "model_bad_request"
+    assert "unknown model" in failure.value.message
+    assert len(server.requests) == 1
+
+
+async def test_mid_stream_disconnect_fails_after_the_chunks_already_yielded(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a server that drops the connection after three of five content chunks
+    server.enqueue(ScriptedTurn(text=["a", "b", "c", "d", "e"], disconnect_after_chunks=3))
+    received: list[ChatChunk] = []
+    # WHEN the adapter streams the turn
+    with pytest.raises(ModelError) as failure:
+        await collect_into(received, make_model(max_retries=2), ask())
+    # THEN what arrived was yielded, then a stream-interrupted error, and nothing was retried
+    assert received == [TextDelta("a"), TextDelta("b"), TextDelta("c")]
+    assert failure.value.code == "model_stream_interrupted"
+    assert len(server.requests) == 1
+    assert server.served[0].disconnected
+
+
+async def test_a_break_after_the_finish_reason_only_costs_the_usage_trailer(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a server that drops the connection after the finish chunk, before the usage chunk
+    server.enqueue(ScriptedTurn(text=["a", "b"], usage=(50, 2), disconnect_after_chunks=3))
+    # WHEN the adapter streams the turn
+    chunks = await collect(make_model(), ask())
+    # THEN the complete answer finishes normally, with usage counted locally
+    assert accumulate(chunks).text == "ab"
+    end = finished(chunks)
+    assert end.reason == "stop"
+    assert end.usage is not None
+    assert end.usage.estimated is True
+
+
+async def test_a_server_that_stalls_times_out(server: ModelServer, make_model: MakeModel) -> None:
+    server.enqueue(ScriptedTurn(text=["late"], first_chunk_delay_s=5))
+    with pytest.raises(ModelError) as failure:
+        await collect(make_model(timeout_s=0.3, max_retries=0), ask())
+    assert failure.value.code == "model_timeout"
+
+
+async def test_an_unreachable_endpoint_is_unavailable(make_model: MakeModel) -> None:
+    # GIVEN a loopback port nobody listens on
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    model = make_model(base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    with pytest.raises(ModelError) as failure:
+        await collect(model, ask())
+    assert failure.value.code == "model_unavailable"
+
+
+# -- models and preflight ------------------------------------------------------------------------------------
+
+
+async def test_list_models_returns_the_endpoint_ids(make_model: MakeModel) -> None:
+    assert await make_model().list_models() == ["qwen3.5-35b-a3b", "qwen3.5-flash"]
+
+
+async def test_preflight_reports_missing_ids_and_the_dashscope_name_of_the_worker_model(
+    make_model: MakeModel,
+) -> None:
+    # GIVEN a DashScope endpoint that lists qwen3.5-35b-a3b and qwen3.5-flash
+    model = make_model(provider="dashscope")
+    # WHEN the profiles' ids are checked
+    report = await check_models(model, ["qwen3.5-30b-a3b", "qwen3.5-flash"])
+    # THEN the worker id is missing, with the published id suggested and the reason given
+    assert not report.ok
+    assert report.missing == ["qwen3.5-30b-a3b"]
+    worker = report.checks[0]
+    assert worker.suggestion == "qwen3.5-35b-a3b"
+    assert worker.note is not None
+    assert "DashScope publishes the 3B-active Qwen3.5" in worker.note
+    assert report.checks[1].present
+
+
+def test_preflight_cli_exits_1_and_names_the_replacement(
+    server: ModelServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the endpoint and key in the environment, as on a deployment
+    monkeypatch.setenv("LLM_BASE_URL", server.base_url)
+    monkeypatch.setenv("LLM_API_KEY", "test-key")
+    # WHEN the CLI checks the profiles' ids as a DashScope endpoint
+    status = main(["--models", "qwen3.5-30b-a3b,qwen3.5-flash,qwen-nonexistent", "--provider", "dashscope"])
+    # THEN it exits 1 and says which ids are missing and what to use instead
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "MISSING  qwen3.5-30b-a3b" in out
+    assert "use: qwen3.5-35b-a3b" in out
+    assert "MISSING  qwen-nonexistent" in out
+    assert "present  qwen3.5-flash" in out
+
+
+def test_preflight_cli_exits_0_when_all_ids_are_present(
+    server: ModelServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wanted = "qwen3.5-35b-a3b,qwen3.5-flash"
+    status = main(["--base-url", server.base_url, "--api-key", "k", "--models", wanted])
+    assert status == 0
+    assert "MISSING" not in capsys.readouterr().out
+
+
+def test_preflight_runs_as_a_module(server: ModelServer) -> None:
+    # WHEN the preflight is run the documented way, in its own process
+    result = subprocess.run(
+        [sys.executable, "-m", "shared.llm.preflight", "--models", "qwen3.5-30b-a3b", "--provider=dashscope"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "LLM_BASE_URL": server.base_url, "LLM_API_KEY": "test-key"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # THEN it exits 1 with the hint
+    assert result.returncode == 1, result.stderr
+    assert "qwen3.5-35b-a3b" in result.stdout
+
+
+def test_preflight_cli_exits_2_when_the_endpoint_cannot_be_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base_url = f"http://127.0.0.1:{port}/v1"
+    status = main(["--base-url", base_url, "--api-key", "k", "--models", "x", "--timeout", "2"])
+    assert status == 2
+    assert "model_unavailable" in capsys.readouterr().err
+
+
+def test_the_exported_fixture_serves_the_default_echo(model_server: ModelServer) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "ping"}]}
+    reply = httpx.post(f"{model_server.base_url}/chat/completions", json=body).json()
+    assert reply["choices"][0]["message"]["content"] == "echo: ping"

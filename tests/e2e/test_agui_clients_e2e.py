@@ -1,0 +1,131 @@
+"""End to end on loopback: uvicorn serving the app, a real redis-server, moto, the real ``openai`` client against
+the OpenAI-compatible test model server, and the real AG-UI client (node) and validator."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.wiring import Services
+from tests.conftest import bearer, make_settings
+from tests.support.agui_clients import run_js_agent, turn_problems, validate_sse
+from tests.support.live_app import serve_app
+from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
+from tests.support.sse import iter_sse_frames
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServer]:
+    with ModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def live(aws: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
+    settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key")
+    with serve_app(Services(settings)) as url:
+        yield url
+
+
+def time_call_turns() -> list[ScriptedTurn]:
+    return [
+        ScriptedTurn(
+            text=["Let me check. "],
+            tool_calls=[ScriptedToolCall(name="get_current_time", arguments='{"timezone": "Asia/Shanghai"}')],
+        ),
+        ScriptedTurn(text=["It is ", "evening ", "in Shanghai."]),
+    ]
+
+
+def test_js_client_runs_a_tool_call_turn_cleanly_and_a_second_turn_stores_no_duplicate(
+    live: str, model_server: ModelServer
+) -> None:
+    # GIVEN a model that calls the time tool, answers, then answers the second turn
+    model_server.enqueue(*time_call_turns(), ScriptedTurn(text=["You are welcome."]))
+    headers = bearer()
+    # WHEN the official @ag-ui/client HttpAgent runs two turns on one thread
+    report = run_js_agent(
+        f"{live}/api/v1/agent",
+        headers,
+        "thread-js",
+        [
+            {"runId": "run-js-1", "userMessage": {"id": "u-1", "content": "What time is it in Shanghai?"}},
+            {"runId": "run-js-2", "userMessage": {"id": "u-2", "content": "Thanks!"}},
+        ],
+    )
+    first, second = report["turns"]
+    # THEN the client saw no error in either turn
+    assert turn_problems(first) == [] and turn_problems(second) == []
+    # AND its newMessages hold the assistant message with the tool call and the tool result
+    new = first["newMessages"] or []
+    assistant = next(m for m in new if m["role"] == "assistant" and m.get("toolCalls"))
+    assert assistant["toolCalls"][0]["function"]["name"] == "get_current_time"
+    tool = next(m for m in new if m["role"] == "tool")
+    assert tool["toolCallId"] == assistant["toolCalls"][0]["id"]
+    assert json.loads(tool["content"])["timezone"] == "Asia/Shanghai"
+    # AND the second turn re-sent the first turn's messages, yet the thread holds each message once
+    resent = second["requests"][0]["body"]["messages"]
+    assert len(resent) > 2
+    history = httpx.get(f"{live}/api/v1/threads/thread-js/history", headers=headers).json()["items"]
+    ids = [m["id"] for m in history]
+    assert len(ids) == len(set(ids))
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    # AND ag-ui-validate finds neither error nor warning on the stream the client received
+    wire = first["requests"][0]["response"]
+    assert wire is not None
+    result = validate_sse(wire["body"])
+    assert not result.errors and not result.warnings, result.describe()
+    assert result.findings == (), result.describe()  # not even an info finding
+
+
+async def test_events_reach_the_client_before_the_model_has_finished(live: str, model_server: ModelServer) -> None:
+    # GIVEN a model that pauses between chunks
+    model_server.enqueue(ScriptedTurn(text=["one ", "two ", "three ", "four ", "five"], chunk_delay_s=0.4))
+    body = {
+        "threadId": "thread-inc",
+        "runId": "run-inc",
+        "messages": [{"id": "u-1", "role": "user", "content": "count"}],
+    }
+    seen_before_model_finished: list[str] = []
+    types: list[str] = []
+    async with (
+        httpx.AsyncClient(timeout=30) as client,
+        client.stream("POST", f"{live}/api/v1/agent", json=body, headers=bearer()) as resp,
+    ):
+        async for frame in iter_sse_frames(resp):
+            if frame.data is None:
+                continue
+            event_type = frame.json()["type"]
+            types.append(event_type)
+            served = model_server.served
+            if not served or not served[0].completed:
+                seen_before_model_finished.append(event_type)
+    # THEN the first text delta arrived while the model was still streaming
+    assert "TEXT_MESSAGE_CONTENT" in seen_before_model_finished
+    assert types[-1] == "RUN_FINISHED"
+    assert model_server.served[0].completed
+
+
+def test_model_requests_carry_thinking_off_and_the_stored_context(live: str, model_server: ModelServer) -> None:
+    model_server.enqueue(*time_call_turns())
+    with httpx.Client(timeout=30) as client:
+        client.post(
+            f"{live}/api/v1/agent",
+            json={
+                "threadId": "thread-ctx",
+                "runId": "run-ctx",
+                "messages": [{"id": "u-1", "role": "user", "content": "time?"}],
+            },
+            headers=bearer(),
+        )
+    first, second = model_server.requests[:2]
+    assert first["model"] == "qwen3.5-30b-a3b"
+    assert first["chat_template_kwargs"] == {"enable_thinking": False} or first.get("enable_thinking") is False
+    assert [t["function"]["name"] for t in first["tools"]] == ["get_current_time"]
+    assert [m["role"] for m in second["messages"]][-3:] == ["user", "assistant", "tool"]
