@@ -13,7 +13,9 @@ from fastapi.responses import StreamingResponse
 
 from functions.agent_api.errors import install_error_handlers
 from functions.agent_api.sse import SSE_HEADERS, frames
-from shared.errors import InvalidRequest, PayloadTooLarge
+from shared.adapters.redis_stream import run_stream_key, thread_stream_key
+from shared.auth import AUDIT_SCOPE
+from shared.errors import Forbidden, InvalidRequest, PayloadTooLarge
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin
 from shared.runs import intake
@@ -163,6 +165,100 @@ def create_app(services: Services | None = None) -> FastAPI:
         items = [message_view(m) for m in page if not m.meta.hidden_from_user]
         next_cursor = _encode_seq(page[-1].seq) if len(page) == limit else None
         return {"items": items, "nextCursor": next_cursor}
+
+    @app.get(
+        "/api/v1/agent/runs/{runId}/events",
+        tags=["runs"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}, "description": "AG-UI events of the run"}},
+    )
+    async def run_events(
+        caller: Caller,
+        runId: str,
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+        lastEventId: Annotated[str | None, Query(description="for clients that cannot set Last-Event-ID")] = None,
+    ) -> StreamingResponse:
+        intake.check_id("runId", runId)
+        run = await svc.runs.get_visible_run(caller, runId)
+        after = intake.check_stream_id(last_event_id or lastEventId or "0-0")
+        key = run_stream_key(caller.tenant_id, run.run_id)
+        return StreamingResponse(
+            frames(svc.runs.tail(key, after=after)), media_type="text/event-stream", headers=SSE_HEADERS
+        )
+
+    @app.post("/api/v1/agent/runs/{runId}/cancel", tags=["runs"])
+    async def cancel_run(caller: Caller, runId: str) -> dict[str, Any]:
+        intake.check_id("runId", runId)
+        run = await svc.runs.cancel(caller, runId)
+        status = run.status.value if run.status.is_terminal else "cancelling"
+        return {"runId": run.run_id, "status": status}
+
+    @app.get("/api/v1/threads", tags=["threads"])
+    async def list_threads(
+        caller: Caller, limit: Annotated[int, Query(ge=1, le=100)] = 20, cursor: str | None = None
+    ) -> dict[str, Any]:
+        threads, next_cursor = await svc.store.list_threads(caller, limit=limit, cursor=cursor)
+        body: dict[str, Any] = {
+            "items": [
+                {"threadId": t.thread_id, "createdAt": t.created_at.isoformat(), "updatedAt": t.updated_at.isoformat()}
+                for t in threads
+            ]
+        }
+        if next_cursor:
+            body["nextCursor"] = next_cursor
+        return body
+
+    @app.get(
+        "/api/v1/threads/{threadId}/events",
+        tags=["threads"],
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}, "description": "events of every run of the thread"}},
+    )
+    async def thread_events(
+        caller: Caller,
+        threadId: str,
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+        lastEventId: Annotated[str | None, Query()] = None,
+    ) -> StreamingResponse:
+        intake.check_id("threadId", threadId)
+        await svc.store.get_thread(caller, threadId)
+        after = intake.check_stream_id(last_event_id or lastEventId or "0-0")
+        key = thread_stream_key(caller.tenant_id, threadId)
+        return StreamingResponse(
+            frames(svc.runs.tail(key, after=after, until_terminal=False)),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
+        )
+
+    @app.get("/api/v1/threads/{threadId}/audit", tags=["threads"])
+    async def thread_audit(
+        caller: Caller, threadId: str, limit: Annotated[int, Query(ge=1, le=1000)] = 500
+    ) -> dict[str, Any]:
+        intake.check_id("threadId", threadId)
+        if not caller.has_scope(AUDIT_SCOPE):
+            raise Forbidden(f"the audit endpoint needs the {AUDIT_SCOPE} scope", code="missing_scope")
+        await svc.store.get_thread(caller, threadId)
+        messages = await svc.store.read_forward(caller.tenant_id, threadId, after_seq=0, limit=limit)
+        records = await svc.store.list_for_thread(caller.tenant_id, threadId, limit=limit)
+        runs = await svc.store.list_runs_for_thread(caller.tenant_id, threadId, limit=limit)
+        return {
+            "messages": [{**message_view(m), "hiddenFromUser": m.meta.hidden_from_user} for m in messages],
+            "decisions": [r.model_dump(mode="json") for r in records],
+            "runs": [
+                {
+                    "runId": r.run_id,
+                    "status": r.status.value,
+                    "origin": r.meta.origin.value,
+                    "executor": r.meta.executor.value,
+                    "executionProfileName": r.meta.execution_profile_name,
+                    "hiddenFromUser": r.meta.hidden_from_user,
+                    "usage": [u.model_dump() for u in r.usage],
+                    "createdAt": r.created_at.isoformat(),
+                    **({"errorCode": r.error_code} if r.error_code else {}),
+                }
+                for r in runs
+            ],
+        }
 
     app.openapi = lambda: _openapi_with_run_input(app)  # type: ignore[method-assign]
     return app

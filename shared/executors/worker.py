@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable
@@ -11,11 +12,12 @@ from datetime import datetime
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
 
 from shared.context_window import resolve_window
+from shared.errors import AgentError
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult, new_id
 from shared.executors.transcript import to_chat_messages
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
-from shared.models import AuditRecord, Message, Role, Usage, digest, utc_now
+from shared.models import AuditRecord, Message, Role, ToolCall, Usage, digest, utc_now
 from shared.ports import AuditLog, ConversationStore
 from shared.runs.emitter import RunEmitter
 from shared.tools.registry import ToolContext, ToolFailed, ToolRegistry
@@ -38,6 +40,7 @@ class ExecutionResult:
     tool_calls: int = 0
     tool_refusals: int = 0
     window_repairs: int = 0
+    cancelled: bool = False
 
 
 class WorkerExecutor:
@@ -59,7 +62,6 @@ class WorkerExecutor:
         self._tools = tools
         self._clock = clock
         self._system_prompt = system_prompt or (lambda _ctx, _tools: SYSTEM_PROMPT)
-        self.current_turn: ModelTurn | None = None
 
     def effective_tools(self, ctx: RunContext) -> list[ToolSpec]:
         allow = ctx.profile.tool_policy.allowlist
@@ -74,22 +76,79 @@ class WorkerExecutor:
         result = ExecutionResult()
         await emitter.emit(StepStartedEvent(step_name=self.step_name))
         tools = self.effective_tools(ctx)
-        for _ in range(MAX_MODEL_TURNS):
-            request = await self._build_request(ctx, tools, result)
-            turn = ModelTurn(emitter)
-            self.current_turn = turn
-            turn_result = await turn.run(self._model, request)
-            self.current_turn = None
-            result.model_turns += 1
-            if turn_result.usage is not None:
-                result.usage.append(turn_result.usage)
-            await self._persist_assistant(ctx, turn_result)
-            if not turn_result.tool_calls:
-                break
-            for call in turn_result.tool_calls:
-                await self._run_tool(ctx, emitter, turn_result, call.id, call.name, call.arguments, result)
+        unanswered: list[ToolCall] = []
+        turn: ModelTurn | None = None
+        try:
+            for _ in range(MAX_MODEL_TURNS):
+                request = await self._build_request(ctx, tools, result)
+                turn = ModelTurn(emitter)
+                turn_result = await turn.run(self._model, request)
+                turn = None
+                result.model_turns += 1
+                if turn_result.usage is not None:
+                    result.usage.append(turn_result.usage)
+                await self._persist_assistant(ctx, turn_result)
+                if not turn_result.tool_calls:
+                    break
+                unanswered = list(turn_result.tool_calls)
+                while unanswered:
+                    call = unanswered[0]
+                    await self._run_tool(ctx, emitter, turn_result, call.id, call.name, call.arguments, result)
+                    unanswered.pop(0)
+            else:
+                raise AgentError("the tool loop reached its limit", code="tool_loop_limit")
+        except asyncio.CancelledError:
+            await self._salvage(ctx, emitter, turn, unanswered, reason="cancelled")
+            result.cancelled = True
+        except Exception as exc:
+            await self._salvage(ctx, emitter, turn, unanswered, reason="run_failed")
+            exc.usage_so_far = list(result.usage)  # type: ignore[attr-defined]
+            raise
         await emitter.emit(StepFinishedEvent(step_name=self.step_name))
         return result
+
+    async def _salvage(
+        self,
+        ctx: RunContext,
+        emitter: RunEmitter,
+        turn: ModelTurn | None,
+        unanswered: list[ToolCall],
+        *,
+        reason: str,
+    ) -> None:
+        """Leave the thread valid for the next run: close what is open, keep partial text (marked), and give
+        every tool call without a result a synthetic one, persisted, so no provider sees a dangling call."""
+        calls = list(unanswered)
+        if turn is not None:
+            await turn.close()
+            partial = turn.result
+            if partial.text or partial.tool_calls:
+                await self._persist_assistant(ctx, partial, flags={"partial": True, "ended_by": reason})
+                calls.extend(partial.tool_calls)
+        for call in calls:
+            content = json.dumps(
+                {"error": {"code": reason, "message": f"the run ended ({reason}) before this tool ran"}}
+            )
+            message_id = new_id("msg")
+            await self._store.append_messages(
+                ctx.identity,
+                ctx.thread_id,
+                [
+                    Message(
+                        id=message_id,
+                        thread_id=ctx.thread_id,
+                        role=Role.TOOL,
+                        content=content,
+                        tool_call_id=call.id,
+                        run_id=ctx.run_id,
+                        meta=ctx.meta,
+                        flags={"synthetic": True},
+                    )
+                ],
+            )
+            await emitter.emit(
+                ToolCallResultEvent(message_id=message_id, tool_call_id=call.id, content=content, role="tool")
+            )
 
     async def _build_request(self, ctx: RunContext, tools: list[ToolSpec], result: ExecutionResult) -> ChatRequest:
         window = await resolve_window(
@@ -118,7 +177,9 @@ class WorkerExecutor:
             thinking=ctx.profile.model.thinking,
         )
 
-    async def _persist_assistant(self, ctx: RunContext, turn: TurnResult) -> None:
+    async def _persist_assistant(
+        self, ctx: RunContext, turn: TurnResult, flags: dict[str, object] | None = None
+    ) -> None:
         if not turn.text and not turn.tool_calls:
             return
         await self._store.append_messages(
@@ -133,6 +194,7 @@ class WorkerExecutor:
                     tool_calls=tuple(turn.tool_calls),
                     run_id=ctx.run_id,
                     meta=ctx.meta,
+                    flags=dict(flags or {}),
                 )
             ],
         )

@@ -145,7 +145,7 @@ class OpenAIChatModel:
                 temperature=request.temperature if request.temperature is not None else openai.omit,
                 max_tokens=request.max_tokens if request.max_tokens is not None else openai.omit,
                 stream=True,
-                
+                stream_options={"include_usage": True},
                 extra_body=thinking_extra_body(self.thinking_provider, enabled=request.thinking == "on"),
             )
         except openai.OpenAIError as exc:
@@ -191,11 +191,11 @@ class OpenAIChatModel:
                 continue
             delta = choice.delta
             extra = delta.model_extra or {}
-            for key in ("reasoning_content", "reasoning"):
-                reasoning = extra.get(key)
-                if isinstance(reasoning, str) and reasoning:
-                    state.reasoning_text.append(reasoning)
-                    yield ReasoningDelta(reasoning)
+            # vLLM renamed reasoning_content to reasoning and some versions send both: take one, never both.
+            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                state.reasoning_text.append(reasoning)
+                yield ReasoningDelta(reasoning)
             if delta.content:
                 yield from _released(*stripper.feed(delta.content), state)
             for call in delta.tool_calls or ():
@@ -244,9 +244,7 @@ def _released(visible: str, hidden: str, state: _StreamState) -> Iterable[ChatCh
         yield TextDelta(visible)
 
 
-def _tool_call_delta(
-    index: int, call_id: str | None, function: Any, state: _StreamState
-) -> ToolCallDelta | None:
+def _tool_call_delta(index: int, call_id: str | None, function: Any, state: _StreamState) -> ToolCallDelta | None:
     seen = state.tool_calls.setdefault(index, _ToolCallSeen())
     new_id = call_id if call_id and seen.id is None else None
     name = getattr(function, "name", None)
@@ -284,20 +282,14 @@ def _model_error(exc: Exception, *, streaming: bool) -> ModelError:
     if isinstance(exc, openai.APITimeoutError):
         return ModelError("the model did not answer in time", code="model_timeout", details=details)
     if streaming:
-        return ModelError(
-            f"the model stream broke off: {exc}", code="model_stream_interrupted", details=details
-        )
+        return ModelError(f"the model stream broke off: {exc}", code="model_stream_interrupted", details=details)
     if isinstance(exc, openai.APIConnectionError):
-        return ModelError(
-            f"the model endpoint is unreachable: {exc}", code="model_unavailable", details=details
-        )
+        return ModelError(f"the model endpoint is unreachable: {exc}", code="model_unavailable", details=details)
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         details["status"] = status
         if status == 429:
-            return ModelError(
-                "the model endpoint is rate-limiting us", code="model_rate_limited", details=details
-            )
+            return ModelError("the model endpoint is rate-limiting us", code="model_rate_limited", details=details)
         if status >= 500 or status in (401, 403):
             return ModelError(
                 f"the model endpoint failed with HTTP {status}", code="model_unavailable", details=details

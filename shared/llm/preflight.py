@@ -25,8 +25,7 @@ KNOWN_RENAMES: dict[str, tuple[Provider, str, str]] = {
     "qwen3.5-30b-a3b": (
         "dashscope",
         "qwen3.5-35b-a3b",
-        "DashScope publishes the 3B-active Qwen3.5 MoE model as qwen3.5-35b-a3b; "
-        "there is no official qwen3.5-30b-a3b",
+        "DashScope publishes the 3B-active Qwen3.5 MoE model as qwen3.5-35b-a3b; there is no official qwen3.5-30b-a3b",
     ),
 }
 

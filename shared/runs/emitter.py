@@ -10,6 +10,11 @@ from ag_ui.core import BaseEvent, EventType
 from shared.ports import EventStream
 
 TERMINAL_TYPES = frozenset({EventType.RUN_FINISHED.value, EventType.RUN_ERROR.value})
+LIFECYCLE_TYPES = TERMINAL_TYPES | {
+    EventType.RUN_STARTED.value,
+    EventType.STEP_STARTED.value,
+    EventType.STEP_FINISHED.value,
+}
 
 
 def event_to_dict(event: BaseEvent) -> dict[str, Any]:
@@ -25,14 +30,27 @@ class RunEmitter:
     """Appends events of one run, in order, to the run's stream and, when given, to the thread's stream.
 
     The run stream is what ``POST /agent`` and ``GET /agent/runs/{id}/events`` tail, so the ``id:`` of every SSE
-    frame is the run stream's entry id. The thread stream carries only user-visible runs' events plus ``memory``
-    steps (tagged with the run id) for clients following a whole thread.
+    frame is the run stream's entry id.
+
+    The thread stream carries every run's events, tagged with ``metadata.runId``; hidden runs (automation,
+    memory) appear there only as their lifecycle events, so a client following a thread sees a ``memory`` step
+    without ever seeing hidden content.
     """
 
-    def __init__(self, stream: EventStream, run_key: str, *, thread_key: str | None = None) -> None:
+    def __init__(
+        self,
+        stream: EventStream,
+        run_key: str,
+        *,
+        thread_key: str | None = None,
+        run_id: str | None = None,
+        hidden: bool = False,
+    ) -> None:
         self._stream = stream
         self._run_key = run_key
         self._thread_key = thread_key
+        self._run_id = run_id
+        self._hidden = hidden
         self.last_id: str | None = None
         self.count = 0
         self.terminal_sent = False
@@ -44,8 +62,12 @@ class RunEmitter:
             event = event.model_copy(update={"timestamp": int(time.time() * 1000)})
         data = event_to_dict(event)
         entry_id = await self._stream.append(self._run_key, data)
-        if self._thread_key is not None:
-            await self._stream.append(self._thread_key, data)
+        if self._thread_key is not None and (not self._hidden or data.get("type") in LIFECYCLE_TYPES):
+            # On the thread stream runs interleave, so each event names its run; a hidden run shows only its
+            # lifecycle (start, steps, end), never its messages or tool calls.
+            tagged = dict(data)
+            tagged["metadata"] = {**data.get("metadata", {}), "runId": self._run_id}
+            await self._stream.append(self._thread_key, tagged)
         self.last_id = entry_id
         self.count += 1
         if is_terminal(data):

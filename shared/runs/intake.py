@@ -46,6 +46,20 @@ def check_id(field: str, value: str) -> None:
         )
 
 
+_STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+
+
+def check_stream_id(value: str) -> str:
+    """A ``Last-Event-ID`` must be a stream entry id (``<ms>-<seq>``) that this API handed out."""
+    if not _STREAM_ID.match(value):
+        raise InvalidRequest(
+            "Last-Event-ID must be an event id from this stream",
+            code="invalid_event_id",
+            details=[{"loc": ["header", "Last-Event-ID"], "msg": "not a stream entry id", "type": "value_error"}],
+        )
+    return value
+
+
 def body_digest(body: bytes) -> str:
     return digest(body.decode("utf-8", "replace"))
 

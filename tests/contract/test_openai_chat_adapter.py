@@ -106,9 +106,7 @@ def finished(chunks: list[ChatChunk]) -> Finished:
 # -- streaming -----------------------------------------------------------------------------------------------
 
 
-async def test_streamed_text_arrives_as_text_deltas_in_order(
-    server: ModelServer, make_model: MakeModel
-) -> None:
+async def test_streamed_text_arrives_as_text_deltas_in_order(server: ModelServer, make_model: MakeModel) -> None:
     # GIVEN a server that streams three content chunks
     server.enqueue(ScriptedTurn(text=["Hel", "lo ", "world"]))
     # WHEN the adapter streams a turn
@@ -156,9 +154,7 @@ async def test_parallel_tool_calls_with_repeated_ids_and_names_accumulate_by_ind
     ]
 
 
-async def test_a_tool_call_without_an_id_gets_one_before_finished(
-    server: ModelServer, make_model: MakeModel
-) -> None:
+async def test_a_tool_call_without_an_id_gets_one_before_finished(server: ModelServer, make_model: MakeModel) -> None:
     # GIVEN a server whose tool-call deltas carry no id
     call = ScriptedToolCall("get_current_time", "{}")
     server.enqueue(ScriptedTurn(tool_calls=[call], omit_tool_call_ids=True))
@@ -202,9 +198,7 @@ async def test_usage_comes_from_the_final_usage_chunk(server: ModelServer, make_
     assert (usage.model, usage.provider, usage.estimated) == (MODEL, "dashscope", False)
 
 
-async def test_usage_is_estimated_when_the_server_sends_none(
-    server: ModelServer, make_model: MakeModel
-) -> None:
+async def test_usage_is_estimated_when_the_server_sends_none(server: ModelServer, make_model: MakeModel) -> None:
     # GIVEN a server that ignores include_usage
     server.enqueue(ScriptedTurn(text=["a fairly long answer ", "in two chunks"], send_usage=False))
     # WHEN the adapter streams the turn
@@ -277,9 +271,7 @@ async def test_reasoning_fields_are_passed_on_and_counted(
     assert turn.usage.reasoning_tokens > 0
 
 
-async def test_reported_reasoning_tokens_win_over_the_estimate(
-    server: ModelServer, make_model: MakeModel
-) -> None:
+async def test_reported_reasoning_tokens_win_over_the_estimate(server: ModelServer, make_model: MakeModel) -> None:
     server.enqueue(ScriptedTurn(reasoning=["hmm"], text=["ok"], usage=(10, 30), reasoning_tokens=25))
     usage = finished(await collect(make_model(), ask())).usage
     assert usage is not None

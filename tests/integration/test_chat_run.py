@@ -26,7 +26,7 @@ def user(mid: str, text: str) -> dict[str, Any]:
 async def post_run(client: httpx.AsyncClient, body: dict[str, Any], **headers: str) -> tuple[int, list[Any]]:
     resp = await client.post("/api/v1/agent", json=body, headers={**bearer(), **headers})
     if resp.headers.get("content-type", "").startswith("text/event-stream"):
-        return resp.status_code, parse_sse(resp.text)
+        return resp.status_code, [f for f in parse_sse(resp.text) if not f.is_comment_only]
     return resp.status_code, [resp.json()]
 
 

@@ -84,9 +84,7 @@ class _ScriptedDisconnect(Exception):
 
 def echo_turn(body: dict[str, Any]) -> ScriptedTurn:
     """The default responder: echo the last user message back in a few chunks."""
-    last_user = next(
-        (m.get("content") for m in reversed(body.get("messages", [])) if m.get("role") == "user"), ""
-    )
+    last_user = next((m.get("content") for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
     words = f"echo: {last_user or ''}".split(" ")
     return ScriptedTurn(text=[w if i == 0 else f" {w}" for i, w in enumerate(words)])
 
@@ -155,9 +153,7 @@ class ModelServer:
             timeout_graceful_shutdown=2,
         )
         server = uvicorn.Server(config)
-        thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name="model-server", daemon=True
-        )
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="model-server", daemon=True)
         thread.start()
         deadline = time.monotonic() + 10
         while not server.started:
@@ -240,9 +236,7 @@ class ModelServer:
         headers = {"retry-after-ms": str(turn.retry_after_ms)} if turn.retry_after_ms is not None else {}
         return JSONResponse({"error": error}, status_code=status, headers=headers)
 
-    async def _frames(
-        self, body: dict[str, Any], turn: ScriptedTurn, served: ServedStream
-    ) -> AsyncIterator[str]:
+    async def _frames(self, body: dict[str, Any], turn: ScriptedTurn, served: ServedStream) -> AsyncIterator[str]:
         chunks = self._chunks(body, turn)
         if turn.first_chunk_delay_s:
             await asyncio.sleep(turn.first_chunk_delay_s)
@@ -301,9 +295,7 @@ class ModelServer:
         chunks.append({**self._envelope(body, completion_id), "choices": [final]})
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         if turn.send_usage and include_usage:
-            chunks.append(
-                {**self._envelope(body, completion_id), "choices": [], "usage": self._usage(body, turn)}
-            )
+            chunks.append({**self._envelope(body, completion_id), "choices": [], "usage": self._usage(body, turn)})
         return chunks
 
     def _completion(self, body: dict[str, Any], turn: ScriptedTurn) -> dict[str, Any]:
@@ -313,8 +305,7 @@ class ModelServer:
         calls = self._tool_calls(turn)
         if calls:
             message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in calls
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
             ]
         return {
             **self._envelope(body, f"chatcmpl-{next(self._ids)}"),
@@ -325,10 +316,7 @@ class ModelServer:
 
     @staticmethod
     def _tool_calls(turn: ScriptedTurn) -> list[ScriptedToolCall]:
-        return [
-            ScriptedToolCall(c.name, c.arguments, c.id or f"call_{uuid.uuid4().hex[:12]}")
-            for c in turn.tool_calls
-        ]
+        return [ScriptedToolCall(c.name, c.arguments, c.id or f"call_{uuid.uuid4().hex[:12]}") for c in turn.tool_calls]
 
     @staticmethod
     def _finish_reason(turn: ScriptedTurn) -> str:

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Offline CI gate for template.yaml: no AWS account, no Docker.
+#
+#   1. sam validate                 (needs only AWS_DEFAULT_REGION)
+#   2. sam validate --lint          (cfn-lint on the SAM template)
+#   3. expand the template offline  (scripts/expand_template.py: samtranslator, ZIP CodeUris -> s3://)
+#   4. cfn-lint on the expansion    (catches bad values on generated resources, which step 2 cannot see)
+#   5. template checks              (tests/infra/template_checks.py: streaming URIs, ReportBatchItemFailures,
+#                                    6-field crons, visibility timeouts, wildcard data permissions, log groups)
+#   6. sam build                    only when a working python3.12 is on PATH (the Lambda runtime); e.g.
+#                                    `PYENV_VERSION=3.12.1 bash scripts/sam_gate.sh` with pyenv, see infra/README.md
+#
+# Usage: bash scripts/sam_gate.sh [TEMPLATE]   (default: template.yaml)
+# Environment: SAM_TOOLS_VENV (default .tools/sam-venv), SAM_GATE_SKIP_BUILD=1 to skip step 6.
+# Install the tools first: bash scripts/install_sam_tools.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SAM_TOOLS_VENV:-$ROOT/.tools/sam-venv}"
+TEMPLATE="${1:-$ROOT/template.yaml}"
+OUT_DIR="$ROOT/build"
+EXPANDED="$OUT_DIR/template.expanded.json"
+
+if [[ ! -x "$VENV/bin/sam" ]]; then
+  echo "sam_gate: no SAM tools venv at $VENV; run: bash scripts/install_sam_tools.sh" >&2
+  exit 2
+fi
+
+export SAM_CLI_TELEMETRY=0
+export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
+# Offline means offline: never pick up a developer's credentials or profile.
+unset AWS_PROFILE AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_SESSION_TOKEN
+
+gate_start=$SECONDS
+step() {
+  local name="$1"
+  shift
+  local start=$SECONDS
+  echo "== $name"
+  "$@"
+  echo "   ($((SECONDS - start))s)"
+}
+
+mkdir -p "$OUT_DIR"
+step "sam validate" "$VENV/bin/sam" validate -t "$TEMPLATE"
+step "sam validate --lint" "$VENV/bin/sam" validate --lint -t "$TEMPLATE"
+step "expand (samtranslator, offline)" "$VENV/bin/python" "$ROOT/scripts/expand_template.py" "$TEMPLATE" "$EXPANDED"
+step "cfn-lint on the expansion" "$VENV/bin/cfn-lint" "$EXPANDED"
+step "template checks on the expansion" "$VENV/bin/python" "$ROOT/tests/infra/template_checks.py" "$EXPANDED"
+
+if [[ "${SAM_GATE_SKIP_BUILD:-0}" == "1" ]]; then
+  echo "== sam build: skipped (SAM_GATE_SKIP_BUILD=1)"
+elif python3.12 -c "import sys; assert sys.version_info[:2] == (3, 12)" >/dev/null 2>&1; then
+  step "stage code folder" bash "$ROOT/scripts/stage_lambda_src.sh"
+  step "sam build (python3.12: $(python3.12 --version 2>&1))" \
+    "$VENV/bin/sam" build -t "$TEMPLATE" --build-dir "$OUT_DIR/sam-build" --cache-dir "$OUT_DIR/sam-cache" --cached
+else
+  echo "== sam build: skipped (no working python3.12 on PATH; with pyenv: PYENV_VERSION=3.12.1 bash scripts/sam_gate.sh)"
+fi
+
+echo "sam_gate: all steps passed in $((SECONDS - gate_start))s"

@@ -1,0 +1,366 @@
+"""Checks run on the EXPANDED template (plain CloudFormation, after the SAM translator).
+
+Each check takes the expanded template as a dict and returns a list of violations (empty means it passes). They
+catch the mistakes that ``sam validate``, ``sam validate --lint`` and cfn-lint all let through:
+
+- ``ResponseTransferMode: STREAM`` (instead of ``RESPONSE_STREAM``) deploys a *buffered* integration, so every
+  SSE stream arrives in one piece at the end of the run;
+- an SQS event source without ``ReportBatchItemFailures`` retries the whole batch when one record fails;
+- a 5-field ``cron(...)`` (Unix style) is rejected by EventBridge at deploy time, not by the linters;
+- a visibility timeout shorter than 6x the consumer's timeout redelivers messages that are still being processed;
+- a wildcard on data permissions (``dynamodb:*``, ``Resource: "*"``) breaks least privilege;
+- a function without its own log group with retention keeps logs forever.
+
+Only the standard library is used, so the same module runs in the project venv (tests) and in the SAM tools venv
+(``scripts/sam_gate.sh`` runs it as ``python tests/infra/template_checks.py EXPANDED.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+Template = dict[str, Any]
+Check = Callable[[Template], list[str]]
+
+# The SSE routes (path, method) that must be streamed end to end.
+SSE_ROUTES: tuple[tuple[str, str], ...] = (
+    ("/api/v1/agent", "post"),
+    ("/api/v1/agent/runs/{runId}/events", "get"),
+    ("/api/v1/threads/{threadId}/events", "get"),
+)
+STREAMING_URI_SUFFIX = "/response-streaming-invocations"
+VISIBILITY_TIMEOUT_FACTOR = 6
+DATA_SERVICES = ("dynamodb", "sqs", "secretsmanager")
+# AWS managed policies that grant data actions on every resource.
+DATA_WIDE_MANAGED_POLICIES = frozenset(
+    {
+        "AdministratorAccess",
+        "PowerUserAccess",
+        "AmazonDynamoDBFullAccess",
+        "AmazonDynamoDBReadOnlyAccess",
+        "AmazonSQSFullAccess",
+        "AmazonSQSReadOnlyAccess",
+        "SecretsManagerReadWrite",
+        "AWSLambdaSQSQueueExecutionRole",
+        "AWSLambdaDynamoDBExecutionRole",
+        "AWSLambdaInvocation-DynamoDB",
+    }
+)
+_LAMBDA_DEFAULT_TIMEOUT = 3
+_SQS_DEFAULT_VISIBILITY_TIMEOUT = 30
+_SCHEDULE_EXPRESSION = re.compile(r"\b(cron|rate)\(([^)]*)\)")
+_RATE_BODY = re.compile(r"^(\d+) (minute|minutes|hour|hours|day|days)$")
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def flatten(value: Any) -> str:
+    """Render an intrinsic-bearing value as one string, keeping references visible as ``${Name}``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float | bool):
+        return str(value)
+    if isinstance(value, list):
+        return ",".join(flatten(item) for item in value)
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, arg),) = value.items()
+        if key == "Ref":
+            return "${" + str(arg) + "}"
+        if key == "Fn::GetAtt":
+            return "${" + (".".join(arg) if isinstance(arg, list) else str(arg)) + "}"
+        if key == "Fn::Sub":
+            return arg if isinstance(arg, str) else flatten(arg[0])
+        if key == "Fn::Join":
+            separator, parts = arg
+            return str(separator).join(flatten(part) for part in parts)
+    return json.dumps(value, sort_keys=True)
+
+
+def resources(template: Template, resource_type: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(logical id, resource) pairs, optionally of one type."""
+    for logical_id, resource in template.get("Resources", {}).items():
+        if resource_type is None or resource.get("Type") == resource_type:
+            yield logical_id, resource
+
+
+def _props(resource: dict[str, Any]) -> dict[str, Any]:
+    properties: dict[str, Any] = resource.get("Properties", {})
+    return properties
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _referenced_id(value: Any) -> str | None:
+    """Logical id behind ``{"Ref": X}`` or ``{"Fn::GetAtt": [X, ...]}``."""
+    if isinstance(value, dict):
+        if "Ref" in value:
+            return str(value["Ref"])
+        if "Fn::GetAtt" in value:
+            target = value["Fn::GetAtt"]
+            return str(target[0] if isinstance(target, list) else target.split(".")[0])
+    return None
+
+
+def _all_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _all_strings(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _all_strings(item)
+
+
+# ------------------------------------------------------------------------------------------------ checks
+def _integrations(template: Template) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(path, method, integration) from REST API bodies; integration keys are normalised to camelCase."""
+    for _, api in resources(template, "AWS::ApiGateway::RestApi"):
+        body = _props(api).get("Body", {})
+        for path, operations in body.get("paths", {}).items():
+            for method, operation in operations.items():
+                if isinstance(operation, dict) and "x-amazon-apigateway-integration" in operation:
+                    yield path, method.lower(), operation["x-amazon-apigateway-integration"]
+    for _, method_resource in resources(template, "AWS::ApiGateway::Method"):
+        properties = _props(method_resource)
+        integration = properties.get("Integration", {})
+        normalised = {
+            "uri": integration.get("Uri"),
+            "responseTransferMode": integration.get("ResponseTransferMode"),
+        }
+        yield flatten(properties.get("ResourceId")), str(properties.get("HttpMethod", "")).lower(), normalised
+
+
+def _streaming_function_ids(template: Template) -> set[str]:
+    found = set()
+    for logical_id, function in resources(template, "AWS::Lambda::Function"):
+        variables = _props(function).get("Environment", {}).get("Variables", {})
+        if variables.get("AWS_LWA_INVOKE_MODE") == "response_stream":
+            found.add(logical_id)
+    return found
+
+
+def check_sse_routes_stream(template: Template) -> list[str]:
+    """SSE routes, and every route of a response_stream (Web Adapter) function, use a streaming integration."""
+    violations = []
+    streaming_functions = _streaming_function_ids(template)
+    if not streaming_functions:
+        violations.append("no function runs the Web Adapter with AWS_LWA_INVOKE_MODE=response_stream")
+    seen = set()
+    for path, method, integration in _integrations(template):
+        uri = flatten(integration.get("uri"))
+        targets_streaming = any("${" + fn + ".Arn}" in uri or fn in uri for fn in streaming_functions)
+        if (path, method) in SSE_ROUTES:
+            seen.add((path, method))
+        elif not targets_streaming:
+            continue
+        if not uri.endswith(STREAMING_URI_SUFFIX):
+            violations.append(f"{method.upper()} {path}: integration URI does not end in {STREAMING_URI_SUFFIX}")
+        if integration.get("responseTransferMode") != "STREAM":
+            violations.append(f"{method.upper()} {path}: integration responseTransferMode is not STREAM")
+    for path, method in SSE_ROUTES:
+        if (path, method) not in seen:
+            violations.append(f"{method.upper()} {path}: SSE route missing from the REST API")
+    return violations
+
+
+def _sqs_event_sources(template: Template) -> Iterator[tuple[str, dict[str, Any], str | None]]:
+    """(mapping id, mapping properties, queue logical id or None for a literal ARN) for SQS event sources."""
+    all_resources = template.get("Resources", {})
+    for logical_id, mapping in resources(template, "AWS::Lambda::EventSourceMapping"):
+        properties = _props(mapping)
+        source = properties.get("EventSourceArn")
+        queue_id = _referenced_id(source)
+        if queue_id is not None and all_resources.get(queue_id, {}).get("Type") == "AWS::SQS::Queue":
+            yield logical_id, properties, queue_id
+        elif ":sqs:" in flatten(source):
+            yield logical_id, properties, None
+
+
+def check_sqs_sources_report_batch_item_failures(template: Template) -> list[str]:
+    """Every SQS event source mapping reports partial batch failures (and there is at least one)."""
+    violations = []
+    mappings = list(_sqs_event_sources(template))
+    if not mappings:
+        violations.append("no SQS event source mapping found (the memory function must consume the queue)")
+    for logical_id, properties, _ in mappings:
+        if "ReportBatchItemFailures" not in properties.get("FunctionResponseTypes", []):
+            violations.append(f"{logical_id}: FunctionResponseTypes lacks ReportBatchItemFailures")
+    return violations
+
+
+def schedule_expressions(template: Template) -> list[str]:
+    """Every ``cron(...)`` / ``rate(...)`` expression found anywhere in the template."""
+    found = []
+    for text in _all_strings(template):
+        found.extend(match.group(0) for match in _SCHEDULE_EXPRESSION.finditer(text))
+    return found
+
+
+def schedule_expression_problem(expression: str) -> str | None:
+    """Why an EventBridge schedule expression is invalid, or None."""
+    match = _SCHEDULE_EXPRESSION.fullmatch(expression)
+    if match is None:
+        return "not a cron(...) or rate(...) expression"
+    kind, body = match.groups()
+    if kind == "rate":
+        rate = _RATE_BODY.match(body.strip())
+        if rate is None:
+            return "rate(...) must be 'rate(<n> minute|minutes|hour|hours|day|days)'"
+        if (rate.group(1) == "1") != (not rate.group(2).endswith("s")):
+            return "rate(...) unit must be singular for 1 and plural otherwise"
+        return None
+    fields = body.split()
+    if len(fields) != 6:
+        return f"cron(...) needs 6 fields (minutes hours day-of-month month day-of-week year), got {len(fields)}"
+    day_of_month, day_of_week = fields[2], fields[4]
+    if (day_of_month == "?") == (day_of_week == "?"):
+        return "cron(...) needs '?' in exactly one of day-of-month and day-of-week"
+    return None
+
+
+def check_schedule_expressions(template: Template) -> list[str]:
+    """Every cron has six fields (EventBridge style) and every rate is well formed."""
+    violations = []
+    for expression in schedule_expressions(template):
+        problem = schedule_expression_problem(expression)
+        if problem is not None:
+            violations.append(f"{expression}: {problem}")
+    return violations
+
+
+def check_queue_visibility_timeouts(template: Template) -> list[str]:
+    """Queues consumed by Lambda: visibility >= 6 x function timeout + batching window, and a redrive policy."""
+    violations = []
+    all_resources = template.get("Resources", {})
+    for logical_id, properties, queue_id in _sqs_event_sources(template):
+        if queue_id is None:
+            violations.append(f"{logical_id}: consumes a queue outside the template; cannot check its timeout")
+            continue
+        queue = _props(all_resources[queue_id])
+        function_id = _referenced_id(properties.get("FunctionName"))
+        function = _props(all_resources.get(function_id or "", {}))
+        timeout = int(function.get("Timeout", _LAMBDA_DEFAULT_TIMEOUT))
+        window = int(properties.get("MaximumBatchingWindowInSeconds", 0))
+        visibility = int(queue.get("VisibilityTimeout", _SQS_DEFAULT_VISIBILITY_TIMEOUT))
+        required = VISIBILITY_TIMEOUT_FACTOR * timeout + window
+        if visibility < required:
+            violations.append(
+                f"{queue_id}: VisibilityTimeout {visibility}s < {VISIBILITY_TIMEOUT_FACTOR} x {function_id} "
+                f"timeout {timeout}s + batching window {window}s = {required}s"
+            )
+        if "RedrivePolicy" not in queue:
+            violations.append(f"{queue_id}: no RedrivePolicy (dead-letter queue)")
+    return violations
+
+
+def _policy_documents(template: Template) -> Iterator[tuple[str, dict[str, Any], bool]]:
+    """(where, policy document, is an identity policy)."""
+    for logical_id, role in resources(template, "AWS::IAM::Role"):
+        for policy in _props(role).get("Policies", []):
+            yield f"{logical_id}/{policy.get('PolicyName', '?')}", policy.get("PolicyDocument", {}), True
+    for resource_type in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        for logical_id, policy in resources(template, resource_type):
+            yield logical_id, _props(policy).get("PolicyDocument", {}), True
+    for resource_type in ("AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy"):
+        for logical_id, policy in resources(template, resource_type):
+            yield logical_id, _props(policy).get("PolicyDocument", {}), False
+
+
+def _statement_problems(statement: dict[str, Any], identity: bool) -> list[str]:
+    if statement.get("Effect", "Allow") != "Allow":
+        return []
+    problems = []
+    if identity and ("NotAction" in statement or "NotResource" in statement):
+        problems.append("Allow with NotAction/NotResource")
+    actions = [flatten(action) for action in _as_list(statement.get("Action", []))]
+    data_actions = [action for action in actions if action.split(":")[0].lower() in DATA_SERVICES]
+    for action in actions:
+        if action == "*" or action.endswith(":*"):
+            problems.append(f"wildcard action {action!r}")
+        elif action in data_actions and "*" in action:
+            problems.append(f"wildcard data action {action!r}")
+    if identity and data_actions:
+        for resource in (flatten(item) for item in _as_list(statement.get("Resource", []))):
+            # A table's indexes are addressed as <table arn>/index/<name>; allow that suffix only.
+            if "*" in resource.removesuffix("/index/*"):
+                problems.append(f"wildcard resource {resource!r} for {', '.join(data_actions)}")
+    return problems
+
+
+def check_no_wildcard_data_permissions(template: Template) -> list[str]:
+    """No wildcard actions anywhere; no wildcard resources or data-wide managed policies on data services."""
+    violations = []
+    for where, document, identity in _policy_documents(template):
+        for statement in _as_list(document.get("Statement", [])):
+            violations.extend(f"{where}: {problem}" for problem in _statement_problems(statement, identity))
+    for logical_id, role in resources(template, "AWS::IAM::Role"):
+        for arn in (flatten(item) for item in _props(role).get("ManagedPolicyArns", [])):
+            if arn.rsplit("/", 1)[-1] in DATA_WIDE_MANAGED_POLICIES:
+                violations.append(f"{logical_id}: managed policy {arn} grants data access on every resource")
+    return violations
+
+
+def check_function_log_groups(template: Template) -> list[str]:
+    """Every function writes to a log group of this template that has a retention."""
+    violations = []
+    all_resources = template.get("Resources", {})
+    log_groups = dict(resources(template, "AWS::Logs::LogGroup"))
+    names = {flatten(_props(group).get("LogGroupName")): group_id for group_id, group in log_groups.items()}
+    for logical_id, function in resources(template, "AWS::Lambda::Function"):
+        properties = _props(function)
+        target = properties.get("LoggingConfig", {}).get("LogGroup")
+        group_id = _referenced_id(target) if target is not None else None
+        if group_id is None:
+            explicit = target if isinstance(target, str) else None
+            default_names = ["/aws/lambda/${" + logical_id + "}"]
+            if "FunctionName" in properties:
+                default_names.append("/aws/lambda/" + flatten(properties["FunctionName"]))
+            group_id = next((names[name] for name in [explicit, *default_names] if name in names), None)
+        group = all_resources.get(group_id or "")
+        if group is None or group.get("Type") != "AWS::Logs::LogGroup":
+            violations.append(f"{logical_id}: no log group of its own in the template")
+        elif "RetentionInDays" not in _props(group):
+            violations.append(f"{logical_id}: log group {group_id} has no RetentionInDays")
+    return violations
+
+
+ALL_CHECKS: dict[str, Check] = {
+    "sse_routes_stream": check_sse_routes_stream,
+    "sqs_sources_report_batch_item_failures": check_sqs_sources_report_batch_item_failures,
+    "schedule_expressions": check_schedule_expressions,
+    "queue_visibility_timeouts": check_queue_visibility_timeouts,
+    "no_wildcard_data_permissions": check_no_wildcard_data_permissions,
+    "function_log_groups": check_function_log_groups,
+}
+
+
+def run_all(template: Template) -> dict[str, list[str]]:
+    """Violations per check name (only failing checks are listed)."""
+    results = {name: check(template) for name, check in ALL_CHECKS.items()}
+    return {name: violations for name, violations in results.items() if violations}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: template_checks.py EXPANDED_TEMPLATE.json", file=sys.stderr)
+        return 2
+    template = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    failures = run_all(template)
+    for name in ALL_CHECKS:
+        status = "FAIL" if name in failures else "ok"
+        print(f"  {status:4} {name}")
+        for violation in failures.get(name, []):
+            print(f"         - {violation}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

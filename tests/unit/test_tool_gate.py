@@ -1,0 +1,291 @@
+"""Tool authorization: effective = declared ∩ profile ∩ system, exact names only, an audit record per decision."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shared.llm.types import ToolSpec
+from shared.models import ExecutorKind, digest
+from shared.profiles import ExecutionProfile, ModelConfig, ToolPolicy
+from shared.tool_gate import GateContext, GateDecision, ToolGate, summarize_request
+from shared.tools.registry import ServerTool, ToolContext, ToolRegistry
+
+POOL = ("get_current_time", "web_search", "send_email", "memory_write", "memory_forget", "calc", "read_file")
+CTX = GateContext(tenant_id="t1", user_id="u1", thread_id="th1", run_id="r1", summary="user asked: what time is it")
+REQUIRED_DETAILS = ("decision", "reason", "reason_text", "layer", "tool_name", "arguments_digest", "context_summary")
+
+
+async def _noop(_arguments: dict[str, Any], _ctx: ToolContext) -> str:
+    return "ok"
+
+
+def registry(names: frozenset[str] | set[str]) -> ToolRegistry:
+    return ToolRegistry({
+        name: ServerTool(spec=ToolSpec(name=name, description=f"{name} tool", parameters={"type": "object"}),
+                         handler=_noop)
+        for name in names
+    })
+
+
+def profile(allowlist: list[str] | None, executor: ExecutorKind = ExecutorKind.WORKER) -> ExecutionProfile:
+    return ExecutionProfile(name="p", executor=executor, model=ModelConfig(name="qwen3.5-flash"),
+                            tool_policy=ToolPolicy(allowlist=allowlist))
+
+
+def assert_complete_audit(decision: GateDecision, raw_name: str, arguments: str) -> None:
+    record = decision.audit
+    assert record.kind == "tool_decision"
+    assert (record.tenant_id, record.user_id, record.thread_id, record.run_id) == ("t1", "u1", "th1", "r1")
+    details = record.details
+    for key in REQUIRED_DETAILS:
+        assert key in details, key
+    assert details["decision"] == ("allowed" if decision.allowed else "refused")
+    assert details["reason"] == decision.reason and decision.reason
+    assert details["reason_text"]
+    assert details["layer"] == decision.layer
+    assert details["tool_name"] == raw_name[:200]
+    assert details["arguments_digest"] == digest(arguments)
+    assert details["context_summary"] == CTX.summary
+    if not decision.allowed:
+        assert decision.layer in {"declared", "profile", "system"}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Look-alike names
+# ----------------------------------------------------------------------------------------------------------
+
+HOMOGLYPHS = {"a": "а", "e": "е", "o": "о", "c": "с", "p": "р", "i": "і", "s": "ѕ", "m": "ᴍ"}
+INVISIBLES = ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad")
+PADDING = (" ", "\t", "\u00a0", "\u3000", "\n")
+CONTROLS = ("\x00", "\x1b", "\x7f", "\r")
+
+
+def fullwidth(text: str) -> str:
+    return "".join(chr(ord(ch) + 0xFEE0) if "!" <= ch <= "~" else ch for ch in text)
+
+
+@st.composite
+def lookalike(draw: st.DrawFn, name: str) -> str:
+    kind = draw(st.sampled_from(["upper", "title", "homoglyph", "invisible", "pad", "control", "fullwidth",
+                                 "combining", "nfd"]))
+    position = draw(st.integers(0, len(name)))
+    if kind == "upper":
+        return name.upper()
+    if kind == "title":
+        return name[:position] + name[position:].capitalize()
+    if kind == "homoglyph":
+        candidates = [i for i, ch in enumerate(name) if ch in HOMOGLYPHS]
+        if not candidates:
+            return name.upper()
+        i = draw(st.sampled_from(candidates))
+        return name[:i] + HOMOGLYPHS[name[i]] + name[i + 1 :]
+    if kind == "invisible":
+        return name[:position] + draw(st.sampled_from(INVISIBLES)) + name[position:]
+    if kind == "pad":
+        pad = draw(st.sampled_from(PADDING))
+        return draw(st.sampled_from([pad + name, name + pad, pad + name + pad]))
+    if kind == "control":
+        return name[:position] + draw(st.sampled_from(CONTROLS)) + name[position:]
+    if kind == "fullwidth":
+        return fullwidth(name)
+    if kind == "combining":
+        return name[:position] + "\u0301" + name[position:]
+    return unicodedata.normalize("NFD", name.replace("e", "é", 1))
+
+
+NAMES = st.one_of(
+    st.sampled_from(POOL),
+    st.sampled_from(POOL).flatmap(lookalike),
+    st.text(max_size=24),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=24),
+)
+SETS = st.frozensets(st.sampled_from(POOL))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Property: over 10,000 generated cases nothing outside the intersection is allowed, and every refusal is audited
+# ----------------------------------------------------------------------------------------------------------
+
+EXAMPLES = 10_000
+
+
+def test_no_tool_outside_the_intersection_is_ever_allowed_over_10000_cases() -> None:
+    seen = {"cases": 0, "calls": 0, "refusals": 0, "lookalikes": 0}
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(
+        system=SETS,
+        allowlist=st.none() | st.lists(st.sampled_from(POOL), unique=True),
+        declared=st.none() | SETS,
+        calls=st.lists(st.tuples(NAMES, st.text(max_size=40)), min_size=1, max_size=6),
+    )
+    def check(system: frozenset[str], allowlist: list[str] | None, declared: frozenset[str] | None,
+              calls: list[tuple[str, str]]) -> None:
+        seen["cases"] += 1
+        gate = ToolGate(registry(system), profile(allowlist), declared)
+        intersection = set(system)
+        if allowlist is not None:
+            intersection &= set(allowlist)
+        if declared is not None:
+            intersection &= declared
+        # the model is offered exactly the intersection
+        assert {spec.name for spec in gate.effective_tools()} == intersection
+        executed: list[str] = []
+        for raw_name, arguments in calls:
+            seen["calls"] += 1
+            decision = gate.authorize(raw_name, arguments, CTX)
+            assert_complete_audit(decision, raw_name, arguments)
+            if decision.allowed:
+                assert decision.canonical_name == raw_name
+                executed.append(decision.canonical_name)
+                continue
+            seen["refusals"] += 1
+            seen["lookalikes"] += decision.reason == "lookalike_name"
+            assert decision.canonical_name is None
+            expected_layer = (
+                "system" if raw_name not in system
+                else "profile" if allowlist is not None and raw_name not in allowlist
+                else "declared"
+            )
+            assert decision.layer == expected_layer
+        assert set(executed) <= intersection
+
+    check()
+    assert seen["cases"] >= EXAMPLES
+    assert seen["lookalikes"] > EXAMPLES // 20, "the generator must produce many look-alike names"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One named test per refusal layer
+# ----------------------------------------------------------------------------------------------------------
+
+
+def test_refused_by_the_system_layer_when_no_such_tool_exists() -> None:
+    # GIVEN a profile and a run that both name a tool the system does not have
+    gate = ToolGate(registry({"get_current_time"}), profile(["get_current_time", "delete_account"]),
+                    frozenset({"delete_account", "get_current_time"}))
+    # WHEN the model calls it
+    decision = gate.authorize("delete_account", '{"user": "everyone"}', CTX)
+    # THEN the system layer refuses it, with a complete audit record
+    assert (decision.allowed, decision.layer, decision.reason) == (False, "system", "unknown_tool")
+    assert_complete_audit(decision, "delete_account", '{"user": "everyone"}')
+
+
+def test_refused_by_the_profile_layer_when_the_allowlist_omits_the_tool() -> None:
+    gate = ToolGate(registry({"get_current_time", "send_email"}), profile(["get_current_time"]), None)
+    decision = gate.authorize("send_email", "{}", CTX)
+    assert (decision.allowed, decision.layer, decision.reason) == (False, "profile", "not_in_profile_allowlist")
+    assert_complete_audit(decision, "send_email", "{}")
+    assert "send_email" not in {spec.name for spec in gate.effective_tools()}
+
+
+def test_refused_by_the_declared_layer_when_the_run_did_not_declare_the_tool() -> None:
+    # GIVEN an automation task that declares only the clock
+    gate = ToolGate(registry({"get_current_time", "web_search"}), profile(None), frozenset({"get_current_time"}))
+    decision = gate.authorize("web_search", '{"q": "x"}', CTX)
+    assert (decision.allowed, decision.layer, decision.reason) == (False, "declared", "not_declared")
+    assert_complete_audit(decision, "web_search", '{"q": "x"}')
+
+
+def test_allowed_call_is_audited_too() -> None:
+    gate = ToolGate(registry({"get_current_time"}), profile(["get_current_time"]), None)
+    decision = gate.authorize("get_current_time", '{"timezone": "UTC"}', CTX)
+    assert (decision.allowed, decision.layer, decision.canonical_name) == (True, None, "get_current_time")
+    assert decision.audit.details["decision"] == "allowed"
+    assert_complete_audit(decision, "get_current_time", '{"timezone": "UTC"}')
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Exact names only
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw_name",
+    [
+        "Get_Current_Time",
+        "GET_CURRENT_TIME",
+        "get_current_tіme",  # Cyrillic і
+        "gеt_current_time",  # Cyrillic е
+        fullwidth("get_current_time"),
+        "get_current\u200b_time",
+        "\ufeffget_current_time",
+        " get_current_time",
+        "get_current_time ",
+        "get_current_time\n",
+        "get_current_time\x00",
+        "get_current_time\u00a0",
+    ],
+    ids=["title", "upper", "cyrillic-i", "cyrillic-e", "fullwidth", "zero-width", "bom", "lead-space",
+         "trail-space", "newline", "nul", "nbsp"],
+)
+def test_lookalike_names_are_refused_and_never_normalised(raw_name: str) -> None:
+    gate = ToolGate(registry({"get_current_time"}), profile(["get_current_time"]), None)
+    decision = gate.authorize(raw_name, "{}", CTX)
+    assert decision.allowed is False
+    assert decision.canonical_name is None
+    assert (decision.layer, decision.reason) == ("system", "lookalike_name")
+    assert decision.audit.details["resembles"] == "get_current_time"
+    assert decision.audit.details["tool_name"] == raw_name
+    assert decision.audit.details["tool_name_escaped"] == ascii(raw_name)
+
+
+def test_malformed_and_huge_names_are_refused_with_a_bounded_audit_entry() -> None:
+    gate = ToolGate(registry({"calc"}), profile(None), None)
+    huge = "x" * 5_000 + "\u200b"
+    decision = gate.authorize(huge, "{}", CTX)
+    assert (decision.allowed, decision.reason) == (False, "malformed_name")
+    assert len(decision.audit.details["tool_name"]) == 200
+    assert decision.audit.details["tool_name_truncated"] is True
+
+
+def test_refusal_is_answered_to_the_model_as_a_tool_error_naming_what_it_may_use() -> None:
+    gate = ToolGate(registry({"get_current_time", "web_search"}), profile(["get_current_time"]), None)
+    error = json.loads(gate.authorize("web_search", "{}", CTX).model_error())
+    assert error["error"] == "tool_not_allowed"
+    assert error["available_tools"] == ["get_current_time"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Executors' own tools, and what the model is offered
+# ----------------------------------------------------------------------------------------------------------
+
+MEMORY_SPECS = (
+    ToolSpec(name="memory_write", description="Propose a memory.", parameters={"type": "object"}),
+    ToolSpec(name="memory_forget", description="Retract a memory.", parameters={"type": "object"}),
+)
+
+
+def test_memory_executor_gets_only_its_memory_tools() -> None:
+    # GIVEN the system registry (the clock) plus the memory executor's own tools and a memory profile
+    gate = ToolGate(registry({"get_current_time"}), profile(["memory_write", "memory_forget"], ExecutorKind.MEMORY),
+                    None, executor_tools=MEMORY_SPECS)
+    # THEN only the memory tools are offered, and the clock is refused by the profile layer
+    assert [spec.name for spec in gate.effective_tools()] == ["memory_forget", "memory_write"]
+    assert gate.authorize("memory_write", "{}", CTX).allowed
+    assert gate.authorize("get_current_time", "{}", CTX).layer == "profile"
+
+
+def test_worker_without_executor_tools_never_has_memory_tools() -> None:
+    gate = ToolGate(registry({"get_current_time"}), profile(None), None)
+    decision = gate.authorize("memory_write", "{}", CTX)
+    assert (decision.allowed, decision.layer) == (False, "system")
+
+
+def test_effective_tools_come_in_a_stable_order() -> None:
+    names = {"web_search", "calc", "get_current_time"}
+    first = [s.name for s in ToolGate(registry(names), profile(None), None).effective_tools()]
+    assert first == ["calc", "get_current_time", "web_search"]
+
+
+def test_gate_context_from_a_tool_context_and_a_bounded_summary() -> None:
+    ctx = GateContext.for_tool_context(ToolContext("t", "u", "th", "r"), summarize_request("a\n  b " * 100, 20))
+    assert (ctx.tenant_id, ctx.user_id, ctx.thread_id, ctx.run_id) == ("t", "u", "th", "r")
+    assert ctx.summary == "a b a b a b a b a b…"
