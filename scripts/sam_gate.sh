@@ -11,14 +11,15 @@
 #                                    `PYENV_VERSION=3.12.1 bash scripts/sam_gate.sh` with pyenv, see infra/README.md
 #
 # Usage: bash scripts/sam_gate.sh [TEMPLATE]   (default: template.yaml)
-# Environment: SAM_TOOLS_VENV (default .tools/sam-venv), SAM_GATE_SKIP_BUILD=1 to skip step 6.
+# Environment: SAM_TOOLS_VENV (default .tools/sam-venv), SAM_GATE_OUT_DIR (default build/, holds the expansion),
+#              SAM_GATE_SKIP_BUILD=1 to skip step 6.
 # Install the tools first: bash scripts/install_sam_tools.sh
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${SAM_TOOLS_VENV:-$ROOT/.tools/sam-venv}"
 TEMPLATE="${1:-$ROOT/template.yaml}"
-OUT_DIR="$ROOT/build"
+OUT_DIR="${SAM_GATE_OUT_DIR:-$ROOT/build}"
 EXPANDED="$OUT_DIR/template.expanded.json"
 
 if [[ ! -x "$VENV/bin/sam" ]]; then
@@ -26,6 +27,7 @@ if [[ ! -x "$VENV/bin/sam" ]]; then
   exit 2
 fi
 
+cd "$ROOT"  # sam build keeps its dependency cache under ./.aws-sam
 export SAM_CLI_TELEMETRY=0
 export AWS_DEFAULT_REGION="${AWS_DEFAULT_REGION:-us-east-1}"
 # Offline means offline: never pick up a developer's credentials or profile.

@@ -14,11 +14,11 @@ Three steps, each a small function:
      policy's timezone, read back until the first older message. The current message is always included.
 
 2. **Repair tool-call pairs** so the provider never rejects the request. An assistant message with
-   ``tool_calls`` must be followed directly by one result per call. A tool result outside such a block (an
-   orphan) is dropped; a second result for the same call is dropped; a call without a result (a dangling
-   call, e.g. a run cancelled mid-tool) gets a synthetic "cancelled" result. The window is never *extended*
-   to reach a missing partner: last-N cuts happen just before a user message, so a well-formed block is never
-   split, and extending would break the exact-N rule. Every repair is recorded in
+   ``tool_calls`` is followed directly by one result per call, in call order. A tool result outside such a
+   block (an orphan) is dropped; a second result for the same call is dropped; a call without a result (a
+   dangling call, e.g. a run cancelled mid-tool) gets a synthetic "cancelled" result. The window is never
+   *extended* to reach a missing partner: last-N cuts happen just before a user message, so a well-formed
+   block is never split, and extending would break the exact-N rule. Every repair is recorded in
    :attr:`WindowResult.repairs`.
 
 3. **Cap input tokens** as a last guard: while the estimated size exceeds ``max_input_tokens``, drop the
@@ -222,22 +222,22 @@ def repair_tool_pairs(messages: list[Message]) -> tuple[list[Message], list[dict
         if msg.role is not Role.ASSISTANT or not msg.tool_calls:
             continue
         wanted = {call.id for call in msg.tool_calls}
-        answered: set[str] = set()
+        answers: dict[str, Message] = {}
         while i < len(messages) and messages[i].role is Role.TOOL:
             result = messages[i]
             i += 1
             call_id = result.tool_call_id
-            if call_id in answered:
+            if call_id in answers:
                 repairs.append(_repair(RepairKind.DUPLICATE_TOOL_RESULT, [result.id], [call_id]))
             elif call_id in wanted and call_id is not None:
-                answered.add(call_id)
-                out.append(result)
+                answers[call_id] = result
             else:
                 repairs.append(_repair(RepairKind.ORPHAN_TOOL_RESULT, [result.id], [call_id]))
-        missing = [call.id for call in msg.tool_calls if call.id not in answered]
+        missing = [call.id for call in msg.tool_calls if call.id not in answers]
+        for call_id in dict.fromkeys(call.id for call in msg.tool_calls):
+            # results directly after their call, in call order (the protocol's contract)
+            out.append(answers.get(call_id) or synthetic_result(msg, call_id))
         if missing:
-            for call_id in dict.fromkeys(missing):
-                out.append(synthetic_result(msg, call_id))
             repairs.append(_repair(RepairKind.DANGLING_TOOL_CALL, [msg.id], missing))
     return out, repairs
 

@@ -7,6 +7,7 @@
     ├── NotFound (404)              absent, or belonging to someone else (never say which)
     ├── Conflict (409)              run id reused with another body, thread busy, concurrent writer
     ├── PayloadTooLarge (413)
+    ├── ServiceUnavailable (503)    a dependency (scheduler, stream store) is down; retry later
     ├── ModelError                  the model failed after retries; ends a run with RUN_ERROR
     └── ConfigurationError          a developer mistake found at start-up (bad profile, missing setting)
 
@@ -52,6 +53,10 @@ class Conflict(AgentError):
 
 class PayloadTooLarge(AgentError):
     code = "payload_too_large"
+
+
+class ServiceUnavailable(AgentError):
+    code = "service_unavailable"
 
 
 class ModelError(AgentError):

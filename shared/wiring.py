@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from shared.auth import TokenVerifier
 from shared.executors.worker import WorkerExecutor
 from shared.llm.types import ChatModel
-from shared.profiles import ProfileCatalog, default_catalog
+from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileCatalog, load_catalog
 from shared.runs.service import RunService
 from shared.settings import Settings
 from shared.tools.clock import make_clock_tool
@@ -78,6 +78,8 @@ class Services:
 
     @cached_property
     def tools(self) -> ToolRegistry:
+        if (tools := self._override("tools")) is not None:
+            return tools  # type: ignore[no-any-return]
         registry = ToolRegistry()
         registry.register(make_clock_tool())
         return registry
@@ -86,7 +88,12 @@ class Services:
     def profiles(self) -> ProfileCatalog:
         if (catalog := self._override("profiles")) is not None:
             return catalog  # type: ignore[no-any-return]
-        return default_catalog()
+        return load_catalog(
+            PROFILES_DIR,
+            known_tools=self.tools.names | MEMORY_TOOL_NAMES,
+            rollout_json=self.settings.profile_rollout,
+            window_n_override=self.settings.window_n_override,
+        )
 
     @cached_property
     def verifier(self) -> TokenVerifier:

@@ -18,6 +18,7 @@ from shared.adapters.redis_stream import RedisEventStream
 from shared.auth import mint_local_token
 from shared.settings import Settings
 from shared.wiring import Services
+from tests.support.moto_lock import OneRequestAtATime
 from tests.support.redis_server import redis_server
 
 TEST_SECRET = "test-secret-for-hs256-tokens-0123456789"
@@ -56,7 +57,8 @@ def aws() -> Iterator[Any]:
 
 @pytest.fixture
 def store(aws: Any) -> DynamoDBStore:
-    return DynamoDBStore(TABLE, lambda: boto3.client("dynamodb", region_name=REGION))
+    client = OneRequestAtATime(aws)
+    return DynamoDBStore(TABLE, lambda: client)
 
 
 @pytest.fixture

@@ -8,16 +8,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from functions.agent_api.deps import Caller
 from functions.agent_api.errors import install_error_handlers
+from functions.agent_api.routes_automations import router as automations_router
 from functions.agent_api.sse import SSE_HEADERS, frames
 from shared.adapters.redis_stream import run_stream_key, thread_stream_key
 from shared.auth import AUDIT_SCOPE
 from shared.errors import Forbidden, InvalidRequest, PayloadTooLarge
 from shared.executors.context import RunContext
-from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin
+from shared.models import ExecutionMeta, ExecutorKind, Message, Origin
 from shared.runs import intake
 from shared.settings import Settings
 from shared.wiring import Services
@@ -79,14 +81,6 @@ def _decode_seq(cursor: str) -> int:
         raise InvalidRequest("malformed cursor", code="invalid_cursor") from exc
 
 
-def current_identity(request: Request, authorization: Annotated[str | None, Header()] = None) -> Identity:
-    services: Services = request.app.state.services
-    return services.verifier.verify(authorization)
-
-
-Caller = Annotated[Identity, Depends(current_identity)]
-
-
 def create_app(services: Services | None = None) -> FastAPI:
     svc = services or Services(Settings.from_env())
 
@@ -103,6 +97,7 @@ def create_app(services: Services | None = None) -> FastAPI:
     )
     app.state.services = svc
     install_error_handlers(app)
+    app.include_router(automations_router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

@@ -21,6 +21,7 @@ STATUS_BY_TYPE: tuple[tuple[type[errors.AgentError], int], ...] = (
     (errors.NotFound, 404),
     (errors.Conflict, 409),
     (errors.PayloadTooLarge, 413),
+    (errors.ServiceUnavailable, 503),
     (errors.ModelError, 502),
     (errors.ConfigurationError, 500),
 )

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
 
@@ -16,10 +18,13 @@ from shared.errors import AgentError
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult, new_id
 from shared.executors.transcript import to_chat_messages
+from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
-from shared.models import AuditRecord, Message, Role, ToolCall, Usage, digest, utc_now
+from shared.models import AuditRecord, Identity, Message, Role, ToolCall, Usage, utc_now
 from shared.ports import AuditLog, ConversationStore
 from shared.runs.emitter import RunEmitter
+from shared.tokens import estimate_tokens
+from shared.tool_gate import GateContext, ToolGate
 from shared.tools.registry import ToolContext, ToolFailed, ToolRegistry
 
 logger = logging.getLogger(__name__)
@@ -27,10 +32,11 @@ logger = logging.getLogger(__name__)
 MAX_MODEL_TURNS = 8
 MAX_CONTEXT_NOTE_CHARS = 4_000
 
-SYSTEM_PROMPT = (
-    "You are a helpful assistant. Decide what the user wants, call a tool when one is needed, "
-    "and answer concisely in the user's language."
-)
+
+class MemoryReader(Protocol):
+    """What the worker needs of the memory store: the user's active memories, most relevant first."""
+
+    async def relevant_active(self, identity: Identity, query: str, *, limit: int) -> list[Any]: ...
 
 
 @dataclass
@@ -55,27 +61,27 @@ class WorkerExecutor:
         *,
         clock: Callable[[], datetime] = utc_now,
         system_prompt: Callable[[RunContext, list[ToolSpec]], str] | None = None,
+        memories: MemoryReader | None = None,
+        memory_limit: int = 20,
     ) -> None:
         self._model = model
         self._store = store
         self._audit = audit
         self._tools = tools
         self._clock = clock
-        self._system_prompt = system_prompt or (lambda _ctx, _tools: SYSTEM_PROMPT)
+        self._system_prompt = system_prompt
+        self._memories = memories
+        self._memory_limit = memory_limit
 
-    def effective_tools(self, ctx: RunContext) -> list[ToolSpec]:
-        allow = ctx.profile.tool_policy.allowlist
-        names = sorted(
-            n
-            for n in self._tools.names
-            if (allow is None or n in allow) and (ctx.declared_tools is None or n in ctx.declared_tools)
-        )
-        return [tool.spec for n in names if (tool := self._tools.get(n)) is not None]
+    def gate(self, ctx: RunContext) -> ToolGate:
+        """``declared ∩ profile allowlist ∩ system``: see docs/policy.md for what each layer means."""
+        return ToolGate(self._tools, ctx.profile, ctx.declared_tools)
 
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
         result = ExecutionResult()
         await emitter.emit(StepStartedEvent(step_name=self.step_name))
-        tools = self.effective_tools(ctx)
+        gate = self.gate(ctx)
+        tools = gate.effective_tools()
         unanswered: list[ToolCall] = []
         turn: ModelTurn | None = None
         try:
@@ -93,7 +99,7 @@ class WorkerExecutor:
                 unanswered = list(turn_result.tool_calls)
                 while unanswered:
                     call = unanswered[0]
-                    await self._run_tool(ctx, emitter, turn_result, call.id, call.name, call.arguments, result)
+                    await self._run_tool(ctx, emitter, gate, turn_result, call, result)
                     unanswered.pop(0)
             else:
                 raise AgentError("the tool loop reached its limit", code="tool_loop_limit")
@@ -151,8 +157,24 @@ class WorkerExecutor:
             )
 
     async def _build_request(self, ctx: RunContext, tools: list[ToolSpec], result: ExecutionResult) -> ChatRequest:
+        now = self._clock()
+        prompt = (
+            self._system_prompt(ctx, tools)
+            if self._system_prompt
+            else build_system_prompt(
+                ctx.profile.intent_variant, tools, now.astimezone(ZoneInfo(ctx.profile.history_policy.timezone))
+            )
+        )
+        memory_note = await self._memory_note(ctx) if self._memories is not None else None
+        reserve = sum(estimate_tokens(text) for text in (prompt, memory_note or "", *ctx.context_notes))
+        reserve += sum(estimate_tokens(json.dumps(t.parameters)) + estimate_tokens(t.description) for t in tools)
         window = await resolve_window(
-            self._store, ctx.identity.tenant_id, ctx.thread_id, ctx.profile.history_policy, now=self._clock()
+            self._store,
+            ctx.identity.tenant_id,
+            ctx.thread_id,
+            ctx.profile.history_policy,
+            now=now,
+            reserve_tokens=reserve,
         )
         for repair in window.repairs:
             result.window_repairs += 1
@@ -166,7 +188,9 @@ class WorkerExecutor:
                     details=dict(repair),
                 )
             )
-        system = [ChatMessage(role="system", content=self._system_prompt(ctx, tools))]
+        system = [ChatMessage(role="system", content=prompt)]
+        if memory_note:
+            system.append(ChatMessage(role="system", content=memory_note))
         if ctx.context_notes:
             note = "\n".join(ctx.context_notes)[:MAX_CONTEXT_NOTE_CHARS]
             system.append(ChatMessage(role="system", content=f"Client context (informational):\n{note}"))
@@ -176,6 +200,16 @@ class WorkerExecutor:
             tools=tuple(tools),
             thinking=ctx.profile.model.thinking,
         )
+
+    async def _memory_note(self, ctx: RunContext) -> str | None:
+        """The user's active memories as a marked system note, so the memory executor never re-extracts them."""
+        assert self._memories is not None
+        from shared.memory.injection import render_memories
+
+        latest = await self._store.read_back(ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=1)
+        query = latest[0].content if latest else ""
+        memories = await self._memories.relevant_active(ctx.identity, query, limit=self._memory_limit)
+        return render_memories(memories) if memories else None
 
     async def _persist_assistant(
         self, ctx: RunContext, turn: TurnResult, flags: dict[str, object] | None = None
@@ -203,34 +237,35 @@ class WorkerExecutor:
         self,
         ctx: RunContext,
         emitter: RunEmitter,
+        gate: ToolGate,
         turn: TurnResult,
-        call_id: str,
-        name: str,
-        arguments: str,
+        call: ToolCall,
         result: ExecutionResult,
     ) -> None:
         result.tool_calls += 1
-        allowed_names = {t.name for t in self.effective_tools(ctx)}
-        tool = self._tools.get(name) if name in allowed_names else None
+        call_id = call.id
+        decision = gate.authorize(
+            call.name,
+            call.arguments,
+            GateContext(
+                tenant_id=ctx.identity.tenant_id,
+                user_id=ctx.identity.user_id,
+                thread_id=ctx.thread_id,
+                run_id=ctx.run_id,
+                summary=ctx.request_summary,
+            ),
+        )
+        await self._audit.record(decision.audit)
+        tool = self._tools.get(decision.canonical_name) if decision.allowed and decision.canonical_name else None
         if tool is None:
             result.tool_refusals += 1
-            content = json.dumps({"error": {"code": "tool_not_allowed", "message": f"tool {name!r} is not available"}})
-            await self._audit.record(
-                AuditRecord(
-                    kind="tool_decision",
-                    tenant_id=ctx.identity.tenant_id,
-                    thread_id=ctx.thread_id,
-                    run_id=ctx.run_id,
-                    user_id=ctx.identity.user_id,
-                    details={"decision": "refused", "tool_name": name, "arguments_digest": digest(arguments)},
-                )
-            )
+            content = decision.model_error()
         elif call_id in turn.malformed_call_ids:
             content = json.dumps({"error": {"code": "invalid_arguments", "message": "arguments were not valid JSON"}})
         else:
             try:
                 content = await tool.handler(
-                    json.loads(arguments),
+                    json.loads(call.arguments),
                     ToolContext(
                         tenant_id=ctx.identity.tenant_id,
                         user_id=ctx.identity.user_id,

@@ -27,9 +27,9 @@ def model_server() -> Iterator[ModelServer]:
 
 
 @pytest.fixture
-def live(aws: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
+def live(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
     settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key")
-    with serve_app(Services(settings)) as url:
+    with serve_app(Services(settings, overrides={"store": store})) as url:
         yield url
 
 

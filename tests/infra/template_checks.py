@@ -120,7 +120,7 @@ def _all_strings(value: Any) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------------------------------------ checks
-def _integrations(template: Template) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def integrations(template: Template) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """(path, method, integration) from REST API bodies; integration keys are normalised to camelCase."""
     for _, api in resources(template, "AWS::ApiGateway::RestApi"):
         body = _props(api).get("Body", {})
@@ -154,7 +154,7 @@ def check_sse_routes_stream(template: Template) -> list[str]:
     if not streaming_functions:
         violations.append("no function runs the Web Adapter with AWS_LWA_INVOKE_MODE=response_stream")
     seen = set()
-    for path, method, integration in _integrations(template):
+    for path, method, integration in integrations(template):
         uri = flatten(integration.get("uri"))
         targets_streaming = any("${" + fn + ".Arn}" in uri or fn in uri for fn in streaming_functions)
         if (path, method) in SSE_ROUTES:
@@ -198,7 +198,7 @@ def check_sqs_sources_report_batch_item_failures(template: Template) -> list[str
 
 def schedule_expressions(template: Template) -> list[str]:
     """Every ``cron(...)`` / ``rate(...)`` expression found anywhere in the template."""
-    found = []
+    found: list[str] = []
     for text in _all_strings(template):
         found.extend(match.group(0) for match in _SCHEDULE_EXPRESSION.finditer(text))
     return found
@@ -297,7 +297,7 @@ def _statement_problems(statement: dict[str, Any], identity: bool) -> list[str]:
 
 def check_no_wildcard_data_permissions(template: Template) -> list[str]:
     """No wildcard actions anywhere; no wildcard resources or data-wide managed policies on data services."""
-    violations = []
+    violations: list[str] = []
     for where, document, identity in _policy_documents(template):
         for statement in _as_list(document.get("Statement", [])):
             violations.extend(f"{where}: {problem}" for problem in _statement_problems(statement, identity))

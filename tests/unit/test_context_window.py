@@ -110,13 +110,15 @@ def ids(messages: list[Message]) -> list[str]:
 class History:
     messages: list[Message]
     well_formed: bool
+    """Every call answered once, directly after it, in call order: the shape the executors store."""
 
 
 BLOCKS = st.one_of(
     st.tuples(st.just("user"), st.booleans()),
     st.tuples(st.just("system"), st.booleans()),
     st.tuples(st.just("text"), st.booleans()),
-    st.tuples(st.just("tools"), st.integers(1, 3), st.randoms(use_true_random=False)),
+    st.tuples(st.just("tools"), st.integers(1, 3)),
+    st.tuples(st.just("shuffled"), st.integers(2, 3), st.randoms(use_true_random=False)),
     st.tuples(st.just("dangling"), st.integers(1, 3), st.integers(0, 2)),
     st.tuples(st.just("orphan"), st.booleans()),
     st.tuples(st.just("duplicate"), st.booleans()),
@@ -127,7 +129,7 @@ BLOCKS = st.one_of(
 def histories(draw: st.DrawFn, *, well_formed: bool | None = None) -> History:
     blocks = draw(st.lists(BLOCKS, max_size=40))
     if well_formed:
-        blocks = [b for b in blocks if b[0] not in {"dangling", "orphan", "duplicate"}]
+        blocks = [b for b in blocks if b[0] not in {"dangling", "orphan", "duplicate", "shuffled"}]
     thread = Thread()
     malformed = False
     counter = 0
@@ -139,12 +141,14 @@ def histories(draw: st.DrawFn, *, well_formed: bool | None = None) -> History:
             thread.add(Role.SYSTEM, meta=ExecutionMeta(hidden_from_user=bool(block[1])))
         elif kind == "text":
             thread.add(Role.ASSISTANT)
-        elif kind == "tools":
+        elif kind in {"tools", "shuffled"}:
             call_ids = [f"c{counter + k}" for k in range(block[1])]
             counter += block[1]
             thread.calls(*call_ids)
             order = list(call_ids)
-            block[2].shuffle(order)  # parallel calls answered in any order
+            if kind == "shuffled":  # parallel results stored in completion order
+                block[2].shuffle(order)
+                malformed = malformed or order != call_ids
             for call_id in order:
                 thread.result(call_id)
         elif kind == "dangling":
@@ -268,6 +272,18 @@ def test_dangling_call_gets_a_synthetic_cancelled_result_before_the_model_sees_i
     assert result.repairs == [
         {"kind": RepairKind.DANGLING_TOOL_CALL.value, "message_ids": [call.id], "tool_call_ids": ["b"]}
     ]
+
+
+def test_parallel_results_stored_out_of_order_are_given_in_call_order() -> None:
+    thread = Thread()
+    thread.user()
+    thread.calls("a", "b", "c")
+    thread.result("c")
+    thread.result("a")
+    thread.result("b")
+    result = window(thread.messages, policy())
+    assert [m.tool_call_id for m in result.messages[2:]] == ["a", "b", "c"]
+    assert result.repairs == []
 
 
 def test_orphan_tool_result_is_dropped_and_recorded() -> None:

@@ -15,6 +15,7 @@ _DESER = TypeDeserializer()
 
 # A tool output or message body larger than this is cut (and flagged) so an item stays far below 400 KB.
 MAX_CONTENT_CHARS = 100_000
+MAX_CONTENT_BYTES = 200_000
 
 
 def thread_pk(tenant_id: str, thread_id: str) -> str:
@@ -57,9 +58,12 @@ def _iso(value: datetime) -> str:
 
 
 def cap_content(content: str) -> tuple[str, bool]:
-    if len(content) <= MAX_CONTENT_CHARS:
-        return content, False
-    return content[:MAX_CONTENT_CHARS], True
+    """Cut to MAX_CONTENT_CHARS characters and MAX_CONTENT_BYTES of UTF-8 (100k emoji would be 400 KB)."""
+    cut = content[:MAX_CONTENT_CHARS]
+    encoded = cut.encode("utf-8", "surrogatepass")
+    if len(encoded) > MAX_CONTENT_BYTES:
+        cut = encoded[:MAX_CONTENT_BYTES].decode("utf-8", "ignore")
+    return cut, cut != content
 
 
 def message_to_item(tenant_id: str, msg: Message) -> dict[str, Any]:

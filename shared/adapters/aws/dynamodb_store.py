@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import random
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from botocore.exceptions import ClientError
 
 from shared.adapters.aws import dynamo_codec as codec
-from shared.errors import Conflict, NotFound
+from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.models import AuditRecord, Identity, Message, Run, Thread, Usage, utc_now
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ T = TypeVar("T")
 
 # One transaction holds at most 100 items; each message takes two (id marker and body) plus the counter update.
 _MESSAGES_PER_TRANSACTION = 40
-_MAX_APPEND_ATTEMPTS = 8
+_MAX_APPEND_ATTEMPTS = 12
 
 
 class DynamoDBStore:
@@ -47,6 +48,7 @@ class DynamoDBStore:
 
     async def _call(self, fn: Callable[[], T]) -> T:
         self.request_count += 1
+        _ = self.client  # created on the event loop's thread: boto3's default session is not thread-safe
         return await asyncio.to_thread(fn)
 
     # ---- threads -------------------------------------------------------------------------------------------
@@ -158,14 +160,15 @@ class DynamoDBStore:
         return True
 
     async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None:
+        now = utc_now().isoformat()
         try:
             await self._call(
                 lambda: self.client.update_item(
                     TableName=self._table,
                     Key=codec.to_item({"PK": codec.thread_pk(tenant_id, thread_id), "SK": codec.META}),
-                    UpdateExpression="REMOVE active_run_id, active_run_at SET updated_at = :now",
+                    UpdateExpression="REMOVE active_run_id, active_run_at SET updated_at = :now, GSI1SK = :g",
                     ConditionExpression="active_run_id = :r",
-                    ExpressionAttributeValues=codec.to_item({":r": run_id, ":now": utc_now().isoformat()}),
+                    ExpressionAttributeValues=codec.to_item({":r": run_id, ":now": now, ":g": f"{now}#{thread_id}"}),
                 )
             )
         except ClientError as exc:
@@ -191,6 +194,8 @@ class DynamoDBStore:
 
     async def append_messages(self, identity: Identity, thread_id: str, messages: Sequence[Message]) -> list[Message]:
         stored: list[Message] = []
+        if any(m.thread_id != thread_id for m in messages):
+            raise InvalidRequest("a message belongs to another thread", code="thread_mismatch")
         pending = list({m.id: m for m in messages}.values())
         for start in range(0, len(pending), _MESSAGES_PER_TRANSACTION):
             stored.extend(
@@ -205,7 +210,10 @@ class DynamoDBStore:
         it); a failed counter is a concurrent writer (re-read and retried).
         """
         pk = codec.thread_pk(identity.tenant_id, thread_id)
-        for _ in range(_MAX_APPEND_ATTEMPTS):
+        for attempt in range(_MAX_APPEND_ATTEMPTS):
+            if attempt:
+                # Jittered, growing pause: two writers retrying in lock-step would collide forever.
+                await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
             if not chunk:
                 return []
             thread = await self.get_thread(identity, thread_id)
@@ -343,15 +351,27 @@ class DynamoDBStore:
         if error_code:
             values[":e"] = error_code
             expr += ", error_code = :e"
-        await self._call(
-            lambda: self.client.update_item(
-                TableName=self._table,
-                Key=codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
-                UpdateExpression=expr,
-                ExpressionAttributeNames={"#s": "status", "#u": "usage"},
-                ExpressionAttributeValues=codec.to_item(values),
-            )
-        )
+        await self._update_run(tenant_id, run_id, expr, values, names={"#s": "status", "#u": "usage"})
+
+    async def _update_run(
+        self, tenant_id: str, run_id: str, expr: str, values: dict[str, Any], names: dict[str, str] | None = None
+    ) -> None:
+        """Update an existing run; NotFound (never a half-written record) when there is none."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
+            "UpdateExpression": expr,
+            "ConditionExpression": "attribute_exists(PK)",
+            "ExpressionAttributeValues": codec.to_item(values),
+        }
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        try:
+            await self._call(lambda: self.client.update_item(**kwargs))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise NotFound("run not found") from exc
+            raise
 
     async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> None:
         values: dict[str, Any] = {":now": utc_now().isoformat()}
@@ -359,25 +379,10 @@ class DynamoDBStore:
         if last_stream_id:
             values[":l"] = last_stream_id
             expr += ", last_stream_id = :l"
-        await self._call(
-            lambda: self.client.update_item(
-                TableName=self._table,
-                Key=codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
-                UpdateExpression=expr,
-                ExpressionAttributeValues=codec.to_item(values),
-            )
-        )
+        await self._update_run(tenant_id, run_id, expr, values)
 
     async def request_cancel(self, tenant_id: str, run_id: str) -> None:
-        await self._call(
-            lambda: self.client.update_item(
-                TableName=self._table,
-                Key=codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
-                UpdateExpression="SET cancel_requested = :t",
-                ConditionExpression="attribute_exists(PK)",
-                ExpressionAttributeValues=codec.to_item({":t": True}),
-            )
-        )
+        await self._update_run(tenant_id, run_id, "SET cancel_requested = :t", {":t": True})
 
     async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]:
         resp = await self._call(
@@ -414,8 +419,6 @@ def _encode_cursor(key: dict[str, Any]) -> str:
 
 
 def _decode_cursor(cursor: str) -> dict[str, Any]:
-    from shared.errors import InvalidRequest
-
     try:
         value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, UnicodeDecodeError) as exc:

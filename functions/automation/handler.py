@@ -1,0 +1,53 @@
+"""Lambda entry point of the automation function (target of every task's EventBridge Scheduler schedule).
+
+The event is the schedule's ``Input`` with the Scheduler's context keywords filled in, e.g.
+``{"taskId": "at_...", "tenantId": "...", "userId": "...", "scheduledTime": "2025-01-06T08:00:00Z", ...}``;
+an EventBridge scheduled-event envelope with that object in ``detail`` works too. Everything else is in
+``shared.automation.runner``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from shared.automation.runner import automation_runner
+from shared.settings import Settings
+from shared.wiring import Services
+
+logger = logging.getLogger(__name__)
+
+_services: Services | None = None
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _container_services() -> Services:
+    global _services
+    if _services is None:
+        _services = Services(Settings.from_env())
+    return _services
+
+
+def _container_loop() -> asyncio.AbstractEventLoop:
+    """One event loop per container: the async clients built on the first invocation stay bound to it."""
+    global _loop
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+    return _loop
+
+
+async def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
+    runner = automation_runner(services)
+    outcome = await runner.handle_event(event, request_id=getattr(context, "aws_request_id", None))
+    return outcome.as_dict()
+
+
+def lambda_handler(event: Mapping[str, Any], context: Any, services: Services | None = None) -> dict[str, Any]:
+    """``services`` is for tests and the local runner; Lambda passes only the event and the context."""
+    return _container_loop().run_until_complete(handle(event, context, services or _container_services()))
+
+
+handler = lambda_handler
+"""The name template.yaml points at (``functions.automation.handler.handler``)."""

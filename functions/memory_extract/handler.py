@@ -1,0 +1,124 @@
+"""SQS batch handler for memory extraction (``template.yaml``: ``MemoryFunction``).
+
+- **Batch**: Powertools ``BatchProcessor`` with a Parser model of an SQS record wrapping an EventBridge event;
+  the response lists exactly the records that failed (``ReportBatchItemFailures``), including records that do
+  not parse. ``raise_on_entire_batch_failure=False``: a batch in which every record failed is answered the same
+  way rather than by an exception.
+- **Idempotency**: each event is processed through ``@idempotent_function`` keyed by the EventBridge event id
+  (``DynamoDBPersistenceLayer`` on the idempotency table), so a redelivered message returns the stored result
+  without running again. A failed record leaves no idempotency record and is retried by SQS (then the DLQ).
+- The work itself is :class:`shared.memory.job.MemoryExtraction`. ``Services`` is created on first use, once per
+  container, with one event loop for the container's life (the Redis client must not move between loops).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel, SqsRecordModel
+from aws_lambda_powertools.utilities.parser.types import Json
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import Field
+
+from shared.adapters.aws.clients import client_factory
+from shared.memory.job import MemoryExtraction, RunCompleted
+from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
+from shared.settings import Settings
+from shared.wiring import Services
+
+logger = logging.getLogger(__name__)
+
+IDEMPOTENCY_TTL_S = 4 * 24 * 3600
+"""As long as the queue keeps a message (``MessageRetentionPeriod``): a redelivery is always recognised."""
+
+
+class RunCompletedEvent(EventBridgeModel):
+    """An ``agent.run.completed`` event as EventBridge delivers it to SQS."""
+
+    account: str | None = None  # type: ignore[assignment]  # routed events may lack it (moto does)
+    detail_type: str = Field(alias="detail-type")
+    detail: RunCompleted
+
+
+class RunCompletedRecord(SqsRecordModel):
+    body: Json[RunCompletedEvent]
+
+
+class UnexpectedEvent(ValueError):
+    pass
+
+
+class MemoryExtractHandler:
+    """The handler with its dependencies; tests build one around their own ``Services``."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._loop = asyncio.new_event_loop()
+        self._extraction: MemoryExtraction | None = None
+        self._processor = BatchProcessor(
+            event_type=EventType.SQS, model=RunCompletedRecord, raise_on_entire_batch_failure=False
+        )
+        self._config = IdempotencyConfig(
+            event_key_jmespath="id", raise_on_no_idempotency_key=True, expires_after_seconds=IDEMPOTENCY_TTL_S
+        )
+        settings = services.settings
+        persistence = DynamoDBPersistenceLayer(
+            table_name=settings.idempotency_table_name,
+            boto3_client=client_factory(
+                "dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url
+            )(),
+        )
+        self._process_once = idempotent_function(
+            data_keyword_argument="event", config=self._config, persistence_store=persistence
+        )(self._process_event)
+
+    def handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        self._config.register_lambda_context(context)
+        response = process_partial_response(
+            event=event, record_handler=self._record, processor=self._processor, context=context
+        )
+        return dict(response)
+
+    def close(self) -> None:
+        """Close the container's stream client (if it was created) and event loop (tests, graceful shutdown)."""
+        if "stream" in vars(self._services):
+            self._loop.run_until_complete(self._services.stream.close())
+        self._loop.close()
+
+    def _record(self, record: RunCompletedRecord) -> dict[str, Any]:
+        event = record.body
+        if event.source != EVENT_SOURCE or event.detail_type != RUN_COMPLETED:
+            raise UnexpectedEvent(f"unexpected event {event.source}/{event.detail_type}")
+        attempt = int(record.attributes.ApproximateReceiveCount)
+        result: dict[str, Any] = self._process_once(
+            event={"id": event.id, "detail": event.detail.model_dump(by_alias=True), "attempt": attempt}
+        )
+        return result
+
+    def _process_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        if self._extraction is None:
+            self._extraction = MemoryExtraction.from_services(self._services)
+        detail = RunCompleted.model_validate(event["detail"])
+        report = self._loop.run_until_complete(
+            self._extraction.on_run_completed(detail, attempt=int(event.get("attempt", 1)))
+        )
+        logger.info("memory extraction", extra={"event_id": event["id"], **report.to_dict()})
+        return report.to_dict()
+
+
+_handler: MemoryExtractHandler | None = None
+
+
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    global _handler
+    if _handler is None:
+        _handler = MemoryExtractHandler(Services(Settings.from_env()))
+    return _handler.handle(event, context)

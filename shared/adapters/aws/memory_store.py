@@ -1,0 +1,189 @@
+"""DynamoDB adapter for the memory store (same single table as the conversation store).
+
+Keys:
+
+- a memory: ``PK = T#{tenant}#U#{user}#MEM``, ``SK = {memory id}``; the whole memory is one JSON attribute
+  ``data`` plus ``status`` (so a status change can be conditioned on ``status = active``);
+- the per-thread extraction cursor: ``PK = T#{tenant}#TH#{thread}``, ``SK = MEMCURSOR``, ``last_seq``. It sits
+  in the thread's partition but outside the ``M#`` range that message reads query.
+
+Because the user is part of the partition key, a memory id of another user is simply not found: there is no
+way to read or change someone else's memory through this adapter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from botocore.exceptions import ClientError
+
+from shared.adapters.aws import dynamo_codec as codec
+from shared.memory.models import Memory, MemoryStatus
+from shared.memory.store import deactivated
+from shared.models import utc_now
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+T = TypeVar("T")
+
+CURSOR_SK = "MEMCURSOR"
+
+
+def memory_pk(tenant_id: str, user_id: str) -> str:
+    return f"T#{tenant_id}#U#{user_id}#MEM"
+
+
+class DynamoDBMemoryStore:
+    def __init__(self, table_name: str, client_factory: Callable[[], DynamoDBClient]) -> None:
+        self._table = table_name
+        self._client_factory = client_factory
+        self._client: DynamoDBClient | None = None
+
+    @property
+    def client(self) -> DynamoDBClient:
+        if self._client is None:
+            self._client = self._client_factory()
+        return self._client
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        return await asyncio.to_thread(fn)
+
+    # ---- memories ------------------------------------------------------------------------------------------
+
+    async def list_memories(self, tenant_id: str, user_id: str, *, include_inactive: bool = False) -> list[Memory]:
+        # No FilterExpression: it would apply after Limit; a user's memories are read whole, page by page.
+        memories: list[Memory] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": codec.to_item({":pk": memory_pk(tenant_id, user_id)}),
+            "ConsistentRead": True,
+        }
+        while True:
+            resp = await self._call(lambda kw=dict(kwargs): self.client.query(**kw))  # type: ignore[misc]
+            for item in resp.get("Items", []):
+                memory = _from_item(item)
+                if include_inactive or memory.is_active:
+                    memories.append(memory)
+            last = resp.get("LastEvaluatedKey")
+            if not last:
+                break
+            kwargs["ExclusiveStartKey"] = last
+        return sorted(memories, key=lambda m: (m.created_at, m.id), reverse=True)
+
+    async def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
+        resp = await self._call(
+            lambda: self.client.get_item(
+                TableName=self._table,
+                Key=codec.to_item({"PK": memory_pk(tenant_id, user_id), "SK": memory_id}),
+                ConsistentRead=True,
+            )
+        )
+        item = resp.get("Item")
+        return _from_item(item) if item else None
+
+    async def put(self, memory: Memory) -> None:
+        item = _to_item(memory)
+        await self._call(lambda: self.client.put_item(TableName=self._table, Item=item))
+
+    async def deactivate(
+        self,
+        tenant_id: str,
+        user_id: str,
+        memory_id: str,
+        *,
+        status: MemoryStatus,
+        reason: str,
+        run_id: str,
+        evidence_quote: str,
+        source_message_ids: Sequence[str],
+        superseded_by: str | None = None,
+    ) -> Memory | None:
+        current = await self.get(tenant_id, user_id, memory_id)
+        if current is None or not current.is_active:
+            return None
+        updated = deactivated(
+            current,
+            status=status,
+            reason=reason,
+            run_id=run_id,
+            evidence_quote=evidence_quote,
+            source_message_ids=source_message_ids,
+            superseded_by=superseded_by,
+            now=utc_now(),
+        )
+        item = _to_item(updated)
+        try:
+            await self._call(
+                lambda: self.client.put_item(
+                    TableName=self._table,
+                    Item=item,
+                    ConditionExpression="#s = :active",
+                    ExpressionAttributeNames={"#s": "status"},
+                    ExpressionAttributeValues=codec.to_item({":active": MemoryStatus.ACTIVE.value}),
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return None  # changed or removed concurrently
+            raise
+        return updated
+
+    async def delete(self, tenant_id: str, user_id: str, memory_id: str) -> bool:
+        resp = await self._call(
+            lambda: self.client.delete_item(
+                TableName=self._table,
+                Key=codec.to_item({"PK": memory_pk(tenant_id, user_id), "SK": memory_id}),
+                ReturnValues="ALL_OLD",
+            )
+        )
+        return bool(resp.get("Attributes"))
+
+    # ---- extraction cursor ---------------------------------------------------------------------------------
+
+    async def get_cursor(self, tenant_id: str, thread_id: str) -> int:
+        resp = await self._call(
+            lambda: self.client.get_item(
+                TableName=self._table,
+                Key=codec.to_item({"PK": codec.thread_pk(tenant_id, thread_id), "SK": CURSOR_SK}),
+                ConsistentRead=True,
+            )
+        )
+        item = resp.get("Item")
+        return int(codec.from_item(item).get("last_seq", 0)) if item else 0
+
+    async def advance_cursor(self, tenant_id: str, thread_id: str, seq: int) -> None:
+        try:
+            await self._call(
+                lambda: self.client.update_item(
+                    TableName=self._table,
+                    Key=codec.to_item({"PK": codec.thread_pk(tenant_id, thread_id), "SK": CURSOR_SK}),
+                    UpdateExpression="SET last_seq = :s, updated_at = :now, kind = :k",
+                    ConditionExpression="attribute_not_exists(last_seq) OR last_seq < :s",
+                    ExpressionAttributeValues=codec.to_item(
+                        {":s": seq, ":now": utc_now().isoformat(), ":k": "memory_cursor"}
+                    ),
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise  # a failed condition means the cursor is already at or past seq
+
+
+def _to_item(memory: Memory) -> dict[str, Any]:
+    return codec.to_item(
+        {
+            "PK": memory_pk(memory.tenant_id, memory.user_id),
+            "SK": memory.id,
+            "kind": "memory",
+            "status": memory.status.value,
+            "data": memory.model_dump_json(),
+        }
+    )
+
+
+def _from_item(item: dict[str, Any]) -> Memory:
+    return Memory.model_validate_json(codec.from_item(item)["data"])

@@ -1,0 +1,306 @@
+"""In-memory store: threads, messages, runs and audit records in process memory.
+
+The reference fake for ``ConversationStore``, ``RunLedger`` and ``AuditLog`` (and the run service's ``RunStore``). It
+runs the same contract suite as ``DynamoDBStore`` (``tests/contract/test_store_contract.py``), so it keeps that
+adapter's semantics: tenant-scoped keys, NotFound for someone else's thread, an opaque per-user cursor, idempotent
+appends numbered by a per-thread counter, content capped at ``MAX_CONTENT_CHARS``, and a ``request_count`` that
+grows by the number of requests the DynamoDB adapter would send for the same call on an uncontended table.
+
+Every method does its work without awaiting in between, so each call is atomic on the event loop; a yield before
+the work stands in for the network round trip and lets concurrent tasks interleave between calls, as they would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import copy
+import itertools
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from shared.errors import InvalidRequest, NotFound
+from shared.models import AuditRecord, Identity, Message, Run, RunStatus, Thread, Usage, utc_now
+
+# Same cap as the DynamoDB codec (``dynamo_codec.MAX_CONTENT_CHARS``); the contract suite checks both against it.
+MAX_CONTENT_CHARS = 100_000
+# The DynamoDB adapter appends in transactions of this many messages, two requests each (read counter, write).
+_MESSAGES_PER_TRANSACTION = 40
+# One BatchGetItem reads at most this many keys.
+_IDS_PER_BATCH_GET = 100
+
+ThreadKey = tuple[str, str]
+
+
+@dataclass
+class _ThreadState:
+    thread: Thread
+    active_run_at: datetime | None = None
+    messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
+    seq_by_id: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _AuditEntry:
+    record: AuditRecord
+    order: int
+
+
+def _listing_key(thread: Thread) -> str:
+    """The order of ``list_threads``: most recently updated first, thread id breaking ties (as the GSI sort key)."""
+    return f"{thread.updated_at.isoformat()}#{thread.thread_id}"
+
+
+def _partition(identity: Identity) -> str:
+    return f"{identity.tenant_id}/{identity.user_id}"
+
+
+def _encode_cursor(partition: str, after: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"p": partition, "k": after}).encode()).decode()
+
+
+def _decode_cursor(cursor: str, partition: str) -> str:
+    try:
+        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
+        raise InvalidRequest("malformed cursor", code="invalid_cursor") from exc
+    if not isinstance(value, dict) or not isinstance(value.get("k"), str):
+        raise InvalidRequest("malformed cursor", code="invalid_cursor")
+    # A cursor is opaque but client-held: it must point into the caller's own listing.
+    if value.get("p") != partition:
+        raise InvalidRequest("malformed cursor", code="invalid_cursor")
+    return str(value["k"])
+
+
+def _cap(msg: Message) -> Message:
+    if len(msg.content) <= MAX_CONTENT_CHARS:
+        return msg.model_copy(deep=True)
+    flags = copy.deepcopy(msg.flags)
+    flags["truncated_from_chars"] = len(msg.content)
+    return msg.model_copy(update={"content": msg.content[:MAX_CONTENT_CHARS], "flags": flags}, deep=True)
+
+
+class InMemoryStore:
+    """Threads, messages, runs and audit records keyed by tenant, in dictionaries."""
+
+    def __init__(self) -> None:
+        self._threads: dict[ThreadKey, _ThreadState] = {}
+        self._runs: dict[tuple[str, str], Run] = {}
+        self._audit: dict[ThreadKey, list[_AuditEntry]] = {}
+        self._audit_order = itertools.count()
+        self.request_count = 0
+
+    async def _request(self) -> None:
+        self.request_count += 1
+        await asyncio.sleep(0)
+
+    # ---- threads -------------------------------------------------------------------------------------------
+
+    async def open_thread(self, identity: Identity, thread_id: str) -> Thread:
+        await self._request()
+        key = (identity.tenant_id, thread_id)
+        if key not in self._threads:
+            now = utc_now()
+            thread = Thread(
+                tenant_id=identity.tenant_id,
+                thread_id=thread_id,
+                owner_user_id=identity.user_id,
+                created_at=now,
+                updated_at=now,
+            )
+            self._threads[key] = _ThreadState(thread=thread)
+            return thread
+        return await self.get_thread(identity, thread_id)
+
+    def _owned(self, identity: Identity, thread_id: str) -> _ThreadState:
+        state = self._threads.get((identity.tenant_id, thread_id))
+        if state is None or state.thread.owner_user_id != identity.user_id:
+            raise NotFound("thread not found")
+        return state
+
+    async def get_thread(self, identity: Identity, thread_id: str) -> Thread:
+        await self._request()
+        return self._owned(identity, thread_id).thread
+
+    async def list_threads(
+        self, identity: Identity, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        partition = _partition(identity)
+        after = _decode_cursor(cursor, partition) if cursor else None
+        await self._request()
+        mine = sorted(
+            (
+                s.thread
+                for (tenant, _), s in self._threads.items()
+                if tenant == identity.tenant_id and s.thread.owner_user_id == identity.user_id
+            ),
+            key=_listing_key,
+            reverse=True,
+        )
+        if after is not None:
+            mine = [t for t in mine if _listing_key(t) < after]
+        page = mine[:limit]
+        more = len(mine) > limit
+        return page, _encode_cursor(partition, _listing_key(page[-1])) if more and page else None
+
+    async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime) -> bool:
+        """Mark ``run_id`` as the thread's active run; False when another live run holds it."""
+        await self._request()
+        state = self._threads.get((identity.tenant_id, thread_id))
+        if state is None or state.thread.owner_user_id != identity.user_id:
+            return False
+        holder = state.thread.active_run_id
+        stale = state.active_run_at is not None and state.active_run_at < stale_before
+        if holder is not None and holder != run_id and not stale:
+            return False
+        state.thread = state.thread.model_copy(update={"active_run_id": run_id})
+        state.active_run_at = utc_now()
+        return True
+
+    async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None:
+        await self._request()
+        state = self._threads.get((tenant_id, thread_id))
+        if state is None or state.thread.active_run_id != run_id:
+            return
+        state.thread = state.thread.model_copy(update={"active_run_id": None, "updated_at": utc_now()})
+        state.active_run_at = None
+
+    # ---- messages ------------------------------------------------------------------------------------------
+
+    async def known_message_ids(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> set[str]:
+        unique = list(dict.fromkeys(ids))
+        for _ in range(0, len(unique), _IDS_PER_BATCH_GET):
+            await self._request()
+        state = self._threads.get((tenant_id, thread_id))
+        if state is None:
+            return set()
+        return {mid for mid in unique if mid in state.seq_by_id}
+
+    async def append_messages(self, identity: Identity, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+        for msg in messages:
+            if msg.thread_id != thread_id:
+                raise InvalidRequest("message belongs to another thread", code="thread_mismatch")
+        stored: list[Message] = []
+        pending = list({m.id: m for m in messages}.values())
+        for start in range(0, len(pending), _MESSAGES_PER_TRANSACTION):
+            chunk = pending[start : start + _MESSAGES_PER_TRANSACTION]
+            stored.extend(await self._append_chunk(identity, thread_id, chunk))
+        return stored
+
+    async def _append_chunk(self, identity: Identity, thread_id: str, chunk: list[Message]) -> list[Message]:
+        await self._request()  # read the counter
+        state = self._owned(identity, thread_id)
+        await self._request()  # the transaction
+        new = [m for m in chunk if m.id not in state.seq_by_id]
+        if len(new) < len(chunk) and new:
+            # DynamoDB drops the duplicates from the cancelled transaction and retries: two more requests.
+            self.request_count += 2
+        if not new:
+            return []
+        base = state.thread.last_seq
+        numbered = [m.model_copy(update={"seq": base + i + 1}) for i, m in enumerate(new)]
+        for msg in numbered:
+            state.messages.append(_cap(msg))
+            state.seq_by_id[msg.id] = msg.seq
+        state.thread = state.thread.model_copy(update={"last_seq": base + len(numbered), "updated_at": utc_now()})
+        return numbered
+
+    async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
+        await self._request()
+        state = self._threads.get((tenant_id, thread_id))
+        if state is None or limit <= 0:
+            return []
+        end = len(state.messages) if before_seq is None else max(0, min(before_seq - 1, len(state.messages)))
+        return [m.model_copy(deep=True) for m in reversed(state.messages[max(0, end - limit) : end])]
+
+    async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
+        await self._request()
+        state = self._threads.get((tenant_id, thread_id))
+        if state is None or limit <= 0:
+            return []
+        start = max(0, after_seq)
+        return [m.model_copy(deep=True) for m in state.messages[start : start + limit]]
+
+    # ---- runs ----------------------------------------------------------------------------------------------
+
+    async def create_run(self, run: Run) -> tuple[Run, bool]:
+        await self._request()
+        key = (run.tenant_id, run.run_id)
+        if key in self._runs:
+            await self._request()
+            return self._runs[key].model_copy(deep=True), False
+        self._runs[key] = run.model_copy(deep=True)
+        return run, True
+
+    async def get_run(self, tenant_id: str, run_id: str) -> Run | None:
+        await self._request()
+        run = self._runs.get((tenant_id, run_id))
+        return run.model_copy(deep=True) if run else None
+
+    def _existing_run(self, tenant_id: str, run_id: str) -> Run:
+        run = self._runs.get((tenant_id, run_id))
+        if run is None:
+            raise NotFound("run not found")
+        return run
+
+    async def finish_run(
+        self,
+        tenant_id: str,
+        run_id: str,
+        *,
+        status: str,
+        usage: list[Usage],
+        last_stream_id: str | None,
+        error_code: str | None = None,
+    ) -> None:
+        await self._request()
+        run = self._existing_run(tenant_id, run_id)
+        updates: dict[str, Any] = {
+            "status": RunStatus(status),
+            "usage": [u.model_copy() for u in usage],
+            "updated_at": utc_now(),
+        }
+        if last_stream_id:
+            updates["last_stream_id"] = last_stream_id
+        if error_code:
+            updates["error_code"] = error_code
+        self._runs[(tenant_id, run_id)] = run.model_copy(update=updates)
+
+    async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> None:
+        await self._request()
+        run = self._existing_run(tenant_id, run_id)
+        updates: dict[str, Any] = {"heartbeat_at": utc_now()}
+        if last_stream_id:
+            updates["last_stream_id"] = last_stream_id
+        self._runs[(tenant_id, run_id)] = run.model_copy(update=updates)
+
+    async def request_cancel(self, tenant_id: str, run_id: str) -> None:
+        await self._request()
+        run = self._existing_run(tenant_id, run_id)
+        self._runs[(tenant_id, run_id)] = run.model_copy(update={"cancel_requested": True})
+
+    async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]:
+        """Oldest first, as the DynamoDB index sorts them."""
+        await self._request()
+        runs = sorted(
+            (r for (tenant, _), r in self._runs.items() if tenant == tenant_id and r.thread_id == thread_id),
+            key=lambda r: (r.created_at.isoformat(), r.run_id),
+        )
+        return [r.model_copy(deep=True) for r in runs[:limit]]
+
+    # ---- audit ---------------------------------------------------------------------------------------------
+
+    async def record(self, record: AuditRecord) -> None:
+        await self._request()
+        entries = self._audit.setdefault((record.tenant_id, record.thread_id), [])
+        entries.append(_AuditEntry(record.model_copy(deep=True), next(self._audit_order)))
+
+    async def list_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[AuditRecord]:
+        """Oldest first."""
+        await self._request()
+        entries = sorted(self._audit.get((tenant_id, thread_id), []), key=lambda e: (e.record.at.isoformat(), e.order))
+        return [e.record.model_copy(deep=True) for e in entries[:limit]]

@@ -1,0 +1,287 @@
+"""Runs a fired automation task: the task's profile, on the task's thread, as an ``origin: automation`` run.
+
+Exactly-once per fire: the run id is derived from (task id, fire id), and the run ledger keeps one run per id, so
+a fire delivered twice (a Scheduler retry, a Lambda async retry) attaches to the first run instead of running again.
+The fire id is the Scheduler's scheduled time when the input carries it: it is the same for every attempt of one
+fire, whereas the execution id changes per attempt.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from shared.automation.models import AutomationTask, TaskRef
+from shared.automation.store import AutomationStore
+from shared.errors import ConfigurationError, InvalidRequest
+from shared.executors.context import RunContext
+from shared.models import AuditRecord, ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, digest
+from shared.ports import AuditLog, RunLedger
+from shared.profiles import ProfileCatalog
+from shared.runs.service import Executor, RunService
+
+if TYPE_CHECKING:
+    from shared.wiring import Services
+
+logger = logging.getLogger(__name__)
+
+MEMORY_EXECUTOR_MODULE = "shared.memory.executor"
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading a fire
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fire:
+    """One delivery of a schedule: the task it names and the id shared by every delivery of the same fire."""
+
+    ref: TaskRef
+    fire_id: str
+
+
+def _is_envelope(event: Mapping[str, Any]) -> bool:
+    return "detail" in event and ("detail-type" in event or "source" in event)
+
+
+def parse_fire(event: Mapping[str, Any], *, request_id: str | None = None) -> Fire:
+    """Read the Scheduler's static input, or an EventBridge scheduled-event envelope with the task ref in
+    ``detail``.
+
+    The fire id, most stable first: the scheduled time (same for every retry of a fire), the envelope's ``time``
+    (an EventBridge rule's scheduled time), the Scheduler's execution id or the envelope's event id, and last the
+    Lambda request id (which Lambda keeps across its own async retries).
+    """
+    envelope_time: str | None = None
+    envelope_id: str | None = None
+    payload: Any = event
+    if _is_envelope(event):
+        payload = event.get("detail")
+        envelope_time = event.get("time") or None
+        envelope_id = event.get("id") or None
+    if not isinstance(payload, Mapping):
+        raise InvalidRequest("the scheduled input is not a JSON object", code="invalid_fire")
+    try:
+        ref = TaskRef.model_validate(dict(payload))
+    except ValidationError as exc:
+        raise InvalidRequest(
+            "the scheduled input does not name a task",
+            code="invalid_fire",
+            details=[
+                {"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]}
+                for err in exc.errors(include_url=False, include_context=False, include_input=False)
+            ],
+        ) from exc
+    for kind, value in (
+        ("scheduled", ref.scheduled_time),
+        ("scheduled", envelope_time),
+        ("execution", ref.execution_id),
+        ("event", envelope_id),
+        ("request", request_id),
+    ):
+        if value:
+            return Fire(ref=ref, fire_id=f"{kind}:{value}")
+    raise InvalidRequest(
+        "the scheduled input carries no fire id (scheduledTime, executionId) and there is no request id",
+        code="invalid_fire",
+    )
+
+
+def fire_run_id(task_id: str, fire_id: str) -> str:
+    """The run id of one fire of a task: deterministic, so a second delivery finds the first run."""
+    return f"auto_{digest(f'{task_id}|{fire_id}')}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Running it
+# ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FireOutcome:
+    task_id: str
+    status: str
+    """The run's status, or ``task_not_found`` / ``disabled`` when nothing ran."""
+    run_id: str | None = None
+    duplicate: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"taskId": self.task_id, "status": self.status, "runId": self.run_id, "duplicate": self.duplicate}
+
+
+ExecutorFor = Callable[[ExecutorKind], Executor]
+
+
+class AutomationRunner:
+    def __init__(
+        self,
+        tasks: AutomationStore,
+        runs: RunService,
+        ledger: RunLedger,
+        audit: AuditLog,
+        profiles: ProfileCatalog,
+        executor_for: ExecutorFor,
+    ) -> None:
+        self._tasks = tasks
+        self._runs = runs
+        self._ledger = ledger
+        self._audit = audit
+        self._profiles = profiles
+        self._executor_for = executor_for
+
+    async def handle_event(self, event: Mapping[str, Any], *, request_id: str | None = None) -> FireOutcome:
+        fire = parse_fire(event, request_id=request_id)
+        return await self.fire(fire.ref, fire.fire_id)
+
+    async def _load(self, ref: TaskRef) -> AutomationTask | None:
+        if ref.tenant_id and ref.user_id:
+            return await self._tasks.get(ref.tenant_id, ref.user_id, ref.task_id)
+        return await self._tasks.find(ref.task_id)
+
+    async def fire(self, ref: TaskRef, fire_id: str) -> FireOutcome:
+        """Run one fire of a task and wait for the run to end.
+
+        A task that is gone (deleted while a fire was in flight) or disabled runs nothing and is not an error:
+        retrying would not change it. A busy thread (a chat run in progress) raises ``Conflict`` so that the
+        delivery is retried later; no run was stored, so the retry runs it.
+        """
+        log = {"task_id": ref.task_id, "fire_id": fire_id, "execution_id": ref.execution_id}
+        task = await self._load(ref)
+        if task is None:
+            logger.warning("automation fire for a task that does not exist", extra=log)
+            return FireOutcome(task_id=ref.task_id, status="task_not_found")
+        if not task.enabled:
+            logger.info("automation fire for a disabled task skipped", extra=log)
+            return FireOutcome(task_id=task.task_id, status="disabled")
+        identity = Identity(tenant_id=task.tenant_id, user_id=task.owner_user_id)
+        profile = self._profiles.resolve(
+            task.execution_profile_name, tenant_id=task.tenant_id, task_type=task.task_type
+        )
+        run_id = fire_run_id(task.task_id, fire_id)
+        meta = ExecutionMeta(
+            origin=Origin.AUTOMATION,
+            executor=profile.executor,
+            execution_profile_name=profile.name,
+            hidden_from_user=task.hidden_from_user,
+        )
+        is_worker = profile.executor is ExecutorKind.WORKER
+        ctx = RunContext(
+            identity=identity,
+            thread_id=task.thread_id,
+            run_id=run_id,
+            profile=profile,
+            meta=meta,
+            # Memory profiles pin their own two tools; a worker task uses only the tools it declares.
+            declared_tools=frozenset(task.tools) if is_worker or task.tools else None,
+            request_summary=f"automation task {task.task_id}, {fire_id}",
+            extra={"automation_task_id": task.task_id, "fire_id": fire_id},
+        )
+        new_messages = [self._prompt_message(task, run_id, fire_id, meta)] if is_worker else []
+        duplicate = await self._ledger.get_run(task.tenant_id, run_id) is not None
+        executor = self._executor_for(profile.executor)
+        run = await self._runs.run_inline(
+            ctx,
+            body_digest=digest(f"{task.task_id}|{fire_id}"),
+            new_messages=new_messages,
+            executor=executor,
+            # Memory runs only read the thread (see RunService.admit); worker runs write to it.
+            claim_thread=is_worker,
+        )
+        await self._audit.record(
+            AuditRecord(
+                kind="automation_fire",
+                tenant_id=task.tenant_id,
+                thread_id=task.thread_id,
+                run_id=run_id,
+                user_id=task.owner_user_id,
+                details={
+                    "task_id": task.task_id,
+                    "fire_id": fire_id,
+                    "execution_id": ref.execution_id,
+                    "attempt_number": ref.attempt_number,
+                    "execution_profile_name": profile.name,
+                    "executor": profile.executor.value,
+                    "hidden_from_user": task.hidden_from_user,
+                    "duplicate_delivery": duplicate,
+                    "run_status": run.status.value,
+                },
+            )
+        )
+        logger.info(
+            "automation fire handled",
+            extra={**log, "run_id": run_id, "status": run.status.value, "duplicate": duplicate},
+        )
+        return FireOutcome(task_id=task.task_id, status=run.status.value, run_id=run_id, duplicate=duplicate)
+
+    @staticmethod
+    def _prompt_message(task: AutomationTask, run_id: str, fire_id: str, meta: ExecutionMeta) -> Message:
+        """The task's prompt as the user message of this fire; its id is per fire, so it is stored once."""
+        return Message(
+            id=f"msg_{run_id}",
+            thread_id=task.thread_id,
+            role=Role.USER,
+            content=task.prompt,
+            run_id=run_id,
+            meta=meta,
+            flags={"automation_task_id": task.task_id, "fire_id": fire_id},
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Wiring
+# ----------------------------------------------------------------------------------------------------------
+
+
+def memory_executor(services: Services) -> Executor:
+    """The memory executor, imported lazily: it lives in ``shared.memory.executor`` and may not be deployed.
+
+    It is built by ``Services.memory_executor()`` when the wiring has one, else by
+    ``MemoryExecutor.from_services(services)``.
+    """
+    try:
+        module = importlib.import_module(MEMORY_EXECUTOR_MODULE)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"this task's profile runs the memory executor, but {MEMORY_EXECUTOR_MODULE} is not available",
+            code="memory_executor_unavailable",
+        ) from exc
+    executor_class = getattr(module, "MemoryExecutor", None)
+    if executor_class is None:
+        raise ConfigurationError(f"{MEMORY_EXECUTOR_MODULE} has no MemoryExecutor", code="memory_executor_unavailable")
+    build = getattr(services, "memory_executor", None)
+    if callable(build):
+        built: Executor = build()
+        return built
+    from_services = getattr(executor_class, "from_services", None)
+    if callable(from_services):
+        made: Executor = from_services(services)
+        return made
+    raise ConfigurationError(
+        "no way to build the memory executor: add Services.memory_executor() or MemoryExecutor.from_services()",
+        code="memory_executor_unavailable",
+    )
+
+
+_RUNNER_KEY = "_automation_runner"
+
+
+def automation_runner(services: Services) -> AutomationRunner:
+    """The runner for this process's services, built once (cached on the Services instance)."""
+    cached = vars(services).get(_RUNNER_KEY)
+    if isinstance(cached, AutomationRunner):
+        return cached
+    from shared.automation.service import automation_store
+
+    def executor_for(kind: ExecutorKind) -> Executor:
+        return services.worker() if kind is ExecutorKind.WORKER else memory_executor(services)
+
+    runner = AutomationRunner(
+        automation_store(services), services.runs, services.store, services.store, services.profiles, executor_for
+    )
+    vars(services)[_RUNNER_KEY] = runner
+    return runner

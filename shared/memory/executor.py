@@ -1,0 +1,325 @@
+"""The memory executor: reads what is new in a thread and lets the memory model propose memories.
+
+One run (step ``memory``):
+
+1. Read the thread's messages after the extraction cursor (:meth:`MemoryStore.get_cursor`), oldest first. When
+   none of them is a user message written by the human, there is nothing to extract: only the cursor moves.
+2. Build the model's view: the window (``resolve_window`` with the profile's history policy, up to the newest
+   unprocessed message) for context, each message marked new or not; tool output shortened; memory-injected
+   text omitted; plus the user's ~10 active memories most related to the new messages (lexical relevance),
+   marked as existing memories with their ids so the model can avoid duplicates and forget or supersede them.
+3. Call the memory profile's model (``qwen3.5-flash``, thinking off) offering exactly ``memory_write`` and
+   ``memory_forget``, authorised per call by the same :class:`~shared.tool_gate.ToolGate` as the worker's. Every
+   call is a proposal for :class:`~shared.memory.gate.MemoryGate`; its decision (``stored``, ``merged``,
+   ``rejected: why`` ...) is fed back as the tool result, and the model may correct itself, for at most
+   :data:`MAX_MODEL_TURNS` turns.
+4. Only when all of that succeeded, move the cursor to the newest message read. A failed or cancelled run
+   leaves it, so a retry sees the same messages again (the gate merges what was already written).
+
+Nothing of a memory run is stored in the thread: its prompt and tool calls are synthetic, and hidden messages
+are still part of every later worker's context window. What it did is in the run's own event stream, in its
+run record and in the audit trail (one ``memory_decision`` per proposal, one ``tool_decision`` per call, one
+``memory_run`` summary).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
+
+from shared.context_window import resolve_window
+from shared.executors.context import RunContext
+from shared.executors.model_turn import ModelTurn, new_id
+from shared.executors.worker import ExecutionResult
+from shared.llm.types import ChatMessage, ChatModel, ChatRequest
+from shared.memory.gate import ExtractionScope, GateOutcome, MemoryGate
+from shared.memory.injection import message_is_memory_injection, rank_by_relevance
+from shared.memory.models import Memory
+from shared.memory.store import MemoryStore, memory_store_for
+from shared.memory.tools import MEMORY_TOOL_SPECS
+from shared.models import AuditRecord, Message, Origin, Role, ToolCall, utc_now
+from shared.ports import AuditLog, MessageHistoryReader
+from shared.runs.emitter import RunEmitter
+from shared.tool_gate import GateContext, ToolGate
+from shared.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from shared.wiring import Services
+
+logger = logging.getLogger(__name__)
+
+MAX_MODEL_TURNS = 3
+MAX_NEW_MESSAGES = 100
+"""Unprocessed messages read per run; a longer backlog is taken by the next run (the cursor stops here)."""
+RELATED_MEMORIES = 10
+MAX_SHOWN_CHARS = 4_000
+MAX_SHOWN_TOOL_CHARS = 300
+
+SYSTEM_PROMPT = """\
+You maintain long-term memories about a user for their personal assistant. You read part of a conversation \
+and call tools; you never chat.
+
+Call memory_write for each durable fact the user states about themselves in a user message marked \
+new="true": identity, work, home, family and relationships, health, stable preferences and habits, ongoing \
+goals, standing instructions for the assistant. One fact per call, written in the user's language, third \
+person ("User ..." / "用户……"), self-contained.
+When the user says an existing memory is wrong or asks you to forget it, call memory_forget with its id. When \
+a fact changed (moved, new job), call memory_write with the new fact and supersedes=<old id>.
+
+Never remember:
+- anything said by the assistant, a tool or the system, or an assistant suggestion the user did not confirm;
+- hypotheticals, questions, jokes, role-play, examples, quotes of other texts;
+- temporary states and one-off requests (tired today, wants a summary of this file);
+- facts about other people, except the user's own relationships ("has two daughters");
+- facts already in <existing_memories> (unless they changed);
+- anything with low certainty.
+
+Each call needs confidence (0-1: how sure you are the user stated this as a lasting fact about themselves), \
+evidence_quote (the user's words copied exactly from a cited message) and source_message_ids (new user \
+messages). If nothing is worth remembering, answer "none" without calling a tool. After tool results, only \
+correct a rejected proposal when the rejection shows a mistake you can fix; then answer "done"."""
+
+
+class ThreadReader(MessageHistoryReader, Protocol):
+    async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]: ...
+
+
+@dataclass
+class MemoryExecutionResult(ExecutionResult):
+    outcomes: list[GateOutcome] = field(default_factory=list)
+    new_messages: int = 0
+    cursor_from: int = 0
+    cursor_to: int | None = None
+    """Where the cursor was moved (None: not moved)."""
+    related_memories: int = 0
+
+    def decisions(self) -> dict[str, int]:
+        return dict(Counter(o.decision for o in self.outcomes))
+
+
+def is_human_message(message: Message) -> bool:
+    """A user message written by the person: the only kind of message a memory may come from."""
+    return message.role is Role.USER and message.meta.origin is Origin.CHAT and not message_is_memory_injection(message)
+
+
+class MemoryExecutor:
+    step_name = "memory"
+
+    def __init__(
+        self,
+        model: ChatModel,
+        messages: ThreadReader,
+        memories: MemoryStore,
+        audit: AuditLog,
+        *,
+        confidence_threshold: float,
+        tools: ToolRegistry | None = None,
+        model_name: str | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._model = model
+        self._messages = messages
+        self._memories = memories
+        self._audit = audit
+        self._tools = tools or ToolRegistry()
+        self._model_name = model_name
+        self._clock = clock
+        self.gate = MemoryGate(memories, audit, confidence_threshold=confidence_threshold, clock=clock)
+        self.last_result: MemoryExecutionResult | None = None
+        self._turn: ModelTurn | None = None
+
+    @classmethod
+    def from_services(cls, services: Services) -> MemoryExecutor:
+        """The executor of a process (the memory_extract handler, the automation runner)."""
+        return cls(
+            services.model,
+            services.store,
+            memory_store_for(services),
+            services.store,
+            confidence_threshold=services.settings.memory_confidence_threshold,
+            tools=services.tools,
+            model_name=services.settings.memory_model_id,
+        )
+
+    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> MemoryExecutionResult:
+        result = MemoryExecutionResult()
+        self.last_result = result
+        tenant, thread = ctx.identity.tenant_id, ctx.thread_id
+        await emitter.emit(StepStartedEvent(step_name=self.step_name))
+        try:
+            cursor = await self._memories.get_cursor(tenant, thread)
+            result.cursor_from = cursor
+            new = await self._messages.read_forward(tenant, thread, after_seq=cursor, limit=MAX_NEW_MESSAGES)
+            result.new_messages = len(new)
+            if any(is_human_message(m) for m in new):
+                await self._extract(ctx, emitter, new, result)
+            if new:
+                await self._memories.advance_cursor(tenant, thread, new[-1].seq)
+                result.cursor_to = new[-1].seq
+        except asyncio.CancelledError:
+            await self._close_turn()
+            result.cancelled = True
+        except Exception as exc:
+            await self._close_turn()
+            exc.usage_so_far = list(result.usage)  # type: ignore[attr-defined]
+            raise
+        await self._record_summary(ctx, result)
+        await emitter.emit(StepFinishedEvent(step_name=self.step_name))
+        return result
+
+    async def _extract(
+        self, ctx: RunContext, emitter: RunEmitter, new: list[Message], result: MemoryExecutionResult
+    ) -> None:
+        tenant, user, thread = ctx.identity.tenant_id, ctx.identity.user_id, ctx.thread_id
+        window = await resolve_window(
+            self._messages, tenant, thread, ctx.profile.history_policy, now=self._clock(), upto_seq=new[-1].seq
+        )
+        shown = sorted({m.id: m for m in [*window.messages, *new]}.values(), key=lambda m: (m.seq, m.id))
+        new_ids = frozenset(m.id for m in new)
+        scope = ExtractionScope(tenant, user, thread, ctx.run_id, tuple(shown), new_ids)
+        query = "\n".join(m.content for m in new if is_human_message(m))
+        related = rank_by_relevance(await self._memories.list_memories(tenant, user), query, limit=RELATED_MEMORIES)
+        result.related_memories = len(related)
+        tool_gate = ToolGate(self._tools, ctx.profile, ctx.declared_tools, executor_tools=MEMORY_TOOL_SPECS)
+        gate_ctx = GateContext(tenant, user, thread, ctx.run_id, ctx.request_summary or "memory extraction")
+        conversation: list[ChatMessage] = [
+            ChatMessage(role="system", content=SYSTEM_PROMPT),
+            ChatMessage(role="user", content=render_input(shown, new_ids, related)),
+        ]
+        model = ctx.profile.model
+        for _ in range(MAX_MODEL_TURNS):
+            request = ChatRequest(
+                model=self._model_name or model.name,
+                messages=tuple(conversation),
+                tools=tuple(tool_gate.effective_tools()),
+                thinking=model.thinking,
+                temperature=model.temperature,
+                max_tokens=model.max_output_tokens,
+            )
+            self._turn = ModelTurn(emitter)
+            turn_result = await self._turn.run(self._model, request)
+            self._turn = None
+            result.model_turns += 1
+            if turn_result.usage is not None:
+                result.usage.append(turn_result.usage)
+            if not turn_result.tool_calls:
+                return
+            conversation.append(
+                ChatMessage(
+                    role="assistant",
+                    content=turn_result.text or None,
+                    tool_calls=tuple((c.id, c.name, c.arguments) for c in turn_result.tool_calls),
+                )
+            )
+            for call in turn_result.tool_calls:
+                content = await self._propose(call, tool_gate, gate_ctx, scope, result)
+                conversation.append(ChatMessage(role="tool", content=content, tool_call_id=call.id))
+                await emitter.emit(
+                    ToolCallResultEvent(message_id=new_id("msg"), tool_call_id=call.id, content=content, role="tool")
+                )
+        logger.info("memory extraction reached its turn limit", extra={"run_id": ctx.run_id})
+
+    async def _close_turn(self) -> None:
+        """Close what an interrupted model turn left open (text message, tool calls) on the run's stream."""
+        if self._turn is not None:
+            turn, self._turn = self._turn, None
+            await turn.close()
+
+    async def _propose(
+        self,
+        call: ToolCall,
+        tool_gate: ToolGate,
+        gate_ctx: GateContext,
+        scope: ExtractionScope,
+        result: MemoryExecutionResult,
+    ) -> str:
+        result.tool_calls += 1
+        decision = tool_gate.authorize(call.name, call.arguments, gate_ctx)
+        await self._audit.record(decision.audit)
+        if not decision.allowed:
+            result.tool_refusals += 1
+            return decision.model_error()
+        outcome = await self.gate.review(call.name, call.arguments, scope)
+        result.outcomes.append(outcome)
+        return outcome.tool_result()
+
+    async def _record_summary(self, ctx: RunContext, result: MemoryExecutionResult) -> None:
+        await self._audit.record(
+            AuditRecord(
+                kind="memory_run",
+                tenant_id=ctx.identity.tenant_id,
+                thread_id=ctx.thread_id,
+                run_id=ctx.run_id,
+                user_id=ctx.identity.user_id,
+                at=self._clock(),
+                details={
+                    "origin": ctx.meta.origin.value,
+                    "executor": ctx.meta.executor.value,
+                    "execution_profile_name": ctx.meta.execution_profile_name,
+                    "hidden_from_user": ctx.meta.hidden_from_user,
+                    "new_messages": result.new_messages,
+                    "cursor_from": result.cursor_from,
+                    "cursor_to": result.cursor_to,
+                    "related_memories": result.related_memories,
+                    "model_turns": result.model_turns,
+                    "proposals": len(result.outcomes),
+                    "decisions": result.decisions(),
+                    "tool_refusals": result.tool_refusals,
+                    "cancelled": result.cancelled,
+                },
+            )
+        )
+
+
+def render_input(messages: Sequence[Message], new_ids: frozenset[str], memories: Sequence[Memory]) -> str:
+    """The user message of the extraction request: existing memories, then the conversation, each marked."""
+    lines = ["<existing_memories>"]
+    lines += [f'<memory id="{m.id}" kind="{m.kind.value}">{_escape(m.content)}</memory>' for m in memories]
+    if not memories:
+        lines.append("(none)")
+    lines += [
+        "</existing_memories>",
+        "",
+        'Conversation, oldest first. Only user messages with new="true" may be sources.',
+        "<conversation>",
+    ]
+    for message in messages:
+        lines.append(_render_message(message, message.id in new_ids))
+    lines.append("</conversation>")
+    return "\n".join(lines)
+
+
+def _render_message(message: Message, new: bool) -> str:
+    role = message.role.value
+    if message_is_memory_injection(message):
+        body = "(memory-injected text omitted: never a source)"
+    elif message.role is Role.TOOL:
+        text = message.content
+        body = f"(tool output, not a source) {text[:MAX_SHOWN_TOOL_CHARS]}" + (
+            "…" if len(text) > MAX_SHOWN_TOOL_CHARS else ""
+        )
+    elif message.role is Role.USER and message.meta.origin is Origin.AUTOMATION:
+        role = "automation"
+        body = message.content[:MAX_SHOWN_CHARS]
+    else:
+        body = message.content[:MAX_SHOWN_CHARS]
+        if message.role is Role.ASSISTANT and message.tool_calls:
+            body += "".join(f" (called {c.name})" for c in message.tool_calls)
+    flag = ' new="true"' if new and is_human_message(message) else ""
+    return f'<message id="{message.id}" role="{role}"{flag}>{_escape(body)}</message>'
+
+
+def _escape(text: str) -> str:
+    """Keep message text from closing our markup (the quote check ignores the inserted space)."""
+    return (
+        text.replace("</message", "< /message")
+        .replace("</memory", "< /memory")
+        .replace("</conversation", "< /conversation")
+    )

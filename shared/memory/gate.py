@@ -1,0 +1,361 @@
+"""The memory quality gate: deterministic rules applied to every proposal after the model, before the store.
+
+The model proposes; the gate decides. A proposal is persisted only when all of these hold, checked in order
+(the first failure is the recorded reason):
+
+1. **Well-formed**: the arguments validate against the tool's schema (:mod:`shared.memory.models`).
+2. **Confident enough**: ``confidence >= threshold`` (the profile's parameter, ``MEMORY_CONFIDENCE_THRESHOLD``).
+   Below it the proposal is recorded, never persisted.
+3. **A forget (or a ``supersedes``) names an active memory of the same user.** Another user's id, an unknown id
+   and an already inactive memory are refused alike.
+4. **Grounded in what the user said**: every cited ``source_message_ids`` entry is a *user* message of the
+   window, written by the human (not an automation prompt), not memory-injected text; at least one of them is
+   new (not processed by an earlier extraction); and the ``evidence_quote`` appears in a cited message
+   (compared letters-and-digits only, case-folded; ``...`` may join fragments that appear in order). When it
+   does not, the reason says where the quote was found instead (an assistant, tool or system message, the
+   memory injection) or that it was found nowhere (invented).
+5. **Not a duplicate** (writes): a proposal whose text equals, or nearly equals
+   (:func:`shared.memory.text.near_duplicate`), an active memory is merged into it (source ids added,
+   confidence raised to the higher one, ``merge_count`` + 1) instead of added.
+
+A forget marks the memory ``retracted`` or ``superseded`` with reason and provenance, never deletes it. Every
+decision, accepted or not, becomes an :class:`~shared.models.AuditRecord` of kind ``memory_decision`` saying why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from pydantic import ValidationError
+
+from shared.executors.model_turn import new_id
+from shared.memory.injection import message_is_memory_injection
+from shared.memory.models import MAX_KEPT_SOURCE_IDS, ForgetProposal, Memory, MemoryStatus, WriteProposal
+from shared.memory.store import MemoryStore
+from shared.memory.text import NEAR_DUPLICATE_JACCARD, compact, near_duplicate, quote_appears_in, quote_long_enough
+from shared.memory.tools import MEMORY_FORGET, MEMORY_WRITE
+from shared.models import AuditRecord, Message, Origin, Role, digest, utc_now
+from shared.ports import AuditLog
+
+AUDIT_KIND = "memory_decision"
+
+_P = TypeVar("_P", WriteProposal, ForgetProposal)
+
+Decision = Literal["stored", "merged", "superseded", "retracted", "rejected"]
+
+
+@dataclass(frozen=True)
+class ExtractionScope:
+    """What the proposals of one memory run may draw on."""
+
+    tenant_id: str
+    user_id: str
+    thread_id: str
+    run_id: str
+    window: tuple[Message, ...]
+    """Every thread message the model was shown (context and new)."""
+    new_message_ids: frozenset[str]
+    """The messages not processed by an earlier extraction: at least one source must be among them."""
+
+    def message(self, message_id: str) -> Message | None:
+        return next((m for m in self.window if m.id == message_id), None)
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    tool_name: str
+    decision: Decision
+    reason: str
+    """A stable code: ``stored``, ``exact_duplicate``, ``evidence_not_found``, ..."""
+    why: str
+    """One sentence a person can read in the audit trail."""
+    memory_id: str | None = None
+    """The memory written, merged into, or deactivated."""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def persisted(self) -> bool:
+        return self.decision != "rejected"
+
+    def tool_result(self) -> str:
+        """What the model sees as the tool's result."""
+        body: dict[str, Any] = {"status": self.decision, "reason": self.reason, "message": self.why}
+        if self.memory_id is not None:
+            body["memory_id"] = self.memory_id
+        return json.dumps(body, ensure_ascii=False)
+
+
+class _Rejected(Exception):
+    def __init__(self, reason: str, why: str, **details: Any) -> None:
+        super().__init__(why)
+        self.reason = reason
+        self.why = why
+        self.details = details
+
+
+class MemoryGate:
+    def __init__(
+        self,
+        store: MemoryStore,
+        audit: AuditLog,
+        *,
+        confidence_threshold: float,
+        near_duplicate_threshold: float = NEAR_DUPLICATE_JACCARD,
+        clock: Callable[[], datetime] = utc_now,
+        new_memory_id: Callable[[], str] = lambda: new_id("mem"),
+    ) -> None:
+        self._store = store
+        self._audit = audit
+        self.confidence_threshold = confidence_threshold
+        self._near = near_duplicate_threshold
+        self._clock = clock
+        self._new_id = new_memory_id
+
+    async def review(self, tool_name: str, arguments: str, scope: ExtractionScope) -> GateOutcome:
+        """Judge one proposal, apply it when accepted, record the decision, and return it."""
+        summary: dict[str, Any] = {}
+        try:
+            if tool_name == MEMORY_WRITE:
+                write = _parse(WriteProposal, arguments)
+                summary = _summary(write)
+                outcome = await self._write(write, scope)
+            elif tool_name == MEMORY_FORGET:
+                forget = _parse(ForgetProposal, arguments)
+                summary = _summary(forget)
+                outcome = await self._forget(forget, scope)
+            else:
+                raise _Rejected("not_a_memory_tool", f"{tool_name!r} is not a memory tool")
+        except _Rejected as rejected:
+            outcome = GateOutcome(tool_name, "rejected", rejected.reason, rejected.why, details=rejected.details)
+        await self._audit.record(
+            AuditRecord(
+                kind=AUDIT_KIND,
+                tenant_id=scope.tenant_id,
+                thread_id=scope.thread_id,
+                run_id=scope.run_id,
+                user_id=scope.user_id,
+                at=self._clock(),
+                details={
+                    "tool_name": tool_name,
+                    "decision": outcome.decision,
+                    "reason": outcome.reason,
+                    "why": outcome.why,
+                    "memory_id": outcome.memory_id,
+                    "confidence_threshold": self.confidence_threshold,
+                    "arguments_digest": digest(arguments),
+                    **summary,
+                    **outcome.details,
+                },
+            )
+        )
+        return outcome
+
+    # ---- memory_write --------------------------------------------------------------------------------------
+
+    async def _write(self, proposal: WriteProposal, scope: ExtractionScope) -> GateOutcome:
+        self._check_confidence(proposal.confidence)
+        if not proposal.content.strip():
+            raise _Rejected("content_empty", "the memory text is empty")
+        target: Memory | None = None
+        if proposal.supersedes is not None:
+            target = await self._active_target(scope, proposal.supersedes)
+        _check_grounding(proposal.evidence_quote, proposal.source_message_ids, scope)
+        now = self._clock()
+        for existing in await self._store.list_memories(scope.tenant_id, scope.user_id):
+            if target is not None and existing.id == target.id:
+                continue
+            same, score = near_duplicate(proposal.content, existing.content, threshold=self._near)
+            if not same:
+                continue
+            merged = existing.model_copy(
+                update={
+                    "source_message_ids": _merge_ids(existing.source_message_ids, proposal.source_message_ids),
+                    "confidence": max(existing.confidence, proposal.confidence),
+                    "merge_count": existing.merge_count + 1,
+                    "updated_at": now,
+                }
+            )
+            await self._store.put(merged)
+            if target is not None:
+                await self._supersede(target, merged.id, proposal, scope)
+            exact = compact(proposal.content) == compact(existing.content)
+            return GateOutcome(
+                MEMORY_WRITE,
+                "merged",
+                "exact_duplicate" if exact else "near_duplicate",
+                f"the same fact is already remembered as {existing.id} (similarity {score:.2f}); merged, not added",
+                memory_id=existing.id,
+                details={"duplicate_of": existing.id, "similarity": round(score, 3)},
+            )
+        memory = Memory(
+            id=self._new_id(),
+            tenant_id=scope.tenant_id,
+            user_id=scope.user_id,
+            kind=proposal.kind,
+            content=" ".join(proposal.content.split()),
+            confidence=proposal.confidence,
+            evidence_quote=proposal.evidence_quote,
+            source_message_ids=tuple(dict.fromkeys(proposal.source_message_ids)),
+            run_id=scope.run_id,
+            thread_id=scope.thread_id,
+            created_at=now,
+            updated_at=now,
+        )
+        await self._store.put(memory)
+        details: dict[str, Any] = {}
+        why = "grounded in the user's own words and new"
+        if target is not None:
+            await self._supersede(target, memory.id, proposal, scope)
+            details["superseded_memory_id"] = target.id
+            why += f"; supersedes {target.id}"
+        return GateOutcome(MEMORY_WRITE, "stored", "stored", why, memory_id=memory.id, details=details)
+
+    async def _supersede(self, target: Memory, new_id_: str, proposal: WriteProposal, scope: ExtractionScope) -> None:
+        await self._store.deactivate(
+            scope.tenant_id,
+            scope.user_id,
+            target.id,
+            status=MemoryStatus.SUPERSEDED,
+            reason=f"superseded by {new_id_}",
+            run_id=scope.run_id,
+            evidence_quote=proposal.evidence_quote,
+            source_message_ids=proposal.source_message_ids,
+            superseded_by=new_id_,
+        )
+
+    # ---- memory_forget -------------------------------------------------------------------------------------
+
+    async def _forget(self, proposal: ForgetProposal, scope: ExtractionScope) -> GateOutcome:
+        self._check_confidence(proposal.confidence)
+        await self._active_target(scope, proposal.memory_id)
+        _check_grounding(proposal.evidence_quote, proposal.source_message_ids, scope)
+        status = MemoryStatus(proposal.mode)
+        updated = await self._store.deactivate(
+            scope.tenant_id,
+            scope.user_id,
+            proposal.memory_id,
+            status=status,
+            reason=proposal.reason,
+            run_id=scope.run_id,
+            evidence_quote=proposal.evidence_quote,
+            source_message_ids=proposal.source_message_ids,
+        )
+        if updated is None:
+            raise _Rejected("memory_not_active", f"memory {proposal.memory_id} changed concurrently; not active")
+        decision: Decision = "retracted" if status is MemoryStatus.RETRACTED else "superseded"
+        return GateOutcome(
+            MEMORY_FORGET,
+            decision,
+            decision,
+            f"the user's own words withdraw it; marked {decision} and kept for audit",
+            memory_id=proposal.memory_id,
+        )
+
+    # ---- shared checks -------------------------------------------------------------------------------------
+
+    def _check_confidence(self, confidence: float) -> None:
+        if confidence < self.confidence_threshold:
+            raise _Rejected(
+                "below_confidence_threshold",
+                f"confidence {confidence:.2f} is below the threshold {self.confidence_threshold:.2f}; "
+                "recorded, not persisted",
+            )
+
+    async def _active_target(self, scope: ExtractionScope, memory_id: str) -> Memory:
+        target = await self._store.get(scope.tenant_id, scope.user_id, memory_id)
+        if target is None:
+            raise _Rejected(
+                "not_a_memory_of_this_user",
+                f"no memory {memory_id!r} belongs to this user; refused",
+                target_memory_id=memory_id[:100],
+            )
+        if not target.is_active:
+            raise _Rejected(
+                "memory_not_active",
+                f"memory {memory_id} is already {target.status.value}",
+                target_memory_id=memory_id,
+            )
+        return target
+
+
+def _parse(model: type[_P], arguments: str) -> _P:
+    try:
+        return model.model_validate_json(arguments or "{}")
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors())
+        raise _Rejected("invalid_arguments", f"the arguments do not match the tool's schema: {problems}") from None
+
+
+def _check_grounding(quote: str, source_ids: Sequence[str], scope: ExtractionScope) -> None:
+    cited: list[Message] = []
+    for source_id in dict.fromkeys(source_ids):
+        message = scope.message(source_id)
+        if message is None:
+            raise _Rejected("source_not_in_window", f"message {source_id!r} is not in this conversation's window")
+        if message_is_memory_injection(message):
+            raise _Rejected(
+                "source_is_memory_injection", f"message {source_id} is memory-injected text, never a source"
+            )
+        if message.role is not Role.USER:
+            raise _Rejected(
+                "source_not_user_message", f"message {source_id} is a {message.role.value} message, not the user's"
+            )
+        if message.meta.origin is Origin.AUTOMATION:
+            raise _Rejected(
+                "source_not_user_message", f"message {source_id} is an automation prompt, not the user's words"
+            )
+        cited.append(message)
+    if not any(m.id in scope.new_message_ids for m in cited):
+        raise _Rejected(
+            "source_already_processed",
+            "every cited message was processed by an earlier extraction; only new messages are sources",
+        )
+    if not quote_long_enough(quote):
+        raise _Rejected("evidence_too_short", "the evidence quote is too short to identify the user's words")
+    if any(quote_appears_in(quote, m.content) for m in cited):
+        return
+    elsewhere = [m for m in scope.window if quote_appears_in(quote, m.content)]
+    if any(message_is_memory_injection(m) for m in elsewhere):
+        raise _Rejected(
+            "evidence_from_memory_injection", "the quote comes from memory-injected text, not from the user"
+        )
+    others = sorted({m.role.value for m in elsewhere if m.role is not Role.USER or m.meta.origin is Origin.AUTOMATION})
+    if others:
+        raise _Rejected(
+            "evidence_not_from_user",
+            f"the quote appears only in {', '.join(others)} message(s), never in what the user wrote",
+            found_in_roles=others,
+        )
+    if elsewhere:
+        raise _Rejected(
+            "evidence_not_in_cited_messages",
+            "the quote is in a user message that was not cited: " + ", ".join(m.id for m in elsewhere),
+        )
+    raise _Rejected("evidence_not_found", "the quote appears in no message of the conversation (invented)")
+
+
+def _merge_ids(existing: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*existing, *new]))[:MAX_KEPT_SOURCE_IDS]
+
+
+def _summary(proposal: WriteProposal | ForgetProposal) -> dict[str, Any]:
+    """What the audit keeps of a proposal: enough to review a decision, the full text only as a short preview."""
+    data: dict[str, Any] = {
+        "confidence": proposal.confidence,
+        "source_message_ids": list(proposal.source_message_ids),
+        "evidence_digest": digest(proposal.evidence_quote),
+    }
+    if isinstance(proposal, WriteProposal):
+        data |= {
+            "kind": proposal.kind.value,
+            "content_preview": proposal.content[:120],
+            "content_digest": digest(proposal.content),
+            "supersedes": proposal.supersedes,
+        }
+    else:
+        data |= {"target_memory_id": proposal.memory_id[:100], "mode": proposal.mode, "forget_reason": proposal.reason}
+    return data

@@ -1,0 +1,184 @@
+"""One memory extraction as a run: from a run-completed event (or a scheduled memory task) to a hidden run.
+
+:class:`MemoryExtraction` is what ``functions/memory_extract`` and the automation handler call. It
+
+- ignores events that are not about worker runs (memory runs never trigger memory runs) and threads the user
+  does not own;
+- skips, without a run, a thread with no new message written by the user (the cursor makes a duplicate event
+  for an already processed run a no-op);
+- otherwise admits a run through :class:`~shared.runs.service.RunService` (so it has a run record, a run stream
+  and a ``memory`` step on the thread stream) with ``claim_thread=False`` (it only reads the thread and must
+  never make it busy) and the meta ``origin=automation, executor=memory,
+  execution_profile_name=automation_memory_default, hidden_from_user=true``.
+
+The memory run id is derived from the triggering run and the delivery attempt (``mem_{runId}_{attempt}``): two
+events about the same run that arrive together attach to one memory run instead of extracting twice, and a
+retry after a failure gets a fresh run.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.errors import AgentError, NotFound
+from shared.executors.context import RunContext
+from shared.llm.types import ChatModel
+from shared.memory.executor import MAX_NEW_MESSAGES, MemoryExecutor, ThreadReader, is_human_message
+from shared.memory.store import MemoryStore, memory_store_for
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus, Thread, digest
+from shared.ports import AuditLog
+from shared.profiles import ProfileCatalog
+from shared.runs.service import RunService
+from shared.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from shared.wiring import Services
+
+logger = logging.getLogger(__name__)
+
+MEMORY_PROFILE = "automation_memory_default"
+
+
+class RunCompleted(BaseModel):
+    """The ``detail`` of an ``agent.run.completed`` event (see :mod:`shared.memory.trigger`)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True)
+
+    tenant_id: str = Field(alias="tenantId", min_length=1)
+    user_id: str = Field(alias="userId", min_length=1)
+    thread_id: str = Field(alias="threadId", min_length=1)
+    run_id: str = Field(alias="runId", min_length=1)
+    executor: str = ExecutorKind.WORKER.value
+    status: str | None = None
+
+
+class MemoryRunFailed(AgentError):
+    """The memory run did not succeed; the caller reports the message as failed so it is delivered again."""
+
+    code = "memory_run_failed"
+
+
+@dataclass(frozen=True)
+class ExtractionReport:
+    status: Literal["extracted", "skipped", "already_done"]
+    reason: str
+    run_id: str | None = None
+    decisions: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "runId": self.run_id, "decisions": self.decisions}
+
+
+class _ThreadStore(ThreadReader, AuditLog, Protocol):
+    async def get_thread(self, identity: Identity, thread_id: str) -> Thread: ...
+
+
+class MemoryExtraction:
+    def __init__(
+        self,
+        *,
+        runs: RunService,
+        store: _ThreadStore,
+        memories: MemoryStore,
+        model: ChatModel,
+        profiles: ProfileCatalog,
+        confidence_threshold: float,
+        tools: ToolRegistry | None = None,
+        model_name: str | None = None,
+        profile_name: str = MEMORY_PROFILE,
+    ) -> None:
+        self._runs = runs
+        self._store = store
+        self._memories = memories
+        self._model = model
+        self._profiles = profiles
+        self._threshold = confidence_threshold
+        self._tools = tools
+        self._model_name = model_name
+        self._profile_name = profile_name
+
+    @classmethod
+    def from_services(cls, services: Services) -> MemoryExtraction:
+        settings = services.settings
+        return cls(
+            runs=services.runs,
+            store=services.store,
+            memories=memory_store_for(services),
+            model=services.model,
+            profiles=services.profiles,
+            confidence_threshold=settings.memory_confidence_threshold,
+            tools=services.tools,
+            model_name=settings.memory_model_id,
+        )
+
+    async def on_run_completed(self, event: RunCompleted, *, attempt: int = 1) -> ExtractionReport:
+        if event.executor != ExecutorKind.WORKER.value:
+            return ExtractionReport("skipped", "not_a_worker_run")
+        identity = Identity(tenant_id=event.tenant_id, user_id=event.user_id)
+        return await self.extract(
+            identity,
+            event.thread_id,
+            run_id=f"mem_{event.run_id}_{max(attempt, 1)}",
+            request_summary=f"memory extraction after run {event.run_id}"[:160],
+        )
+
+    async def extract(
+        self, identity: Identity, thread_id: str, *, run_id: str, request_summary: str = "memory extraction"
+    ) -> ExtractionReport:
+        try:
+            await self._store.get_thread(identity, thread_id)
+        except NotFound:
+            logger.warning("memory extraction for an unknown thread skipped", extra={"run_id": run_id})
+            return ExtractionReport("skipped", "thread_not_found")
+        tenant = identity.tenant_id
+        cursor = await self._memories.get_cursor(tenant, thread_id)
+        new = await self._store.read_forward(tenant, thread_id, after_seq=cursor, limit=MAX_NEW_MESSAGES)
+        if not any(is_human_message(m) for m in new):
+            if new:  # only assistant, tool or automation text since the cursor: nothing to read again later
+                await self._memories.advance_cursor(tenant, thread_id, new[-1].seq)
+            return ExtractionReport("skipped", "nothing_new")
+        profile = self._profiles.resolve(self._profile_name, tenant_id=tenant)
+        ctx = RunContext(
+            identity=identity,
+            thread_id=thread_id,
+            run_id=run_id,
+            profile=profile,
+            meta=ExecutionMeta(
+                origin=Origin.AUTOMATION,
+                executor=ExecutorKind.MEMORY,
+                execution_profile_name=profile.name,
+                hidden_from_user=True,
+            ),
+            request_summary=request_summary,
+        )
+        executor = MemoryExecutor(
+            self._model,
+            self._store,
+            self._memories,
+            self._store,
+            confidence_threshold=self._threshold,
+            tools=self._tools,
+            model_name=self._model_name,
+        )
+        run = await self._runs.run_inline(
+            ctx,
+            body_digest=digest(f"memory:{tenant}:{thread_id}:{run_id}"),
+            new_messages=[],
+            executor=executor,
+            claim_thread=False,
+        )
+        result = executor.last_result
+        if result is None:  # this run id already existed: another delivery ran (or runs) it
+            if run.status is RunStatus.SUCCEEDED:
+                return ExtractionReport("already_done", "run_exists", run_id)
+            raise MemoryRunFailed(f"memory run {run_id} is {run.status.value}", details={"run_id": run_id})
+        if run.status is not RunStatus.SUCCEEDED:
+            raise MemoryRunFailed(
+                f"memory run {run_id} ended {run.status.value}: {run.error_code or 'no error code'}",
+                details={"run_id": run_id},
+            )
+        return ExtractionReport("extracted", "ok", run_id, result.decisions())

@@ -1,0 +1,104 @@
+"""Memories and memory proposals.
+
+A :class:`Memory` is kept with its provenance (run, thread, source messages, evidence quote, confidence). It is
+never hard-deleted by the model: ``memory_forget`` moves it to ``superseded`` or ``retracted`` and records why and
+on what evidence. Only the user's own ``DELETE /memories/{id}`` removes the item.
+
+A proposal is what the model asked for through a tool call; nothing is persisted until the gate
+(:mod:`shared.memory.gate`) has accepted it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.models import utc_now
+
+MAX_CONTENT_CHARS = 500
+MAX_QUOTE_CHARS = 500
+MAX_SOURCE_IDS = 20
+MAX_KEPT_SOURCE_IDS = 50
+"""A memory merged many times keeps at most this many source message ids (the oldest first)."""
+
+
+class MemoryKind(StrEnum):
+    PROFILE = "profile"
+    """Stable facts about the user: name, job, home, family, health."""
+    PREFERENCE = "preference"
+    """Likes, dislikes, habits, style."""
+    GOAL = "goal"
+    """Ongoing plans and projects."""
+    INSTRUCTION = "instruction"
+    """How the user wants the assistant to behave with them."""
+    OTHER = "other"
+
+
+class MemoryStatus(StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    RETRACTED = "retracted"
+
+
+class Memory(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    tenant_id: str
+    user_id: str
+    kind: MemoryKind
+    content: str
+    status: MemoryStatus = MemoryStatus.ACTIVE
+    confidence: float = Field(ge=0, le=1)
+    evidence_quote: str
+    source_message_ids: tuple[str, ...] = ()
+    run_id: str | None = None
+    thread_id: str | None = None
+    created_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)
+    merge_count: int = 0
+    """How often a duplicate proposal was merged into this memory instead of being added."""
+    superseded_by: str | None = None
+    status_reason: str | None = None
+    # Provenance of the status change (set by memory_forget or a superseding memory_write).
+    status_changed_at: datetime | None = None
+    status_run_id: str | None = None
+    status_evidence_quote: str | None = None
+    status_source_message_ids: tuple[str, ...] = ()
+
+    @property
+    def is_active(self) -> bool:
+        return self.status is MemoryStatus.ACTIVE
+
+
+class WriteProposal(BaseModel):
+    """The arguments of ``memory_write``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: MemoryKind
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
+    confidence: float = Field(ge=0, le=1)
+    evidence_quote: str = Field(min_length=1, max_length=MAX_QUOTE_CHARS)
+    source_message_ids: list[str] = Field(min_length=1, max_length=MAX_SOURCE_IDS)
+    supersedes: str | None = None
+    """An existing memory this one replaces (an update): it is marked superseded by the new one."""
+
+
+class ForgetProposal(BaseModel):
+    """The arguments of ``memory_forget``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    memory_id: str = Field(min_length=1)
+    reason: str = Field(min_length=1, max_length=300)
+    mode: Literal["retracted", "superseded"] = "retracted"
+    confidence: float = Field(ge=0, le=1)
+    evidence_quote: str = Field(min_length=1, max_length=MAX_QUOTE_CHARS)
+    source_message_ids: list[str] = Field(min_length=1, max_length=MAX_SOURCE_IDS)
+
+
+MemoryProposal = WriteProposal | ForgetProposal

@@ -1,0 +1,165 @@
+"""The memory store port and its in-memory reference implementation.
+
+Besides memories, the store keeps the per-thread extraction cursor: the ``seq`` of the last thread message the
+memory executor has processed, so each message is read as *new* once (the context windows of consecutive runs
+overlap; re-reading them is how memory systems fill up with duplicates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from shared.memory.models import Memory, MemoryStatus
+from shared.models import utc_now
+
+if TYPE_CHECKING:
+    from shared.wiring import Services
+
+
+class MemoryStore(Protocol):
+    async def list_memories(self, tenant_id: str, user_id: str, *, include_inactive: bool = False) -> list[Memory]:
+        """The user's memories, newest first; only active ones unless ``include_inactive``."""
+        ...
+
+    async def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
+        """The user's memory with this id; None when absent or someone else's (the key includes the user)."""
+        ...
+
+    async def put(self, memory: Memory) -> None:
+        """Create or replace a memory (the gate's writes and merges)."""
+        ...
+
+    async def deactivate(
+        self,
+        tenant_id: str,
+        user_id: str,
+        memory_id: str,
+        *,
+        status: MemoryStatus,
+        reason: str,
+        run_id: str,
+        evidence_quote: str,
+        source_message_ids: Sequence[str],
+        superseded_by: str | None = None,
+    ) -> Memory | None:
+        """Mark an **active** memory superseded or retracted, with why and on what evidence. Returns the updated
+        memory, or None when there is no active memory with this id for this user. Never deletes."""
+        ...
+
+    async def delete(self, tenant_id: str, user_id: str, memory_id: str) -> bool:
+        """Remove a memory for real (only the user's own ``DELETE /memories/{id}``). False when absent."""
+        ...
+
+    async def get_cursor(self, tenant_id: str, thread_id: str) -> int:
+        """The ``seq`` of the last message extraction has processed on this thread (0: none)."""
+        ...
+
+    async def advance_cursor(self, tenant_id: str, thread_id: str, seq: int) -> None:
+        """Move the cursor forward to ``seq``; never moves it back."""
+        ...
+
+
+def deactivated(
+    memory: Memory,
+    *,
+    status: MemoryStatus,
+    reason: str,
+    run_id: str,
+    evidence_quote: str,
+    source_message_ids: Sequence[str],
+    superseded_by: str | None,
+    now: datetime,
+) -> Memory:
+    if status is MemoryStatus.ACTIVE:
+        raise ValueError("deactivate needs superseded or retracted")
+    return memory.model_copy(
+        update={
+            "status": status,
+            "status_reason": reason,
+            "superseded_by": superseded_by,
+            "status_changed_at": now,
+            "status_run_id": run_id,
+            "status_evidence_quote": evidence_quote,
+            "status_source_message_ids": tuple(source_message_ids),
+            "updated_at": now,
+        }
+    )
+
+
+class InMemoryMemoryStore:
+    """The reference implementation (unit tests, the evaluation harness)."""
+
+    def __init__(self) -> None:
+        self._memories: dict[tuple[str, str, str], Memory] = {}
+        self._cursors: dict[tuple[str, str], int] = {}
+
+    async def list_memories(self, tenant_id: str, user_id: str, *, include_inactive: bool = False) -> list[Memory]:
+        mine = [
+            m
+            for (t, u, _), m in self._memories.items()
+            if t == tenant_id and u == user_id and (include_inactive or m.is_active)
+        ]
+        return sorted(mine, key=lambda m: (m.created_at, m.id), reverse=True)
+
+    async def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
+        return self._memories.get((tenant_id, user_id, memory_id))
+
+    async def put(self, memory: Memory) -> None:
+        self._memories[(memory.tenant_id, memory.user_id, memory.id)] = memory
+
+    async def deactivate(
+        self,
+        tenant_id: str,
+        user_id: str,
+        memory_id: str,
+        *,
+        status: MemoryStatus,
+        reason: str,
+        run_id: str,
+        evidence_quote: str,
+        source_message_ids: Sequence[str],
+        superseded_by: str | None = None,
+    ) -> Memory | None:
+        current = self._memories.get((tenant_id, user_id, memory_id))
+        if current is None or not current.is_active:
+            return None
+        updated = deactivated(
+            current,
+            status=status,
+            reason=reason,
+            run_id=run_id,
+            evidence_quote=evidence_quote,
+            source_message_ids=source_message_ids,
+            superseded_by=superseded_by,
+            now=utc_now(),
+        )
+        self._memories[(tenant_id, user_id, memory_id)] = updated
+        return updated
+
+    async def delete(self, tenant_id: str, user_id: str, memory_id: str) -> bool:
+        return self._memories.pop((tenant_id, user_id, memory_id), None) is not None
+
+    async def get_cursor(self, tenant_id: str, thread_id: str) -> int:
+        return self._cursors.get((tenant_id, thread_id), 0)
+
+    async def advance_cursor(self, tenant_id: str, thread_id: str, seq: int) -> None:
+        key = (tenant_id, thread_id)
+        self._cursors[key] = max(self._cursors.get(key, 0), seq)
+
+
+def memory_store_for(services: Services) -> MemoryStore:
+    """The memory store of a process: ``overrides["memory_store"]`` in tests, else DynamoDB (same table)."""
+    override = services.overrides.get("memory_store")
+    if override is not None:
+        store: MemoryStore = override
+        return store
+    from shared.adapters.aws.clients import client_factory
+    from shared.adapters.aws.memory_store import DynamoDBMemoryStore
+
+    settings = services.settings
+    return DynamoDBMemoryStore(
+        settings.table_name,
+        client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+    )

@@ -1,0 +1,144 @@
+"""The trigger path's first hop: after a worker run, publish ``agent.run.completed`` to the event bus.
+
+A rule on the bus sends the event to the memory queue (``template.yaml``: ``RunCompletedRule`` ->
+``MemoryQueue``), which ``functions/memory_extract`` consumes. Publishing must never break the user's run:
+``put_events`` reports failures per entry (``FailedEntryCount``) without raising, so each result is checked;
+failed entries (and calls that raise) are retried with exponential backoff, :data:`ATTEMPTS` times in all,
+logged, and then given up. A lost event is not a lost memory: the per-thread cursor means the next run's event
+covers the same messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shared.executors.context import RunContext
+from shared.executors.worker import ExecutionResult
+from shared.models import ExecutorKind, RunStatus
+
+logger = logging.getLogger(__name__)
+
+EVENT_SOURCE = "agent-backend"
+RUN_COMPLETED = "agent.run.completed"
+ATTEMPTS = 3
+BASE_DELAY_S = 0.2
+
+
+@dataclass(frozen=True)
+class BusEvent:
+    source: str
+    detail_type: str
+    detail: dict[str, Any]
+
+    def detail_json(self) -> str:
+        return json.dumps(self.detail, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class PublishFailure:
+    """One entry the bus did not accept (``index`` into the events passed to :meth:`EventPublisher.publish`)."""
+
+    index: int
+    code: str
+    message: str
+
+
+class EventPublisher(Protocol):
+    async def publish(self, events: Sequence[BusEvent]) -> list[PublishFailure]:
+        """Put the events on the bus in one call; returns the entries that failed (empty: all accepted)."""
+        ...
+
+
+def run_completed_event(
+    *, tenant_id: str, user_id: str, thread_id: str, run_id: str, executor: str, status: str
+) -> BusEvent:
+    return BusEvent(
+        source=EVENT_SOURCE,
+        detail_type=RUN_COMPLETED,
+        detail={
+            "tenantId": tenant_id,
+            "userId": user_id,
+            "threadId": thread_id,
+            "runId": run_id,
+            "executor": executor,
+            "status": status,
+        },
+    )
+
+
+class RunCompletedPublisher:
+    """Publishes run-completed events with per-entry retries; :meth:`publish` never raises."""
+
+    def __init__(
+        self,
+        publisher: EventPublisher,
+        *,
+        attempts: int = ATTEMPTS,
+        base_delay_s: float = BASE_DELAY_S,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1")
+        self._publisher = publisher
+        self._attempts = attempts
+        self._base_delay_s = base_delay_s
+        self._sleep = sleep
+
+    async def publish(self, events: Sequence[BusEvent]) -> bool:
+        """True when every event was accepted; False (logged) when some were still failing after the retries."""
+        pending = list(events)
+        for attempt in range(1, self._attempts + 1):
+            try:
+                failures = await self._publisher.publish(pending)
+            except Exception as exc:
+                failures = [PublishFailure(i, type(exc).__name__, str(exc)[:300]) for i in range(len(pending))]
+            if not failures:
+                return True
+            failed_indexes = {f.index for f in failures}
+            pending = [event for i, event in enumerate(pending) if i in failed_indexes]
+            final = attempt == self._attempts
+            logger.log(
+                logging.ERROR if final else logging.WARNING,
+                "event publish failed" + ("; giving up" if final else "; retrying"),
+                extra={
+                    "attempt": attempt,
+                    "failed_entries": len(failures),
+                    "error_codes": sorted({f.code for f in failures}),
+                    "detail_types": sorted({e.detail_type for e in pending}),
+                    "run_ids": [e.detail.get("runId") for e in pending],
+                },
+            )
+            if not final:
+                await self._sleep(self._base_delay_s * 2 ** (attempt - 1))
+        return False
+
+    async def run_completed(self, ctx: RunContext, status: RunStatus) -> bool:
+        """Publish ``agent.run.completed`` for a finished worker run (memory runs never trigger memory runs)."""
+        if ctx.meta.executor is not ExecutorKind.WORKER:
+            return False
+        event = run_completed_event(
+            tenant_id=ctx.identity.tenant_id,
+            user_id=ctx.identity.user_id,
+            thread_id=ctx.thread_id,
+            run_id=ctx.run_id,
+            executor=ctx.meta.executor.value,
+            status=status.value,
+        )
+        try:
+            return await self.publish([event])
+        except Exception:  # pragma: no cover - publish() already contains every failure
+            logger.exception("event publish failed unexpectedly", extra={"run_id": ctx.run_id})
+            return False
+
+    def hook(self) -> Callable[[RunContext, RunStatus, ExecutionResult], Awaitable[None]]:
+        """A ``RunService(on_run_finished=...)`` hook publishing for every finished worker run."""
+
+        async def on_run_finished(ctx: RunContext, status: RunStatus, _result: ExecutionResult) -> None:
+            await self.run_completed(ctx, status)
+
+        return on_run_finished

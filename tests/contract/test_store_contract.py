@@ -1,0 +1,597 @@
+"""Contract of the message/run store: the same cases against the in-memory fake and DynamoDB (moto).
+
+Covers ``ConversationStore``, ``RunLedger``, ``AuditLog`` and the run service's claim/release/cancel. A case the
+DynamoDB adapter does not meet yet is marked ``xfail(strict=True)`` for that backend only, with the reason, so the
+fake keeps the intended behaviour and the mark fails loudly once the adapter is fixed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any, cast
+
+import pytest
+
+from shared.adapters.aws import dynamo_codec
+from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.in_memory_store import InMemoryStore
+from shared.errors import InvalidRequest, NotFound
+from shared.models import (
+    AuditRecord,
+    ExecutionMeta,
+    ExecutorKind,
+    Identity,
+    Message,
+    Origin,
+    Role,
+    Run,
+    RunStatus,
+    ToolCall,
+    Usage,
+    utc_now,
+)
+from tests.conftest import TABLE
+from tests.support.moto_lock import OneRequestAtATime
+
+Store = InMemoryStore | DynamoDBStore
+
+ALICE = Identity(tenant_id="tenant-a", user_id="alice")
+BOB = Identity(tenant_id="tenant-a", user_id="bob")
+# The same user id in another tenant: tenancy, not the user id, must keep data apart.
+ALICE_ELSEWHERE = Identity(tenant_id="tenant-b", user_id="alice")
+
+
+@pytest.fixture(params=["memory", "dynamodb"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return cast(str, request.param)
+
+
+@pytest.fixture
+def store(backend: str, request: pytest.FixtureRequest) -> Store:
+    if backend == "memory":
+        return InMemoryStore()
+    client = OneRequestAtATime(request.getfixturevalue("aws"))
+    return DynamoDBStore(TABLE, lambda: cast(Any, client))
+
+
+def msg(mid: str, thread_id: str = "t1", content: str | None = None, role: Role = Role.USER) -> Message:
+    return Message(id=mid, thread_id=thread_id, role=role, content=content if content is not None else f"text {mid}")
+
+
+def a_run(run_id: str, thread_id: str = "t1", identity: Identity = ALICE, digest: str = "d1") -> Run:
+    return Run(
+        run_id=run_id, thread_id=thread_id, tenant_id=identity.tenant_id, user_id=identity.user_id, body_digest=digest
+    )
+
+
+async def all_thread_ids(store: Store, identity: Identity, page: int) -> tuple[list[str], list[int]]:
+    """Walk every page of ``list_threads``; returns the ids in order and the size of each page."""
+    ids: list[str] = []
+    sizes: list[int] = []
+    cursor: str | None = None
+    for _ in range(20):
+        threads, cursor = await store.list_threads(identity, limit=page, cursor=cursor)
+        ids.extend(t.thread_id for t in threads)
+        sizes.append(len(threads))
+        if cursor is None:
+            return ids, sizes
+    raise AssertionError("list_threads never ran out of pages")
+
+
+# ---- threads -----------------------------------------------------------------------------------------------
+
+
+async def test_thread_is_created_on_first_open_and_owned_by_the_caller(store: Store) -> None:
+    # GIVEN no thread  WHEN alice opens one
+    opened = await store.open_thread(ALICE, "t1")
+    # THEN it is hers, empty and idle, and get_thread finds the same thread
+    assert (opened.tenant_id, opened.thread_id, opened.owner_user_id) == ("tenant-a", "t1", "alice")
+    assert (opened.last_seq, opened.active_run_id) == (0, None)
+    fetched = await store.get_thread(ALICE, "t1")
+    assert (fetched.thread_id, fetched.owner_user_id, fetched.created_at) == ("t1", "alice", opened.created_at)
+
+
+async def test_opening_an_existing_thread_returns_it_unchanged(store: Store) -> None:
+    # GIVEN alice's thread with a message
+    first = await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg("m1")])
+    # WHEN she opens it again
+    again = await store.open_thread(ALICE, "t1")
+    # THEN it is the same thread, not a fresh one
+    assert (again.created_at, again.last_seq) == (first.created_at, 1)
+
+
+async def test_another_user_opening_or_getting_the_thread_gets_not_found(store: Store) -> None:
+    # GIVEN alice's thread
+    await store.open_thread(ALICE, "t1")
+    # WHEN bob (same tenant) opens or gets it  THEN NotFound, never the thread
+    with pytest.raises(NotFound):
+        await store.open_thread(BOB, "t1")
+    with pytest.raises(NotFound):
+        await store.get_thread(BOB, "t1")
+    # AND alice still owns it
+    assert (await store.get_thread(ALICE, "t1")).owner_user_id == "alice"
+
+
+async def test_another_tenant_getting_the_thread_gets_not_found(store: Store) -> None:
+    # GIVEN alice's thread in tenant-a
+    await store.open_thread(ALICE, "t1")
+    # WHEN the same user id in tenant-b gets it  THEN NotFound
+    with pytest.raises(NotFound):
+        await store.get_thread(ALICE_ELSEWHERE, "t1")
+
+
+async def test_the_same_thread_id_in_another_tenant_is_a_separate_empty_thread(store: Store) -> None:
+    # GIVEN alice's thread t1 in tenant-a with a message
+    await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg("m1", content="tenant-a secret")])
+    # WHEN tenant-b opens a thread with the same id
+    other = await store.open_thread(ALICE_ELSEWHERE, "t1")
+    # THEN it is tenant-b's own empty thread, and nothing of tenant-a's is readable through it
+    assert (other.tenant_id, other.last_seq) == ("tenant-b", 0)
+    assert await store.read_back("tenant-b", "t1", before_seq=None, limit=10) == []
+    assert await store.known_message_ids("tenant-b", "t1", ["m1"]) == set()
+    assert [m.content for m in await store.read_back("tenant-a", "t1", before_seq=None, limit=10)] == [
+        "tenant-a secret"
+    ]
+
+
+async def test_list_threads_shows_only_the_callers_threads(store: Store) -> None:
+    # GIVEN threads of alice, of bob and of alice's namesake in another tenant
+    for thread_id in ("a1", "a2"):
+        await store.open_thread(ALICE, thread_id)
+    await store.open_thread(BOB, "b1")
+    await store.open_thread(ALICE_ELSEWHERE, "x1")
+    # WHEN alice lists her threads
+    ids, _ = await all_thread_ids(store, ALICE, page=10)
+    # THEN she sees exactly hers
+    assert sorted(ids) == ["a1", "a2"]
+
+
+async def test_list_threads_paginates_newest_updated_first_with_a_cursor(store: Store) -> None:
+    # GIVEN five threads opened in order, then a message appended to the second one
+    for n in range(1, 6):
+        await store.open_thread(ALICE, f"t{n}")
+    await asyncio.sleep(0.002)  # the append must land on a later timestamp than the last open
+    await store.append_messages(ALICE, "t2", [msg("m1", thread_id="t2")])
+    # WHEN alice walks the listing two at a time
+    ids, sizes = await all_thread_ids(store, ALICE, page=2)
+    # THEN the pages are full, and together list every thread once, most recently updated first
+    assert ids == ["t2", "t5", "t4", "t3", "t1"]
+    assert sizes[:3] == [2, 2, 1]
+
+
+async def test_list_threads_rejects_a_cursor_from_another_user(store: Store) -> None:
+    # GIVEN a cursor from alice's listing
+    for n in range(3):
+        await store.open_thread(ALICE, f"t{n}")
+    _, cursor = await store.list_threads(ALICE, limit=1, cursor=None)
+    assert cursor is not None
+    # WHEN bob, or alice's namesake in another tenant, uses it  THEN InvalidRequest (invalid_cursor)
+    for intruder in (BOB, ALICE_ELSEWHERE):
+        with pytest.raises(InvalidRequest) as excinfo:
+            await store.list_threads(intruder, limit=1, cursor=cursor)
+        assert excinfo.value.code == "invalid_cursor"
+
+
+async def test_list_threads_rejects_a_malformed_cursor(store: Store) -> None:
+    # GIVEN garbage where a cursor belongs  WHEN listing  THEN InvalidRequest (invalid_cursor)
+    for garbage in ("%%%", "bm90IGpzb24=", "WzEsIDJd"):  # not base64 / not JSON / JSON but not an object
+        with pytest.raises(InvalidRequest) as excinfo:
+            await store.list_threads(ALICE, limit=1, cursor=garbage)
+        assert excinfo.value.code == "invalid_cursor"
+
+
+async def test_listing_follows_updated_at_after_a_run_releases_a_thread(store: Store) -> None:
+    # GIVEN t1 then t2 opened
+    await store.open_thread(ALICE, "t1")
+    await store.open_thread(ALICE, "t2")
+    await asyncio.sleep(0.002)
+    # WHEN a run on t1 claims and then releases it (which moves t1's updated_at past t2's)
+    assert await store.claim_thread(ALICE, "t1", "r1", stale_before=utc_now() - timedelta(minutes=15))
+    await store.release_thread("tenant-a", "t1", "r1")
+    # THEN the listing is still ordered by the updated_at it shows
+    threads, _ = await store.list_threads(ALICE, limit=10, cursor=None)
+    assert [t.thread_id for t in threads] == ["t1", "t2"]
+    assert threads[0].updated_at >= threads[1].updated_at
+
+
+# ---- messages ----------------------------------------------------------------------------------------------
+
+
+async def test_append_assigns_consecutive_seq(store: Store) -> None:
+    # GIVEN an empty thread
+    await store.open_thread(ALICE, "t1")
+    # WHEN two batches are appended
+    first = await store.append_messages(ALICE, "t1", [msg("m1"), msg("m2")])
+    second = await store.append_messages(ALICE, "t1", [msg("m3")])
+    # THEN seqs run 1, 2, 3 in append order, and the thread's counter follows
+    assert [(m.id, m.seq) for m in first + second] == [("m1", 1), ("m2", 2), ("m3", 3)]
+    assert (await store.get_thread(ALICE, "t1")).last_seq == 3
+    stored = await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)
+    assert [(m.id, m.seq) for m in stored] == [("m1", 1), ("m2", 2), ("m3", 3)]
+
+
+async def test_reappending_the_same_ids_stores_nothing(store: Store) -> None:
+    # GIVEN two stored messages
+    await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg("m1"), msg("m2")])
+    # WHEN the same ids are appended again (a client retry)
+    again = await store.append_messages(ALICE, "t1", [msg("m1", content="retry"), msg("m2", content="retry")])
+    # THEN nothing new is stored and nothing is returned
+    assert again == []
+    stored = await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)
+    assert [(m.id, m.content) for m in stored] == [("m1", "text m1"), ("m2", "text m2")]
+    assert (await store.get_thread(ALICE, "t1")).last_seq == 2
+
+
+async def test_a_batch_mixing_known_and_new_ids_stores_only_the_new_in_order(store: Store) -> None:
+    # GIVEN m1 and m2 stored
+    await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg("m1"), msg("m2")])
+    # WHEN a batch interleaves them with new ids
+    stored_now = await store.append_messages(ALICE, "t1", [msg("m1"), msg("m3"), msg("m2"), msg("m4")])
+    # THEN only m3 and m4 are stored, in batch order, right after the existing messages
+    assert [(m.id, m.seq) for m in stored_now] == [("m3", 3), ("m4", 4)]
+    stored = await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)
+    assert [m.id for m in stored] == ["m1", "m2", "m3", "m4"]
+
+
+async def test_known_message_ids_reports_only_ids_stored_in_that_thread(store: Store) -> None:
+    # GIVEN m1 stored in alice's t1
+    await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg("m1")])
+    # WHEN asking about m1 and an unknown id, in that thread and elsewhere
+    # THEN only m1 in t1 is known
+    assert await store.known_message_ids("tenant-a", "t1", ["m1", "nope", "m1"]) == {"m1"}
+    assert await store.known_message_ids("tenant-a", "t2", ["m1"]) == set()
+    assert await store.known_message_ids("tenant-b", "t1", ["m1"]) == set()
+
+
+async def test_appending_to_someone_elses_thread_is_not_found(store: Store) -> None:
+    # GIVEN alice's thread  WHEN bob appends to it  THEN NotFound and nothing is stored
+    await store.open_thread(ALICE, "t1")
+    with pytest.raises(NotFound):
+        await store.append_messages(BOB, "t1", [msg("m1")])
+    assert await store.read_back("tenant-a", "t1", before_seq=None, limit=10) == []
+
+
+async def test_appending_a_message_that_names_another_thread_is_refused(store: Store) -> None:
+    # GIVEN bob's thread with one message, and alice's own thread
+    await store.open_thread(BOB, "bobs")
+    await store.append_messages(BOB, "bobs", [msg("b1", thread_id="bobs", content="bob's words")])
+    await store.open_thread(ALICE, "t1")
+    # WHEN alice appends to her thread a message that names bob's thread
+    with pytest.raises(InvalidRequest):
+        await store.append_messages(ALICE, "t1", [msg("a1", thread_id="bobs", content="alice's words")])
+    # THEN bob's thread is untouched
+    assert [m.content for m in await store.read_back("tenant-a", "bobs", before_seq=None, limit=10)] == ["bob's words"]
+
+
+async def test_concurrent_appends_never_lose_or_duplicate_a_message(store: Store) -> None:
+    # GIVEN one thread and two writers: one appending single messages, one appending pairs
+    await store.open_thread(ALICE, "t1")
+    singles = [msg(f"s{n}") for n in range(6)]
+    pairs = [[msg(f"p{n}a"), msg(f"p{n}b")] for n in range(3)]
+
+    async def write_singles() -> None:
+        for m in singles:
+            await store.append_messages(ALICE, "t1", [m])
+
+    async def write_pairs() -> None:
+        for pair in pairs:
+            await store.append_messages(ALICE, "t1", pair)
+
+    # WHEN both write at the same time
+    await asyncio.gather(write_singles(), write_pairs())
+    # THEN every message is stored exactly once, seqs are 1..12 without gaps, and each writer's order holds
+    stored = await store.read_forward("tenant-a", "t1", after_seq=0, limit=100)
+    ids = [m.id for m in stored]
+    assert sorted(ids) == sorted([m.id for m in singles] + [m.id for pair in pairs for m in pair])
+    assert [m.seq for m in stored] == list(range(1, 13))
+    assert [i for i in ids if i.startswith("s")] == [m.id for m in singles]
+    assert [i for i in ids if i.startswith("p")] == [m.id for pair in pairs for m in pair]
+    assert (await store.get_thread(ALICE, "t1")).last_seq == 12
+
+
+async def test_sustained_concurrent_appends_do_not_give_up(store: Store) -> None:
+    # GIVEN two writers, each appending twenty messages one by one to the same thread
+    await store.open_thread(ALICE, "t1")
+
+    async def writer(prefix: str) -> None:
+        for n in range(20):
+            await store.append_messages(ALICE, "t1", [msg(f"{prefix}{n}")])
+
+    # WHEN they write at the same time
+    await asyncio.gather(writer("x"), writer("y"))
+    # THEN all forty are stored with gapless seqs
+    stored = await store.read_forward("tenant-a", "t1", after_seq=0, limit=100)
+    assert [m.seq for m in stored] == list(range(1, 41))
+    assert len({m.id for m in stored}) == 40
+
+
+async def test_read_back_pages_newest_first_with_before_seq(store: Store) -> None:
+    # GIVEN five messages
+    await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg(f"m{n}") for n in range(1, 6)])
+    # WHEN paging back two at a time  THEN newest first, each page strictly before the given seq
+    assert [m.seq for m in await store.read_back("tenant-a", "t1", before_seq=None, limit=2)] == [5, 4]
+    assert [m.seq for m in await store.read_back("tenant-a", "t1", before_seq=4, limit=2)] == [3, 2]
+    assert [m.seq for m in await store.read_back("tenant-a", "t1", before_seq=2, limit=2)] == [1]
+    assert await store.read_back("tenant-a", "t1", before_seq=1, limit=2) == []
+
+
+async def test_read_forward_pages_oldest_first_with_after_seq(store: Store) -> None:
+    # GIVEN five messages
+    await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg(f"m{n}") for n in range(1, 6)])
+    # WHEN paging forward two at a time  THEN oldest first, each page strictly after the given seq
+    assert [m.seq for m in await store.read_forward("tenant-a", "t1", after_seq=0, limit=2)] == [1, 2]
+    assert [m.seq for m in await store.read_forward("tenant-a", "t1", after_seq=2, limit=2)] == [3, 4]
+    assert [m.seq for m in await store.read_forward("tenant-a", "t1", after_seq=4, limit=2)] == [5]
+    assert await store.read_forward("tenant-a", "t1", after_seq=5, limit=2) == []
+
+
+async def test_reading_a_page_of_history_is_one_store_request(store: Store) -> None:
+    # GIVEN a thread with messages
+    await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg(f"m{n}") for n in range(1, 6)])
+    # WHEN one page is read back, then one forward
+    before = store.request_count
+    await store.read_back("tenant-a", "t1", before_seq=4, limit=2)
+    after_back = store.request_count
+    await store.read_forward("tenant-a", "t1", after_seq=1, limit=2)
+    # THEN each cost exactly one store request
+    assert (after_back - before, store.request_count - after_back) == (1, 1)
+
+
+async def test_messages_round_trip_with_every_field(store: Store) -> None:
+    # GIVEN an assistant message with tool calls, metadata, flags and unicode
+    await store.open_thread(ALICE, "t1")
+    original = Message(
+        id="m1",
+        thread_id="t1",
+        role=Role.ASSISTANT,
+        content="héllo 😀 世界",
+        tool_calls=(ToolCall(id="c1", name="get_current_time", arguments='{"tz":"Europe/Berlin"}'),),
+        run_id="r1",
+        meta=ExecutionMeta(
+            origin=Origin.AUTOMATION, executor=ExecutorKind.MEMORY, execution_profile_name="p", hidden_from_user=True
+        ),
+        flags={"partial": True},
+    )
+    tool_result = Message(id="m2", thread_id="t1", role=Role.TOOL, content="{}", tool_call_id="c1", run_id="r1")
+    # WHEN stored and read back
+    stored = await store.append_messages(ALICE, "t1", [original, tool_result])
+    read = await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)
+    # THEN every field survives, with the seq the store assigned
+    assert read == [original.model_copy(update={"seq": 1}), tool_result.model_copy(update={"seq": 2})]
+    assert read == stored
+
+
+async def test_large_content_is_capped_and_flagged(store: Store) -> None:
+    # GIVEN one message just at the cap and one far above it
+    cap = dynamo_codec.MAX_CONTENT_CHARS
+    await store.open_thread(ALICE, "t1")
+    at_cap = msg("fits", content="a" * cap)
+    huge = msg("huge", role=Role.TOOL, content="b" * (cap + 50_000))
+    # WHEN both are stored
+    await store.append_messages(ALICE, "t1", [at_cap, huge])
+    fits, capped = await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)
+    # THEN the first is untouched, the second cut to the cap and flagged with its original length
+    assert (len(fits.content), fits.flags) == (cap, {})
+    assert capped.content == "b" * cap
+    assert capped.flags == {"truncated_from_chars": cap + 50_000}
+
+
+# ---- runs --------------------------------------------------------------------------------------------------
+
+
+async def test_create_run_is_idempotent(store: Store) -> None:
+    # GIVEN a created run
+    run, created = await store.create_run(a_run("r1", digest="first"))
+    assert (run.run_id, created) == ("r1", True)
+    # WHEN the same run id is created again with another body
+    again, created_again = await store.create_run(a_run("r1", digest="second"))
+    # THEN the existing run comes back, unchanged, and nothing new was created
+    assert created_again is False
+    assert (again.run_id, again.body_digest) == ("r1", "first")
+    stored = await store.get_run("tenant-a", "r1")
+    assert stored is not None
+    assert stored.body_digest == "first"
+
+
+async def test_get_run_is_scoped_to_the_tenant(store: Store) -> None:
+    # GIVEN a run in tenant-a  WHEN tenant-b asks for the same run id  THEN there is none
+    await store.create_run(a_run("r1"))
+    assert await store.get_run("tenant-b", "r1") is None
+    assert await store.get_run("tenant-a", "missing") is None
+
+
+async def test_finish_run_records_status_usage_and_last_stream_id(store: Store) -> None:
+    # GIVEN a running run
+    await store.create_run(a_run("r1"))
+    usage = [Usage(model="qwen-plus", input_tokens=120, output_tokens=30, reasoning_tokens=5, estimated=True)]
+    # WHEN it finishes
+    await store.finish_run("tenant-a", "r1", status="succeeded", usage=usage, last_stream_id="1700000000000-3")
+    # THEN the run reads back terminal, with its usage and where its stream ended
+    run = await store.get_run("tenant-a", "r1")
+    assert run is not None
+    assert (run.status, run.usage, run.last_stream_id, run.error_code) == (
+        RunStatus.SUCCEEDED,
+        usage,
+        "1700000000000-3",
+        None,
+    )
+
+
+async def test_finish_run_records_the_error_code_of_a_failed_run(store: Store) -> None:
+    # GIVEN a running run  WHEN it fails with an error code
+    await store.create_run(a_run("r1"))
+    await store.finish_run("tenant-a", "r1", status="failed", usage=[], last_stream_id=None, error_code="model_error")
+    # THEN status and code are recorded
+    run = await store.get_run("tenant-a", "r1")
+    assert run is not None
+    assert (run.status, run.error_code, run.last_stream_id) == (RunStatus.FAILED, "model_error", None)
+
+
+async def test_heartbeat_moves_heartbeat_at_and_keeps_the_last_stream_id(store: Store) -> None:
+    # GIVEN a run created a moment ago
+    created, _ = await store.create_run(a_run("r1"))
+    await asyncio.sleep(0.002)
+    # WHEN it beats with a stream id, then without one
+    await store.heartbeat("tenant-a", "r1", last_stream_id="1-1")
+    await store.heartbeat("tenant-a", "r1", last_stream_id=None)
+    # THEN heartbeat_at moved on and the last known stream id is kept
+    run = await store.get_run("tenant-a", "r1")
+    assert run is not None
+    assert run.heartbeat_at > created.heartbeat_at
+    assert run.last_stream_id == "1-1"
+
+
+async def test_request_cancel_sets_cancel_requested(store: Store) -> None:
+    # GIVEN a running run that nobody asked to stop
+    await store.create_run(a_run("r1"))
+    before = await store.get_run("tenant-a", "r1")
+    assert before is not None
+    assert before.cancel_requested is False
+    # WHEN a cancel is requested
+    await store.request_cancel("tenant-a", "r1")
+    # THEN the flag is set and the run is still running (the executor ends it)
+    after = await store.get_run("tenant-a", "r1")
+    assert after is not None
+    assert (after.cancel_requested, after.status) == (True, RunStatus.RUNNING)
+
+
+async def test_list_runs_for_thread_lists_that_threads_runs_oldest_first(store: Store) -> None:
+    # GIVEN two runs on t1 whose ids sort against their creation order, one on t2, and one on t1 of another tenant
+    older = a_run("run-b")
+    newer = a_run("run-a").model_copy(update={"created_at": older.created_at + timedelta(seconds=1)})
+    for run in (newer, older, a_run("r3", thread_id="t2"), a_run("r4", identity=ALICE_ELSEWHERE)):
+        await store.create_run(run)
+    # WHEN listing t1's runs  THEN only those two, oldest first, and the limit holds
+    assert [r.run_id for r in await store.list_runs_for_thread("tenant-a", "t1", limit=10)] == ["run-b", "run-a"]
+    assert [r.run_id for r in await store.list_runs_for_thread("tenant-a", "t1", limit=1)] == ["run-b"]
+
+
+async def test_finishing_an_unknown_run_is_not_found_and_creates_nothing(store: Store) -> None:
+    # GIVEN no run r404  WHEN it is finished  THEN NotFound, and still no run
+    with pytest.raises(NotFound):
+        await store.finish_run("tenant-a", "r404", status="succeeded", usage=[], last_stream_id="1-0")
+    assert await store.get_run("tenant-a", "r404") is None
+
+
+async def test_a_heartbeat_for_an_unknown_run_is_not_found_and_creates_nothing(store: Store) -> None:
+    # GIVEN no run r404  WHEN it beats  THEN NotFound, and still no run
+    with pytest.raises(NotFound):
+        await store.heartbeat("tenant-a", "r404", last_stream_id="1-0")
+    assert await store.get_run("tenant-a", "r404") is None
+
+
+async def test_cancelling_an_unknown_run_is_not_found(store: Store) -> None:
+    # GIVEN no run r404 in tenant-a (but one in tenant-b)
+    await store.create_run(a_run("r404", identity=ALICE_ELSEWHERE))
+    # WHEN tenant-a asks to cancel it  THEN NotFound, and tenant-b's run is not touched
+    with pytest.raises(NotFound):
+        await store.request_cancel("tenant-a", "r404")
+    elsewhere = await store.get_run("tenant-b", "r404")
+    assert elsewhere is not None
+    assert elsewhere.cancel_requested is False
+
+
+# ---- claims ------------------------------------------------------------------------------------------------
+
+
+def fifteen_minutes_ago() -> Any:
+    return utc_now() - timedelta(minutes=15)
+
+
+async def test_claim_refuses_a_second_live_run(store: Store) -> None:
+    # GIVEN r1 holds the thread
+    await store.open_thread(ALICE, "t1")
+    assert await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago()) is True
+    # WHEN r2 tries to claim it  THEN refused, and r1 still holds it
+    assert await store.claim_thread(ALICE, "t1", "r2", stale_before=fifteen_minutes_ago()) is False
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r1"
+
+
+async def test_claim_allows_the_same_run_again(store: Store) -> None:
+    # GIVEN r1 holds the thread  WHEN r1 claims again (a retried admission)  THEN allowed
+    await store.open_thread(ALICE, "t1")
+    await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    assert await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago()) is True
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r1"
+
+
+async def test_claim_allows_another_run_after_release(store: Store) -> None:
+    # GIVEN r1 held the thread and released it
+    await store.open_thread(ALICE, "t1")
+    await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    await store.release_thread("tenant-a", "t1", "r1")
+    assert (await store.get_thread(ALICE, "t1")).active_run_id is None
+    # WHEN r2 claims it  THEN allowed
+    assert await store.claim_thread(ALICE, "t1", "r2", stale_before=fifteen_minutes_ago()) is True
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r2"
+
+
+async def test_release_by_a_run_that_does_not_hold_the_thread_changes_nothing(store: Store) -> None:
+    # GIVEN r1 holds the thread  WHEN r2 releases it  THEN r1 still holds it
+    await store.open_thread(ALICE, "t1")
+    await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    await store.release_thread("tenant-a", "t1", "r2")
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r1"
+    assert await store.claim_thread(ALICE, "t1", "r2", stale_before=fifteen_minutes_ago()) is False
+
+
+async def test_claim_allows_another_run_when_the_holder_is_stale(store: Store) -> None:
+    # GIVEN r1 claimed the thread a moment ago
+    await store.open_thread(ALICE, "t1")
+    await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    await asyncio.sleep(0.002)
+    # WHEN r2 claims it, counting every claim older than now as stale  THEN allowed
+    assert await store.claim_thread(ALICE, "t1", "r2", stale_before=utc_now()) is True
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r2"
+
+
+async def test_claim_of_someone_elses_thread_is_refused(store: Store) -> None:
+    # GIVEN alice's idle thread  WHEN bob's run claims it  THEN refused and the thread stays idle
+    await store.open_thread(ALICE, "t1")
+    assert await store.claim_thread(BOB, "t1", "r1", stale_before=fifteen_minutes_ago()) is False
+    assert (await store.get_thread(ALICE, "t1")).active_run_id is None
+
+
+# ---- audit -------------------------------------------------------------------------------------------------
+
+
+def audit(kind: str, thread_id: str = "t1", tenant_id: str = "tenant-a", seconds: int = 0) -> AuditRecord:
+    return AuditRecord(
+        kind=kind,
+        tenant_id=tenant_id,
+        thread_id=thread_id,
+        run_id="r1",
+        user_id="alice",
+        at=utc_now().replace(microsecond=0) + timedelta(seconds=seconds),
+        details={"tool": "get_current_time", "layer": "profile", "note": "ünïcode"},
+    )
+
+
+async def test_audit_records_round_trip_per_thread_oldest_first(store: Store) -> None:
+    # GIVEN two records on t1 (written newest first) and one on t2
+    later, earlier, other = audit("tool_denied", seconds=1), audit("tool_allowed"), audit("x", thread_id="t2")
+    for record in (later, earlier, other):
+        await store.record(record)
+    # WHEN listing t1's audit trail  THEN exactly its two records, equal to what was written, oldest first
+    assert await store.list_for_thread("tenant-a", "t1", limit=10) == [earlier, later]
+    assert await store.list_for_thread("tenant-a", "t1", limit=1) == [earlier]
+    assert await store.list_for_thread("tenant-a", "t2", limit=10) == [other]
+
+
+async def test_audit_records_never_leak_across_tenants(store: Store) -> None:
+    # GIVEN audit records on thread t1 in tenant-a and in tenant-b
+    mine, theirs = audit("mine"), audit("theirs", tenant_id="tenant-b")
+    await store.record(mine)
+    await store.record(theirs)
+    # WHEN each tenant lists t1  THEN each sees only its own
+    assert await store.list_for_thread("tenant-a", "t1", limit=10) == [mine]
+    assert await store.list_for_thread("tenant-b", "t1", limit=10) == [theirs]

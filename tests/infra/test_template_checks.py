@@ -1,0 +1,109 @@
+"""The template checks on small hand-written CloudFormation fragments (no SAM tools needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from . import template_checks as checks
+
+
+def _role(statement: dict[str, Any], managed: list[str] | None = None) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "Policies": [{"PolicyName": "data", "PolicyDocument": {"Statement": [statement]}}],
+        "ManagedPolicyArns": managed or [],
+    }
+    return {"Resources": {"Role": {"Type": "AWS::IAM::Role", "Properties": properties}}}
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ("cron(0 6 * * ? *)", None),
+        ("cron(0/15 * ? * MON-FRI *)", None),
+        ("rate(1 day)", None),
+        ("rate(5 minutes)", None),
+        ("cron(0 6 * * *)", "cron(...) needs 6 fields"),
+        ("cron(0 6 * * * *)", "cron(...) needs '?' in exactly one"),
+        ("rate(1 days)", "rate(...) unit must be singular"),
+        ("rate(five minutes)", "rate(...) must be"),
+    ],
+)
+def test_schedule_expression_problem(expression: str, problem: str | None) -> None:
+    found = checks.schedule_expression_problem(expression)
+    if problem is None:
+        assert found is None
+    else:
+        assert found is not None
+        assert found.startswith(problem)
+
+
+def test_schedule_expressions_are_found_inside_intrinsics() -> None:
+    template = {"Resources": {"S": {"Properties": {"ScheduleExpression": {"Fn::Sub": "cron(0 ${H} * * ? *)"}}}}}
+    assert checks.schedule_expressions(template) == ["cron(0 ${H} * * ? *)"]
+
+
+def test_index_arns_of_a_named_table_are_allowed() -> None:
+    statement = {
+        "Effect": "Allow",
+        "Action": ["dynamodb:Query"],
+        "Resource": [{"Fn::GetAtt": ["Table", "Arn"]}, {"Fn::Sub": "${Table.Arn}/index/*"}],
+    }
+    assert checks.check_no_wildcard_data_permissions(_role(statement)) == []
+
+
+@pytest.mark.parametrize(
+    ("statement", "violation"),
+    [
+        ({"Action": "sqs:SendMessage", "Resource": "*"}, "wildcard resource '*'"),
+        (
+            {"Action": "dynamodb:Query", "Resource": {"Fn::Sub": "arn:aws:dynamodb:*:*:table/*"}},
+            "wildcard resource",
+        ),
+        ({"Action": "secretsmanager:Get*", "Resource": "arn:aws:secretsmanager:r:1:secret:x"}, "wildcard data"),
+        ({"Action": "*", "Resource": "arn:aws:s3:::bucket"}, "wildcard action '*'"),
+        ({"NotAction": "iam:*", "Resource": "*"}, "Allow with NotAction"),
+    ],
+)
+def test_wildcard_data_permissions_are_reported(statement: dict[str, Any], violation: str) -> None:
+    violations = checks.check_no_wildcard_data_permissions(_role({"Effect": "Allow", **statement}))
+    assert any(violation in found for found in violations), violations
+
+
+def test_data_wide_managed_policy_is_reported() -> None:
+    statement = {"Effect": "Allow", "Action": "logs:PutLogEvents", "Resource": "arn:aws:logs:r:1:log-group:x"}
+    arn = "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole"
+    violations = checks.check_no_wildcard_data_permissions(_role(statement, managed=[arn]))
+    assert violations == [f"Role: managed policy {arn} grants data access on every resource"]
+
+
+def test_log_group_found_by_default_lambda_name_needs_retention() -> None:
+    template: dict[str, Any] = {
+        "Resources": {
+            "Fn": {"Type": "AWS::Lambda::Function", "Properties": {}},
+            "Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {"LogGroupName": {"Fn::Sub": "/aws/lambda/${Fn}"}}},
+        }
+    }
+    assert checks.check_function_log_groups(template) == ["Fn: log group Logs has no RetentionInDays"]
+    template["Resources"]["Logs"]["Properties"]["RetentionInDays"] = 30
+    assert checks.check_function_log_groups(template) == []
+
+
+def test_visibility_timeout_includes_the_batching_window() -> None:
+    template = {
+        "Resources": {
+            "Q": {"Type": "AWS::SQS::Queue", "Properties": {"VisibilityTimeout": 720, "RedrivePolicy": {}}},
+            "Fn": {"Type": "AWS::Lambda::Function", "Properties": {"Timeout": 120}},
+            "Esm": {
+                "Type": "AWS::Lambda::EventSourceMapping",
+                "Properties": {
+                    "EventSourceArn": {"Fn::GetAtt": ["Q", "Arn"]},
+                    "FunctionName": {"Ref": "Fn"},
+                    "MaximumBatchingWindowInSeconds": 5,
+                },
+            },
+        }
+    }
+    (violation,) = checks.check_queue_visibility_timeouts(template)
+    assert "VisibilityTimeout 720s < 6 x Fn timeout 120s + batching window 5s = 725s" in violation

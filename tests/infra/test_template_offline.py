@@ -1,0 +1,261 @@
+"""template.yaml, expanded offline with the SAM translator, checked as CloudFormation.
+
+Each test names the property it guards; the shared checks live in template_checks.py (the gate runs them too).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from . import template_checks as checks
+from .sam_tools import REPO_ROOT, TEMPLATE_PATH, SamTools
+
+Template = dict[str, Any]
+
+# The contract with the code: environment variable names read by the settings models.
+APP_ENV_VARS = {
+    "TABLE_NAME",
+    "IDEMPOTENCY_TABLE_NAME",
+    "REDIS_URL",
+    "REDIS_CLUSTER_MODE",
+    "LLM_BASE_URL",
+    "LLM_API_KEY_SECRET_NAME",
+    "LLM_PROVIDER",
+    "WORKER_MODEL_ID",
+    "MEMORY_MODEL_ID",
+    "WINDOW_N_OVERRIDE",
+    "MEMORY_CONFIDENCE_THRESHOLD",
+    "PROFILE_ROLLOUT",
+    "EVENT_BUS_NAME",
+    "AUTH_MODE",
+    "JWT_ISSUER",
+    "JWT_AUDIENCE",
+    "JWKS_URL",
+    "POWERTOOLS_SERVICE_NAME",
+    "POWERTOOLS_METRICS_NAMESPACE",
+    "LOG_LEVEL",
+}
+SCHEDULER_ENV_VARS = {"SCHEDULER_GROUP_NAME", "SCHEDULER_ROLE_ARN", "AUTOMATION_FUNCTION_ARN"}
+HANDLERS = {
+    "StreamingApiFunction": "functions/agent_api/run.sh",
+    "BufferedApiFunction": "functions.agent_api.lambda_buffered.handler",
+    "MemoryFunction": "functions.memory_extract.handler.handler",
+    "AutomationFunction": "functions.automation.handler.handler",
+}
+
+
+def _resource(template: Template, logical_id: str) -> dict[str, Any]:
+    resource: dict[str, Any] = template["Resources"][logical_id]
+    return resource
+
+
+def _props(template: Template, logical_id: str) -> dict[str, Any]:
+    properties: dict[str, Any] = _resource(template, logical_id)["Properties"]
+    return properties
+
+
+def _integration(template: Template, path: str, method: str) -> dict[str, Any]:
+    for route_path, route_method, integration in checks.integrations(template):
+        if (route_path, route_method) == (path, method):
+            return integration
+    raise AssertionError(f"{method.upper()} {path} is not on the REST API")
+
+
+# ------------------------------------------------------------------------------------------------ the gate's checks
+def test_sse_integrations_use_response_streaming_invocations(expanded_template: Template) -> None:
+    # GIVEN the expanded template WHEN reading each SSE route's integration
+    for path, method in checks.SSE_ROUTES:
+        integration = _integration(expanded_template, path, method)
+        # THEN it invokes the streaming function through the streaming API, in STREAM transfer mode
+        uri = checks.flatten(integration["uri"])
+        assert uri.endswith("/response-streaming-invocations"), (path, uri)
+        assert "${StreamingApiFunction.Arn}" in uri
+        assert integration["responseTransferMode"] == "STREAM"
+        assert integration["timeoutInMillis"] == 900_000
+    assert checks.check_sse_routes_stream(expanded_template) == []
+
+
+def test_buffered_routes_stay_on_the_mangum_function(expanded_template: Template) -> None:
+    integration = _integration(expanded_template, "/api/v1/threads/{threadId}/history", "get")
+    uri = checks.flatten(integration["uri"])
+    assert uri.endswith("/invocations")
+    assert "${BufferedApiFunction.Arn}" in uri
+    assert "responseTransferMode" not in integration
+
+
+def test_memory_event_source_reports_batch_item_failures(expanded_template: Template) -> None:
+    mapping = _props(expanded_template, "MemoryFunctionRunCompleted")
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["MemoryQueue", "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert checks.check_sqs_sources_report_batch_item_failures(expanded_template) == []
+
+
+def test_every_cron_expression_has_six_fields(expanded_template: Template) -> None:
+    expressions = checks.schedule_expressions(expanded_template)
+    assert "cron(0 6 * * ? *)" in expressions
+    assert all(len(expression[len("cron(") : -1].split()) == 6 for expression in expressions)
+    assert checks.check_schedule_expressions(expanded_template) == []
+
+
+def test_queue_visibility_timeout_is_at_least_six_times_the_memory_function_timeout(
+    expanded_template: Template,
+) -> None:
+    visibility = _props(expanded_template, "MemoryQueue")["VisibilityTimeout"]
+    timeout = _props(expanded_template, "MemoryFunction")["Timeout"]
+    assert visibility >= 6 * timeout
+    assert "RedrivePolicy" in _props(expanded_template, "MemoryQueue")
+    assert checks.check_queue_visibility_timeouts(expanded_template) == []
+
+
+def test_no_wildcard_actions_or_resources_on_data_permissions(expanded_template: Template) -> None:
+    assert checks.check_no_wildcard_data_permissions(expanded_template) == []
+
+
+def test_every_function_has_a_log_group_with_retention(expanded_template: Template) -> None:
+    functions = dict(checks.resources(expanded_template, "AWS::Lambda::Function"))
+    assert set(functions) == set(HANDLERS)
+    for logical_id, function in functions.items():
+        group_id = function["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        group = _resource(expanded_template, group_id)
+        assert group["Type"] == "AWS::Logs::LogGroup", logical_id
+        assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    assert checks.check_function_log_groups(expanded_template) == []
+
+
+# ------------------------------------------------------------------------------------------------ the wiring
+def test_entry_points_run_python_312_from_one_code_folder(expanded_template: Template) -> None:
+    for logical_id, handler in HANDLERS.items():
+        properties = _props(expanded_template, logical_id)
+        assert properties["Handler"] == handler
+        assert properties["Runtime"] == "python3.12"
+        assert properties["Architectures"] == ["arm64"]
+    # The expansion replaces the local folder by one placeholder object: all four share it.
+    code = {str(_props(expanded_template, logical_id)["Code"]) for logical_id in HANDLERS}
+    assert len(code) == 1
+
+
+def test_streaming_function_runs_under_the_web_adapter(expanded_template: Template) -> None:
+    properties = _props(expanded_template, "StreamingApiFunction")
+    variables = properties["Environment"]["Variables"]
+    assert variables["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/bootstrap"
+    assert variables["AWS_LWA_INVOKE_MODE"] == "response_stream"
+    assert variables["AWS_LWA_READINESS_CHECK_PATH"] == "/healthz"
+    assert variables["PORT"] == "8080"
+    layer = checks.flatten(properties["Layers"][0])
+    assert ":753240598075:layer:LambdaAdapterLayerArm64:" in layer
+    # Streams last up to 15 minutes behind the REST API.
+    assert properties["Timeout"] == 900
+
+
+def test_every_function_gets_the_app_environment(expanded_template: Template) -> None:
+    for logical_id in HANDLERS:
+        variables = _props(expanded_template, logical_id)["Environment"]["Variables"]
+        assert set(variables) >= APP_ENV_VARS, logical_id
+        assert variables["REDIS_CLUSTER_MODE"] == "true"
+        assert checks.flatten(variables["REDIS_URL"]).startswith("rediss://")
+        assert variables["AUTH_MODE"] == "jwks"
+        assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "AgentBackend"
+    buffered = _props(expanded_template, "BufferedApiFunction")["Environment"]["Variables"]
+    assert set(buffered) >= SCHEDULER_ENV_VARS
+
+
+def test_app_table_has_the_keys_index_ttl_and_recovery_the_store_needs(expanded_template: Template) -> None:
+    table = _props(expanded_template, "AgentTable")
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["KeySchema"] == [
+        {"AttributeName": "PK", "KeyType": "HASH"},
+        {"AttributeName": "SK", "KeyType": "RANGE"},
+    ]
+    (gsi,) = table["GlobalSecondaryIndexes"]
+    assert gsi["IndexName"] == "GSI1"
+    assert [key["AttributeName"] for key in gsi["KeySchema"]] == ["GSI1PK", "GSI1SK"]
+    assert gsi["Projection"] == {"ProjectionType": "ALL"}
+    assert all(attribute["AttributeType"] == "S" for attribute in table["AttributeDefinitions"])
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    idempotency = _props(expanded_template, "IdempotencyTable")
+    assert idempotency["KeySchema"] == [{"AttributeName": "id", "KeyType": "HASH"}]
+    assert idempotency["TimeToLiveSpecification"] == {"AttributeName": "expiration", "Enabled": True}
+
+
+def test_cache_is_serverless_and_reached_over_tls(expanded_template: Template) -> None:
+    cache = _props(expanded_template, "AgentCache")
+    assert cache["Engine"] in {"valkey", "redis"}
+    ingress = _props(expanded_template, "CacheSecurityGroup")["SecurityGroupIngress"]
+    assert [(rule["FromPort"], rule["ToPort"]) for rule in ingress] == [(6379, 6380)]
+
+
+def test_run_completed_events_reach_the_memory_queue(expanded_template: Template) -> None:
+    rule = _props(expanded_template, "RunCompletedRule")
+    assert rule["EventPattern"] == {"source": ["agent-backend"], "detail-type": ["agent.run.completed"]}
+    assert rule["Targets"][0]["Arn"] == {"Fn::GetAtt": ["MemoryQueue", "Arn"]}
+    statement = _props(expanded_template, "MemoryQueuePolicy")["PolicyDocument"]["Statement"][0]
+    assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["RunCompletedRule", "Arn"]}
+
+
+def test_scheduler_role_may_only_invoke_the_automation_function(expanded_template: Template) -> None:
+    role = _props(expanded_template, "SchedulerInvokeRole")
+    (policy,) = role["Policies"]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "lambda:InvokeFunction"
+    assert statement["Resource"] == {"Fn::GetAtt": ["AutomationFunction", "Arn"]}
+    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
+
+
+def test_api_manages_schedules_in_its_group_and_passes_only_the_scheduler_role(
+    expanded_template: Template,
+) -> None:
+    statements = {
+        statement["Sid"]: statement
+        for statement in _props(expanded_template, "BufferedApiRole")["Policies"][0]["PolicyDocument"]["Statement"]
+    }
+    schedules = statements["AutomationSchedules"]
+    assert sorted(schedules["Action"]) == [
+        "scheduler:CreateSchedule",
+        "scheduler:DeleteSchedule",
+        "scheduler:GetSchedule",
+        "scheduler:UpdateSchedule",
+    ]
+    assert checks.flatten(schedules["Resource"]).endswith(":schedule/${AutomationScheduleGroup}/*")
+    pass_role = statements["PassSchedulerRoleToSchedulerOnly"]
+    assert pass_role["Resource"] == {"Fn::GetAtt": ["SchedulerInvokeRole", "Arn"]}
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}
+
+
+def test_alarms_watch_the_metrics_the_code_emits(expanded_template: Template) -> None:
+    alarms = [props["Properties"] for _, props in checks.resources(expanded_template, "AWS::CloudWatch::Alarm")]
+    by_metric = {(alarm["Namespace"], alarm["MetricName"]): alarm for alarm in alarms}
+    assert by_metric["AgentBackend", "RunErrors"]["Statistic"] == "Sum"
+    assert by_metric["AgentBackend", "RunDurationMs"]["ExtendedStatistic"] == "p95"
+    assert by_metric["AgentBackend", "InputTokens"]["Statistic"] == "Average"
+    assert by_metric["AgentBackend", "ToolRefusals"]["Statistic"] == "Sum"
+    dlq = by_metric["AWS/SQS", "ApproximateNumberOfMessagesVisible"]
+    assert dlq["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["MemoryDeadLetterQueue", "QueueName"]}
+    for alarm in alarms:
+        if alarm["Namespace"] == "AgentBackend":
+            assert alarm["Dimensions"][0]["Name"] == "service"
+    body = checks.flatten(_props(expanded_template, "OperationsDashboard")["DashboardBody"])
+    for metric in ("RunErrors", "RunDurationMs", "InputTokens", "ToolRefusals", "ApproximateNumberOfMessagesVisible"):
+        assert f'"{metric}"' in body
+
+
+# ------------------------------------------------------------------------------------------------ the linters
+def test_expansion_passes_cfn_lint(sam_tools: SamTools, expanded_template_path: Path) -> None:
+    result = sam_tools.run(sam_tools.cfn_lint, expanded_template_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_the_gate_script_passes_on_the_template(sam_tools: SamTools, tmp_path: Path) -> None:
+    """sam validate, sam validate --lint, expansion, cfn-lint on the expansion and the checks, as CI runs them."""
+    result = sam_tools.run(
+        "bash",
+        REPO_ROOT / "scripts" / "sam_gate.sh",
+        TEMPLATE_PATH,
+        extra_env={"SAM_GATE_OUT_DIR": str(tmp_path), "SAM_GATE_SKIP_BUILD": "1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "sam_gate: all steps passed" in result.stdout

@@ -1,0 +1,259 @@
+"""The memory_extract Lambda handler end to end: SQS records wrapping EventBridge events, Powertools batch and
+idempotency on moto's DynamoDB, the memory run on a real redis-server stream, a scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from redis import Redis
+
+from functions.memory_extract.handler import MemoryExtractHandler
+from shared.adapters.aws.clients import client_factory
+from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.aws.memory_store import DynamoDBMemoryStore
+from shared.adapters.redis_stream import thread_stream_key
+from shared.errors import ModelError
+from shared.llm.types import ChatRequest
+from shared.memory.models import Memory
+from shared.models import Identity, Message, Role, RunStatus
+from shared.wiring import Services
+from tests.conftest import REGION, TABLE, make_settings
+from tests.support.scripted_model import ScriptedModel, Turn
+
+IDEMPOTENCY_TABLE = "agent-test-idempotency"
+TENANT = "tenant-1"
+NEW_USER_MESSAGE = re.compile(r'<message id="([^"]+)" role="user" new="true">(.*?)</message>', re.S)
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str = "memory-extract"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:memory-extract"
+    aws_request_id: str = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 120_000
+
+
+def memory_model(request: ChatRequest) -> Turn:
+    """A model at the port that behaves like a careful memory model: it proposes one memory per new user
+    message, quoting it, and says "done" once it has seen the tool results."""
+    if any(m.role == "tool" for m in request.messages):
+        return Turn(text=["done"])
+    prompt = request.messages[-1].content or ""
+    if "please fail" in prompt:
+        raise ModelError("the model endpoint is down", code="model_unavailable")
+    calls = [
+        (
+            f"call_{mid}",
+            "memory_write",
+            json.dumps(
+                {
+                    "kind": "profile",
+                    "content": text,
+                    "confidence": 0.9,
+                    "evidence_quote": text,
+                    "source_message_ids": [mid],
+                }
+            ),
+        )
+        for mid, text in NEW_USER_MESSAGE.findall(prompt)
+    ]
+    return Turn(tool_calls=calls)
+
+
+class RaisingScriptedModel(ScriptedModel):
+    """ScriptedModel whose fallback may raise (a model error on one thread)."""
+
+    def __init__(self) -> None:
+        super().__init__(fallback=memory_model)
+
+
+def sqs_record(body: str, *, receive_count: int = 1) -> dict[str, Any]:
+    """An SQS record as Lambda receives it (the shape of ``sam local generate-event sqs receive-message``)."""
+    return {
+        "messageId": str(uuid.uuid4()),
+        "receiptHandle": "AQEBwJnKyrHigUMZj6rYigCgxlaS3SLy0a",
+        "body": body,
+        "attributes": {
+            "ApproximateReceiveCount": str(receive_count),
+            "SentTimestamp": "1767225600000",
+            "SenderId": "AIDAIENQZJOLO23YVJ4VO",
+            "ApproximateFirstReceiveTimestamp": "1767225600001",
+        },
+        "messageAttributes": {},
+        "md5OfBody": hashlib.md5(body.encode()).hexdigest(),  # SQS's own checksum of the body
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:agent-memory",
+        "awsRegion": REGION,
+    }
+
+
+def run_completed(user: str, thread: str, run: str, *, event_id: str | None = None) -> str:
+    """An EventBridge event as a rule delivers it to SQS (no ``account``, as moto delivers it)."""
+    return json.dumps(
+        {
+            "version": "0",
+            "id": event_id or str(uuid.uuid4()),
+            "detail-type": "agent.run.completed",
+            "source": "agent-backend",
+            "time": "2026-01-01T00:00:00Z",
+            "region": REGION,
+            "resources": [],
+            "detail": {
+                "tenantId": TENANT,
+                "userId": user,
+                "threadId": thread,
+                "runId": run,
+                "executor": "worker",
+                "status": "succeeded",
+            },
+        }
+    )
+
+
+async def seed(store: DynamoDBStore, user: str, thread: str, said: str) -> None:
+    identity = Identity(tenant_id=TENANT, user_id=user)
+    await store.open_thread(identity, thread)
+    await store.append_messages(
+        identity,
+        thread,
+        [
+            Message(id=f"{thread}-u1", thread_id=thread, role=Role.USER, content=said),
+            Message(id=f"{thread}-a1", thread_id=thread, role=Role.ASSISTANT, content="Good to know!"),
+        ],
+    )
+
+
+@pytest.fixture
+def handler_env(aws: Any, store: DynamoDBStore, redis_url: str) -> Iterator[tuple[MemoryExtractHandler, Any]]:
+    aws.create_table(
+        TableName=IDEMPOTENCY_TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    model = RaisingScriptedModel()
+    services = Services(
+        make_settings(redis_url=redis_url, idempotency_table_name=IDEMPOTENCY_TABLE),
+        overrides={"store": store, "model": model},
+    )
+    handler = MemoryExtractHandler(services)
+    yield handler, model
+    handler.close()
+
+
+def memories_of(user: str) -> list[Memory]:
+    memories = DynamoDBMemoryStore(TABLE, client_factory("dynamodb", region=REGION))
+    return asyncio.run(memories.list_memories(TENANT, user, include_inactive=True))
+
+
+def count_table_items() -> int:
+    return int(boto3.client("dynamodb", region_name=REGION).scan(TableName=TABLE, Select="COUNT")["Count"])
+
+
+def thread_events(redis_url: str, thread: str) -> list[dict[str, Any]]:
+    client = Redis.from_url(redis_url)
+    try:
+        entries: Any = client.xrange(thread_stream_key(TENANT, thread))
+        return [json.loads(fields[b"e"]) for _id, fields in entries]
+    finally:
+        client.close()
+
+
+def test_batch_reports_exactly_the_failed_records_and_a_replay_writes_nothing(
+    handler_env: tuple[MemoryExtractHandler, Any], store: DynamoDBStore, redis_url: str
+) -> None:
+    handler, model = handler_env
+    # GIVEN three threads with something worth remembering, and one whose extraction fails at the model
+    asyncio.run(seed(store, "u-1", "th-a", "I am a nurse and I work night shifts."))
+    asyncio.run(seed(store, "u-1", "th-b", "我对花生过敏。"))
+    asyncio.run(seed(store, "u-2", "th-c", "I prefer answers in bullet points."))
+    asyncio.run(seed(store, "u-3", "th-fail", "please fail: the model breaks on this thread"))
+    event_a = run_completed("u-1", "th-a", "run-a")
+    records = [
+        sqs_record(event_a),
+        sqs_record(run_completed("u-1", "th-b", "run-b")),
+        malformed := sqs_record('{"version": "0", "detail-type": "agent.run.completed", "detail": '),
+        failing := sqs_record(run_completed("u-3", "th-fail", "run-fail")),
+        sqs_record(run_completed("u-2", "th-c", "run-c")),
+        sqs_record(event_a),  # the same event delivered twice
+        sqs_record(run_completed("u-1", "th-a", "run-a")),  # a second event about the same run
+    ]
+    batch = {"Records": records}
+
+    # WHEN the handler processes the batch
+    response = handler.handle(batch, FakeLambdaContext())  # type: ignore[arg-type]
+
+    # THEN the response lists exactly the malformed and the failing record
+    assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == sorted(
+        [malformed["messageId"], failing["messageId"]]
+    )
+    # AND each good thread's fact was written once (the duplicate event and the second event wrote nothing)
+    assert [m.content for m in memories_of("u-1")] in (
+        ["我对花生过敏。", "I am a nurse and I work night shifts."],
+        ["I am a nurse and I work night shifts.", "我对花生过敏。"],
+    )
+    assert [m.content for m in memories_of("u-2")] == ["I prefer answers in bullet points."]
+    assert memories_of("u-3") == []
+    [nurse] = [m for m in memories_of("u-1") if "nurse" in m.content]
+    assert (nurse.run_id, nurse.thread_id, nurse.source_message_ids) == ("mem_run-a_1", "th-a", ("th-a-u1",))
+
+    # AND the memory run is a hidden automation run, seen on the thread stream only as a `memory` step
+    events = thread_events(redis_url, "th-a")
+    assert [e["type"] for e in events] == ["RUN_STARTED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]
+    assert {e["stepName"] for e in events if e["type"].startswith("STEP_")} == {"memory"}
+    assert events[0]["metadata"] == {
+        "origin": "automation",
+        "executor": "memory",
+        "executionProfileName": "automation_memory_default",
+        "hiddenFromUser": True,
+        "runId": "mem_run-a_1",
+    }
+    run = asyncio.run(store.get_run(TENANT, "mem_run-a_1"))
+    assert run is not None and run.status is RunStatus.SUCCEEDED and run.meta.hidden_from_user
+    failed_run = asyncio.run(store.get_run(TENANT, "mem_run-fail_1"))
+    assert failed_run is not None and failed_run.status is RunStatus.FAILED
+    # AND it is in audit, and wrote nothing into the thread's history
+    audit = asyncio.run(store.list_for_thread(TENANT, "th-a", limit=50))
+    assert [r.details["decision"] for r in audit if r.kind == "memory_decision"] == ["stored"]
+    assert [r.details["decisions"] for r in audit if r.kind == "memory_run"] == [{"stored": 1}]
+    history = asyncio.run(store.read_forward(TENANT, "th-a", after_seq=0, limit=50))
+    assert [m.id for m in history] == ["th-a-u1", "th-a-a1"]
+
+    # WHEN the whole batch is delivered again
+    items_before, requests_before = count_table_items(), len(model.requests)
+    replay = handler.handle(batch, FakeLambdaContext())  # type: ignore[arg-type]
+
+    # THEN the same records fail, and nothing new is written anywhere, and the model is not asked again
+    assert sorted(f["itemIdentifier"] for f in replay["batchItemFailures"]) == sorted(
+        [malformed["messageId"], failing["messageId"]]
+    )
+    assert count_table_items() == items_before
+    assert len(model.requests) == requests_before
+    assert len(memories_of("u-1")) == 2
+
+
+def test_a_retry_after_a_failure_extracts_with_a_fresh_run(
+    handler_env: tuple[MemoryExtractHandler, Any], store: DynamoDBStore
+) -> None:
+    handler, model = handler_env
+    asyncio.run(seed(store, "u-9", "th-retry", "I run marathons every spring."))
+    body = run_completed("u-9", "th-retry", "run-r")
+    model.turns.append(Turn(raise_error=ModelError("the model endpoint is down", code="model_unavailable")))
+    first = handler.handle({"Records": [sqs_record(body)]}, FakeLambdaContext())  # type: ignore[arg-type]
+    assert len(first["batchItemFailures"]) == 1 and memories_of("u-9") == []
+    # SQS delivers the same message again (receive count 2): the idempotency record was not kept for a failure
+    second = handler.handle({"Records": [sqs_record(body, receive_count=2)]}, FakeLambdaContext())  # type: ignore[arg-type]
+    assert second["batchItemFailures"] == []
+    assert [m.run_id for m in memories_of("u-9")] == ["mem_run-r_2"]

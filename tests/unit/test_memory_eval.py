@@ -1,0 +1,61 @@
+"""The memory evaluation set and its harness: the scripted run prints the metrics table (what CI runs)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from shared.memory.evaluation import load_cases, main
+
+
+def test_the_case_set_covers_every_category_in_both_languages() -> None:
+    cases = load_cases()
+    assert len(cases) >= 60
+    by = Counter((c.category, c.lang) for c in cases)
+    for category in ("new_fact", "update", "retraction", "junk", "duplicate", "low_confidence", "memory_echo"):
+        assert by[(category, "en")] >= 3 and by[(category, "zh")] >= 3, category
+    notes = " ".join(c.note for c in cases)
+    for junk in ("status text", "tool dump", "hypothetical", "third party", "assistant claim"):
+        assert junk in notes, junk
+
+
+def test_scripted_evaluation_prints_its_metrics_table(capsys: pytest.CaptureFixture[str]) -> None:
+    # WHEN the evaluation runs against the scripted model (recorded proposals, adversarial ones included)
+    exit_code = main(["--scripted", "--json"])
+    out = capsys.readouterr().out
+    # THEN it prints every metric of the table, then the same numbers as JSON
+    assert exit_code == 0
+    for metric in (
+        "write precision",
+        "write recall",
+        "junk-write rate",
+        "duplicate rate",
+        "wrong-forget rate",
+        "tokens per extraction",
+    ):
+        assert re.search(rf"^{metric}\s+\d", out, re.M), metric
+    assert "scripted model (recorded proposals replayed" in out
+    metrics = json.loads(out.strip().splitlines()[-1])
+    # AND the gate stopped every adversarial proposal it can judge: no duplicates, no wrong forgets, every
+    # expected write kept; the only junk is what only a model can avoid (a correctly quoted hypothetical and a
+    # third party's fact), listed by case
+    assert metrics["write_recall"] == 1.0
+    assert metrics["duplicate_rate"] == 0.0 and metrics["wrong_forget_rate"] == 0.0
+    assert metrics["junk_write_rate"] < 0.1
+    assert "en-junk-06: junk 1" in out and "zh-junk-08: junk 1" in out
+    assert metrics["merged_duplicates"] >= 6
+    for reason in (
+        "below_confidence_threshold",
+        "evidence_not_from_user",
+        "source_not_user_message",
+        "evidence_from_memory_injection",
+        "source_is_memory_injection",
+        "not_a_memory_of_this_user",
+        "evidence_not_found",
+        "source_already_processed",
+    ):
+        assert metrics["rejections"].get(reason, 0) >= 1, reason
+    assert metrics["tokens_per_extraction"] > 0 and metrics["tokens_estimated"] is True

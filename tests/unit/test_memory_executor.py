@@ -1,0 +1,163 @@
+"""The memory executor's input, tool gate and cursor, and the memory note the worker injects."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from shared.errors import ModelError
+from shared.executors.context import RunContext
+from shared.memory.evaluation import CaseThread, ListAuditLog, ListStream
+from shared.memory.executor import MemoryExecutor
+from shared.memory.injection import MEMORY_INJECTION_SENTINEL, ActiveMemories, render_memories
+from shared.memory.models import Memory, MemoryKind
+from shared.memory.store import InMemoryMemoryStore
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
+from shared.profiles import default_catalog
+from shared.runs.emitter import RunEmitter
+from tests.support.scripted_model import ScriptedModel, Turn
+
+TENANT, USER, THREAD = "t1", "u1", "th1"
+
+
+def ctx() -> RunContext:
+    profile = default_catalog().get("automation_memory_default")
+    return RunContext(
+        identity=Identity(tenant_id=TENANT, user_id=USER),
+        thread_id=THREAD,
+        run_id="mem_run",
+        profile=profile,
+        meta=ExecutionMeta(
+            origin=Origin.AUTOMATION,
+            executor=ExecutorKind.MEMORY,
+            execution_profile_name=profile.name,
+            hidden_from_user=True,
+        ),
+    )
+
+
+def memory(mid: str, content: str, *, age_days: int = 0) -> Memory:
+    at = datetime(2026, 1, 10, tzinfo=UTC) - timedelta(days=age_days)
+    return Memory(
+        id=mid,
+        tenant_id=TENANT,
+        user_id=USER,
+        kind=MemoryKind.PREFERENCE,
+        content=content,
+        confidence=0.9,
+        evidence_quote=content,
+        created_at=at,
+        updated_at=at,
+    )
+
+
+THREAD_MESSAGES = [
+    Message(id="m1", thread_id=THREAD, role=Role.USER, content="I live in Lyon.", seq=1),
+    Message(id="m2", thread_id=THREAD, role=Role.ASSISTANT, content="Bonjour!", seq=2),
+    Message(
+        id="m3",
+        thread_id=THREAD,
+        role=Role.SYSTEM,
+        seq=3,
+        content=render_memories([memory("mem_tea", "Drinks green tea every morning")]),
+    ),
+    Message(id="m4", thread_id=THREAD, role=Role.USER, content="I started learning the cello.", seq=4),
+]
+WRITE_CELLO = json.dumps(
+    {
+        "kind": "goal",
+        "content": "Is learning the cello",
+        "confidence": 0.9,
+        "evidence_quote": "I started learning the cello",
+        "source_message_ids": ["m4"],
+    }
+)
+
+
+async def run(model: ScriptedModel, store: InMemoryMemoryStore) -> tuple[MemoryExecutor, ListAuditLog, ListStream]:
+    audit, stream = ListAuditLog(), ListStream()
+    executor = MemoryExecutor(model, CaseThread(THREAD_MESSAGES), store, audit, confidence_threshold=0.7)
+    await executor.execute(ctx(), RunEmitter(stream, "run:mem_run"))
+    return executor, audit, stream
+
+
+async def test_the_model_sees_new_messages_marked_related_memories_and_no_injected_text() -> None:
+    store = InMemoryMemoryStore()
+    await store.advance_cursor(TENANT, THREAD, 2)  # m1, m2 were processed by an earlier extraction
+    await store.put(memory("mem_cello", "Wants to play the cello in an orchestra"))
+    model = ScriptedModel(Turn(text=["none"]))
+    await run(model, store)
+    [request] = model.requests
+    prompt = request.messages[-1].content or ""
+    assert request.model == "qwen3.5-flash" and request.thinking == "off"
+    assert sorted(t.name for t in request.tools) == ["memory_forget", "memory_write"]
+    assert '<message id="m4" role="user" new="true">I started learning the cello.</message>' in prompt
+    assert '<message id="m1" role="user">I live in Lyon.</message>' in prompt  # context, not new
+    assert '<memory id="mem_cello" kind="preference">Wants to play the cello in an orchestra</memory>' in prompt
+    assert "green tea" not in prompt and MEMORY_INJECTION_SENTINEL not in prompt
+
+
+async def test_proposals_go_through_the_gate_and_results_are_fed_back_then_the_cursor_moves() -> None:
+    store = InMemoryMemoryStore()
+    await store.advance_cursor(TENANT, THREAD, 2)
+    model = ScriptedModel(Turn(tool_calls=[("c1", "memory_write", WRITE_CELLO)]), Turn(text=["done"]))
+    executor, audit, stream = await run(model, store)
+    assert [m.content for m in await store.list_memories(TENANT, USER)] == ["Is learning the cello"]
+    fed_back = model.requests[1].messages[-1]
+    assert fed_back.role == "tool" and json.loads(fed_back.content or "")["status"] == "stored"
+    assert await store.get_cursor(TENANT, THREAD) == 4
+    assert [r.kind for r in audit.records] == ["tool_decision", "memory_decision", "memory_run"]
+    types = [e.event["type"] for e in stream.entries]
+    assert types[0] == "STEP_STARTED" and types[-1] == "STEP_FINISHED" and "TOOL_CALL_RESULT" in types
+    assert executor.last_result is not None and executor.last_result.decisions() == {"stored": 1}
+
+
+async def test_a_tool_outside_the_memory_profile_is_refused_by_the_tool_gate() -> None:
+    store = InMemoryMemoryStore()
+    model = ScriptedModel(Turn(tool_calls=[("c1", "get_current_time", "{}")]), Turn(text=["done"]))
+    executor, audit, _stream = await run(model, store)
+    assert executor.last_result is not None and executor.last_result.tool_refusals == 1
+    [decision] = [r for r in audit.records if r.kind == "tool_decision"]
+    assert decision.details["decision"] == "refused"
+    assert json.loads(model.requests[1].messages[-1].content or "")["error"] == "tool_not_allowed"
+
+
+async def test_a_failed_run_leaves_the_cursor_so_a_retry_sees_the_same_messages() -> None:
+    store = InMemoryMemoryStore()
+    model = ScriptedModel(Turn(raise_error=ModelError("endpoint down")))
+    with pytest.raises(ModelError):
+        await run(model, store)
+    assert await store.get_cursor(TENANT, THREAD) == 0
+
+
+async def test_nothing_new_from_the_user_means_no_model_call() -> None:
+    store = InMemoryMemoryStore()
+    await store.advance_cursor(TENANT, THREAD, 4)
+    model = ScriptedModel()
+    await run(model, store)
+    assert model.requests == []
+
+
+def test_render_memories_is_bounded_marked_and_most_relevant_first() -> None:
+    memories = [memory(f"mem_{i}", f"Filler preference number {i}", age_days=i) for i in range(40)]
+    memories.append(memory("mem_cello", "Is learning the cello", age_days=30))
+    note = render_memories(memories, query="which cello strings should I buy?", limit=5)
+    lines = note.splitlines()
+    assert lines[0].startswith(MEMORY_INJECTION_SENTINEL) and lines[-1] == "[/memory-injection]"
+    assert lines[1] == "- (preference) Is learning the cello"
+    assert len(lines) == 5 + 2
+    assert len(render_memories(memories, max_chars=300)) <= 300
+    assert render_memories([]) == ""
+
+
+async def test_the_worker_reads_active_memories_ranked_and_the_note_keeps_that_order() -> None:
+    store = InMemoryMemoryStore()
+    await store.put(memory("mem_new", "Collects vintage stamps"))
+    await store.put(memory("mem_cello", "Is learning the cello", age_days=300))
+    await store.put(memory("mem_other", "Is learning the cello", age_days=1).model_copy(update={"user_id": "u2"}))
+    ranked = await ActiveMemories(store).relevant_active(Identity(tenant_id=TENANT, user_id=USER), "cello", limit=5)
+    assert [m.id for m in ranked] == ["mem_cello", "mem_new"]
+    lines = render_memories(ranked).splitlines()
+    assert lines[1:3] == ["- (preference) Is learning the cello", "- (preference) Collects vintage stamps"]
