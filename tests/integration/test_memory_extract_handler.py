@@ -30,7 +30,7 @@ from tests.conftest import REGION, TABLE, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
 
 IDEMPOTENCY_TABLE = "agent-test-idempotency"
-TENANT = "tenant-1"
+TENANT = f"tenant-mem-{uuid.uuid4().hex[:8]}"  # the redis-server is shared by the session: own stream keys
 NEW_USER_MESSAGE = re.compile(r'<message id="([^"]+)" role="user" new="true">(.*?)</message>', re.S)
 
 
