@@ -17,6 +17,9 @@ from shared.tools.clock import make_clock_tool
 from shared.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    from shared.executors.context import RunContext
+    from shared.executors.worker import ExecutionResult
+    from shared.models import RunStatus
     from shared.adapters.aws.dynamodb_store import DynamoDBStore
     from shared.adapters.redis_stream import RedisEventStream
 
@@ -101,7 +104,18 @@ class Services:
 
     @cached_property
     def runs(self) -> RunService:
-        return RunService(self.store, self.stream, ping_interval_s=self.settings.sse_ping_interval_s)
+        return RunService(
+            self.store,
+            self.stream,
+            ping_interval_s=self.settings.sse_ping_interval_s,
+            on_run_finished=self._on_run_finished,
+        )
+
+    async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
+        """After every run: its metrics; after a worker run, the "run completed" event for memory extraction."""
+        from shared.observability import emit_run_metrics
+
+        await emit_run_metrics(ctx, status, result)
 
     def worker(self) -> WorkerExecutor:
         return WorkerExecutor(self.model, self.store, self.store, self.tools)

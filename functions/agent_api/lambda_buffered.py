@@ -19,6 +19,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if _handler is None:
         from functions.agent_api.app import create_app
 
-        _handler = Mangum(create_app(), lifespan="off", api_gateway_base_path=None)
+        _handler = Mangum(create_app(), lifespan="off")
     response: dict[str, Any] = _handler(event, context)
     return response

@@ -8,6 +8,7 @@ complete, and everything opened is closed when the turn ends (or is interrupted)
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -74,6 +75,7 @@ class ModelTurn:
         self._text_open = False
         self._calls: dict[int, _PendingCall] = {}
         self.first_event_emitted = False
+        self.first_event_at: float | None = None  # time.monotonic() of the first content event
 
     async def run(self, model: ChatModel, request: ChatRequest) -> TurnResult:
         async for chunk in model.stream(request):
@@ -89,6 +91,11 @@ class ModelTurn:
         await self.close()
         return self.result
 
+    def _mark_first(self) -> None:
+        if not self.first_event_emitted:
+            self.first_event_emitted = True
+            self.first_event_at = time.monotonic()
+
     async def _on_text(self, text: str) -> None:
         if not text:
             return
@@ -101,7 +108,7 @@ class ModelTurn:
         if not self._text_open:
             await self._emitter.emit(TextMessageStartEvent(message_id=self.result.message_id, role="assistant"))
             self._text_open = True
-            self.first_event_emitted = True
+            self._mark_first()
         await self._emitter.emit(TextMessageContentEvent(message_id=self.result.message_id, delta=text))
 
     async def _close_text(self) -> None:
@@ -126,7 +133,7 @@ class ModelTurn:
                 )
             )
             call.started = True
-            self.first_event_emitted = True
+            self._mark_first()
 
     async def close(self) -> None:
         """Close the open text message and every started tool call; collect the calls in index order."""

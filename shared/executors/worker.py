@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,6 +48,17 @@ class ExecutionResult:
     tool_refusals: int = 0
     window_repairs: int = 0
     cancelled: bool = False
+    started_at: float = field(default_factory=time.monotonic)
+    first_event_at: float | None = None
+    finished_at: float | None = None
+
+    @property
+    def time_to_first_event_ms(self) -> float | None:
+        return None if self.first_event_at is None else (self.first_event_at - self.started_at) * 1000
+
+    @property
+    def duration_ms(self) -> float:
+        return ((self.finished_at or time.monotonic()) - self.started_at) * 1000
 
 
 class WorkerExecutor:
@@ -88,7 +100,11 @@ class WorkerExecutor:
             for _ in range(MAX_MODEL_TURNS):
                 request = await self._build_request(ctx, tools, result)
                 turn = ModelTurn(emitter)
-                turn_result = await turn.run(self._model, request)
+                try:
+                    turn_result = await turn.run(self._model, request)
+                finally:
+                    if result.first_event_at is None and turn.first_event_at is not None:
+                        result.first_event_at = turn.first_event_at
                 turn = None
                 result.model_turns += 1
                 if turn_result.usage is not None:
@@ -111,6 +127,7 @@ class WorkerExecutor:
             exc.usage_so_far = list(result.usage)  # type: ignore[attr-defined]
             raise
         await emitter.emit(StepFinishedEvent(step_name=self.step_name))
+        result.finished_at = time.monotonic()
         return result
 
     async def _salvage(

@@ -1,0 +1,75 @@
+"""Structured logs and per-run metrics with Powertools (names documented in docs/observability.md).
+
+Metrics are written as CloudWatch embedded metric format on stdout, one document per run, which works the same in
+the streaming function (uvicorn under the Web Adapter, not a Lambda handler) and in the handler functions. The
+alarms in template.yaml are built on these names; change them together.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from shared.models import RunStatus
+
+if TYPE_CHECKING:
+    from shared.executors.context import RunContext
+    from shared.executors.worker import ExecutionResult
+
+NAMESPACE_DEFAULT = "AgentBackend"
+SERVICE_DEFAULT = "agent-backend"
+
+# Metric names (the template's alarms and dashboard use these).
+RUN_ERRORS = "RunErrors"
+RUN_DURATION_MS = "RunDurationMs"
+TIME_TO_FIRST_EVENT_MS = "TimeToFirstEventMs"
+INPUT_TOKENS = "InputTokens"
+OUTPUT_TOKENS = "OutputTokens"
+TOOL_REFUSALS = "ToolRefusals"
+WINDOW_REPAIRS = "WindowRepairs"
+
+logger = logging.getLogger(__name__)
+
+
+def configure_logging(level: str | None = None) -> None:
+    """JSON logs for every stdlib logger of the package (message text never logged at info level)."""
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+
+    root = Logger(service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE_DEFAULT), level=level)
+    copy_config_to_registered_loggers(source_logger=root, include={"shared", "functions"})
+
+
+def run_metrics(ctx: RunContext, status: RunStatus, result: ExecutionResult) -> dict[str, float]:
+    """The figures one run contributes, by metric name (input/output tokens are the run's totals)."""
+    figures: dict[str, float] = {
+        RUN_ERRORS: 1.0 if status is RunStatus.FAILED else 0.0,
+        RUN_DURATION_MS: round(result.duration_ms, 1),
+        INPUT_TOKENS: float(sum(u.input_tokens for u in result.usage)),
+        OUTPUT_TOKENS: float(sum(u.output_tokens for u in result.usage)),
+        TOOL_REFUSALS: float(result.tool_refusals),
+        WINDOW_REPAIRS: float(result.window_repairs),
+    }
+    if result.time_to_first_event_ms is not None:
+        figures[TIME_TO_FIRST_EVENT_MS] = round(result.time_to_first_event_ms, 1)
+    return figures
+
+
+async def emit_run_metrics(ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
+    """Flush one EMF document for the run, with the ``service`` dimension only: the template's alarms are on
+    that dimension set, and EMF gives one set per document. Executor and profile travel as metadata."""
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics = Metrics(
+        namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT),
+        service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE_DEFAULT),
+    )
+    for name, value in run_metrics(ctx, status, result).items():
+        unit = MetricUnit.Milliseconds if name.endswith("Ms") else MetricUnit.Count
+        metrics.add_metric(name=name, unit=unit, value=value)
+    metrics.add_metadata(key="run_id", value=ctx.run_id)
+    metrics.add_metadata(key="executor", value=ctx.meta.executor.value)
+    metrics.add_metadata(key="profile", value=ctx.profile.name)
+    metrics.flush_metrics()

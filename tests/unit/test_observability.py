@@ -1,0 +1,59 @@
+"""Per-run metrics: names the template's alarms use, one EMF document per run on stdout."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from shared.executors.context import RunContext
+from shared.executors.worker import ExecutionResult
+from shared.models import ExecutionMeta, Identity, RunStatus, Usage
+from shared.observability import emit_run_metrics, run_metrics
+from shared.profiles import default_catalog
+
+
+def a_context() -> RunContext:
+    profile = default_catalog().get("chat_default")
+    return RunContext(
+        identity=Identity(tenant_id="t", user_id="u"), thread_id="th", run_id="r", profile=profile, meta=ExecutionMeta()
+    )
+
+
+def a_result() -> ExecutionResult:
+    result = ExecutionResult(
+        usage=[Usage(model="m", input_tokens=100, output_tokens=7), Usage(model="m", input_tokens=50, output_tokens=3)],
+        tool_refusals=2,
+        window_repairs=1,
+    )
+    result.first_event_at = result.started_at + 0.25
+    result.finished_at = result.started_at + 1.5
+    return result
+
+
+def test_run_metrics_are_the_runs_totals() -> None:
+    figures = run_metrics(a_context(), RunStatus.FAILED, a_result())
+    assert figures["InputTokens"] == 150
+    assert figures["OutputTokens"] == 10
+    assert figures["ToolRefusals"] == 2
+    assert figures["WindowRepairs"] == 1
+    assert figures["RunErrors"] == 1
+    assert figures["TimeToFirstEventMs"] == 250
+    assert figures["RunDurationMs"] == 1500
+
+
+async def test_one_emf_document_per_run_with_the_service_dimension(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "agent-backend-test")
+    await emit_run_metrics(a_context(), RunStatus.SUCCEEDED, a_result())
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert len(lines) == 1
+    doc = lines[0]
+    directive = doc["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Namespace"] == "AgentBackend"
+    assert directive["Dimensions"] == [["service"]]
+    assert {m["Name"] for m in directive["Metrics"]} >= {"InputTokens", "RunErrors", "RunDurationMs", "ToolRefusals"}
+    assert doc["service"] == "agent-backend-test"
+    assert doc["InputTokens"] in (150, [150])
+    assert doc["run_id"] == "r"
