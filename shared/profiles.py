@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.errors import ConfigurationError
 from shared.models import ExecutorKind
@@ -97,6 +97,17 @@ class HistoryPolicy(BaseModel):
     """For ``today_yesterday``: the timezone whose calendar days are meant."""
     max_input_tokens: int = Field(default=24_000, ge=1)
     """Last guard on the window's size: whole oldest turns are dropped above it."""
+    block_size: int | None = Field(default=None, ge=1)
+    """``last_n_user_messages`` only: drop old messages in blocks of this many stored messages (by ``seq``)
+    instead of one turn at a time, so the window's start, and with it the provider's prompt-prefix cache,
+    stays put for many turns. The window then holds at least N user messages plus up to ``block_size - 1``
+    older messages. ``None`` (the default) is the plain sliding window. See docs/policy.md §2.6."""
+
+    @model_validator(mode="after")
+    def _block_size_needs_last_n(self) -> HistoryPolicy:
+        if self.block_size is not None and self.mode != "last_n_user_messages":
+            raise ValueError("block_size applies only to mode 'last_n_user_messages'")
+        return self
 
     @field_validator("timezone")
     @classmethod
@@ -257,6 +268,8 @@ def _fix_for(error: Mapping[str, Any]) -> str:
         return "use lower-case letters, digits, '_', '-' or '.', starting with a letter or digit"
     if field.endswith("timezone"):
         return "use an IANA timezone name such as 'Asia/Shanghai'"
+    if "block_size" in str(error.get("msg", "")):
+        return "remove block_size, or set mode to 'last_n_user_messages'"
     return "use a value of the type documented in shared/profiles.py"
 
 

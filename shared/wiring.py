@@ -17,11 +17,11 @@ from shared.tools.clock import make_clock_tool
 from shared.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    from shared.adapters.aws.dynamodb_store import DynamoDBStore
+    from shared.adapters.redis_stream import RedisEventStream
     from shared.executors.context import RunContext
     from shared.executors.worker import ExecutionResult
     from shared.models import RunStatus
-    from shared.adapters.aws.dynamodb_store import DynamoDBStore
-    from shared.adapters.redis_stream import RedisEventStream
 
 logger = logging.getLogger(__name__)
 

@@ -82,6 +82,10 @@ def _decode_seq(cursor: str) -> int:
 
 
 def create_app(services: Services | None = None) -> FastAPI:
+    if services is None:
+        from shared.observability import configure_logging
+
+        configure_logging()
     svc = services or Services(Settings.from_env())
 
     @asynccontextmanager
