@@ -48,6 +48,9 @@ lint: install-test
 ## Install everything the tests need, then lint, type-check and run every test.
 test: install-test system-deps node-deps sam-tools lint
 	$(PY) -m pytest -q
+	$(PY) -m shared.intent.regression --scripted --variant A
+	$(PY) -m shared.intent.regression --scripted --variant B
+	$(PY) -m shared.memory.evaluation --scripted
 
 clean:
 	rm -rf $(VENV) tests/e2e/js/node_modules .tools .mypy_cache .pytest_cache .ruff_cache

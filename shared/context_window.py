@@ -12,6 +12,11 @@ Three steps, each a small function:
      messages).
    - ``today_yesterday`` (legacy, for rollback and comparison): the messages created today or yesterday in the
      policy's timezone, read back until the first older message. The current message is always included.
+   - ``last_n_user_messages`` with ``block_size`` (cache-friendly): the last-N window, extended back to the
+     start of the block of ``block_size`` sequence numbers that holds the N-th user message, then cut just
+     before the first user message at or after that start. The start moves only when the N-th user message
+     crosses into the next block, so consecutive requests share their prefix (and the provider's prompt
+     cache) for many turns; old messages leave in blocks. Needs only the messages' own ``seq``, no state.
 
 2. **Repair tool-call pairs** so the provider never rejects the request. An assistant message with
    ``tool_calls`` is followed directly by one result per call, in call order. A tool result outside such a
@@ -97,6 +102,11 @@ async def resolve_window(
         collected, requests = await _collect(
             reader, tenant_id, thread_id, upto_seq, page_size, _SinceCutoff(since)
         )
+    elif policy.block_size is not None:
+        blocked = _LastNUsersInBlocks(policy.n, policy.include_current_user_message, policy.block_size)
+        collected, requests = await _collect(reader, tenant_id, thread_id, upto_seq, page_size, blocked)
+        if blocked.cut_inside_thread:
+            collected = _from_first_user(collected)
     else:
         collected, requests = await _collect(
             reader,
@@ -138,6 +148,49 @@ class _LastNUsers:
         return True, self._users >= self._n
 
 
+class _LastNUsersInBlocks:
+    """Last N, then back to the first ``seq`` of the block (of ``block_size`` seq numbers) holding the N-th user.
+
+    Blocks are aligned on absolute sequence numbers (1..B, B+1..2B, ...), so the cut is a pure function of the
+    N-th user message's ``seq``: every request whose N-th user message falls in the same block starts at the
+    same place, which is what keeps the prompt prefix (and the provider's cache) stable.
+    """
+
+    def __init__(self, n: int, count_current: bool, block_size: int) -> None:
+        self._last_n = _LastNUsers(n, count_current)
+        self._block_size = block_size
+        self._start: int | None = None
+        self.cut_inside_thread = False
+        """True when the window was cut at a block start after the thread's first message."""
+
+    def take(self, msg: Message) -> tuple[bool, bool]:
+        if self._start is None:
+            _, complete = self._last_n.take(msg)
+            if not complete:
+                return True, False
+            self._start = (max(msg.seq, 1) - 1) // self._block_size * self._block_size + 1
+            return True, self._reached_start(msg)
+        if msg.seq < self._start:
+            self.cut_inside_thread = True
+            return False, True
+        return True, self._reached_start(msg)
+
+    def _reached_start(self, msg: Message) -> bool:
+        assert self._start is not None
+        if msg.seq > self._start:
+            return False
+        self.cut_inside_thread = self._start > 1
+        return True
+
+
+def _from_first_user(messages: list[Message]) -> list[Message]:
+    """Drop the tail of an older turn that a block start left at the window's beginning."""
+    for index, msg in enumerate(messages):
+        if msg.role is Role.USER:
+            return messages[index:]
+    return messages
+
+
 class _SinceCutoff:
     def __init__(self, since: datetime) -> None:
         self._since = since
@@ -156,7 +209,7 @@ async def _collect(
     thread_id: str,
     upto_seq: int | None,
     page_size: int,
-    rule: _LastNUsers | _SinceCutoff,
+    rule: _LastNUsers | _LastNUsersInBlocks | _SinceCutoff,
 ) -> tuple[list[Message], int]:
     newest_first: list[Message] = []
     before = None if upto_seq is None else upto_seq + 1

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from shared.adapters.redis_stream import RedisEventStream
     from shared.executors.context import RunContext
     from shared.executors.worker import ExecutionResult
+    from shared.memory.store import MemoryStore
+    from shared.memory.trigger import RunCompletedPublisher
     from shared.models import RunStatus
 
 logger = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ class Services:
 
             return OpenAIChatModel(
                 self.settings.llm_base_url,
-                self.settings.llm_api_key or "none",
+                self._llm_api_key(),
                 provider=parse_provider(self.settings.llm_provider) if self.settings.llm_provider else None,
                 timeout_s=self.settings.llm_timeout_s,
                 max_retries=self.settings.llm_max_retries,
@@ -78,6 +80,17 @@ class Services:
 
         logger.warning("no LLM_BASE_URL: using the built-in offline model")
         return OfflineChatModel()
+
+    def _llm_api_key(self) -> str:
+        """LLM_API_KEY if set; else the secret named by LLM_API_KEY_SECRET_NAME (Powertools Parameters, cached)."""
+        if self.settings.llm_api_key:
+            return self.settings.llm_api_key
+        if self.settings.llm_api_key_secret_name:
+            from aws_lambda_powertools.utilities import parameters
+
+            value = parameters.get_secret(self.settings.llm_api_key_secret_name, max_age=300)
+            return value if isinstance(value, str) else str(value)
+        return "none"
 
     @cached_property
     def tools(self) -> ToolRegistry:
@@ -116,6 +129,33 @@ class Services:
         from shared.observability import emit_run_metrics
 
         await emit_run_metrics(ctx, status, result)
+        if self.run_completed_publisher is not None:
+            await self.run_completed_publisher.hook()(ctx, status, result)
+
+    @cached_property
+    def memories(self) -> MemoryStore:
+        from shared.memory.store import memory_store_for
+
+        return memory_store_for(self)
+
+    @cached_property
+    def run_completed_publisher(self) -> RunCompletedPublisher | None:
+        """Publishes "run completed" to EventBridge for memory extraction; None when no bus is configured."""
+        if (publisher := self._override("run_completed_publisher")) is not None:
+            return publisher  # type: ignore[no-any-return]
+        if not self.settings.event_bus_name:
+            return None
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.eventbridge import EventBridgePublisher
+        from shared.memory.trigger import RunCompletedPublisher
+
+        return RunCompletedPublisher(
+            EventBridgePublisher(
+                self.settings.event_bus_name, client_factory("events", region=self.settings.aws_region)
+            )
+        )
 
     def worker(self) -> WorkerExecutor:
-        return WorkerExecutor(self.model, self.store, self.store, self.tools)
+        from shared.memory.injection import ActiveMemories
+
+        return WorkerExecutor(self.model, self.store, self.store, self.tools, memories=ActiveMemories(self.memories))

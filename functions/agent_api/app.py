@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,12 +15,14 @@ from fastapi.responses import StreamingResponse
 from functions.agent_api.deps import Caller
 from functions.agent_api.errors import install_error_handlers
 from functions.agent_api.routes_automations import router as automations_router
-from functions.agent_api.sse import SSE_HEADERS, frames
-from shared.adapters.redis_stream import run_stream_key, thread_stream_key
+from functions.agent_api.routes_memories import router as memories_router
+from functions.agent_api.sse import PING, SSE_HEADERS, frame, frames
+from shared.adapters.redis_stream import thread_stream_key
 from shared.auth import AUDIT_SCOPE
 from shared.errors import Forbidden, InvalidRequest, PayloadTooLarge
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Message, Origin
+from shared.ports import StreamEntry
 from shared.runs import intake
 from shared.settings import Settings
 from shared.wiring import Services
@@ -67,6 +70,16 @@ async def read_limited_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+async def run_frames(entries: AsyncIterator[StreamEntry | None]) -> AsyncIterator[str]:
+    """SSE frames of a run; an event rebuilt by the server (empty id, not on the stream) has no ``id:`` line, so a
+    client's Last-Event-ID stays on the last event it can resume from."""
+    async for entry in entries:
+        if entry is not None and not entry.id:
+            yield f"data: {json.dumps(entry.event, separators=(',', ':'), ensure_ascii=False)}\n\n"
+        else:
+            yield PING if entry is None else frame(entry)
+
+
 def _encode_seq(seq: int) -> str:
     return base64.urlsafe_b64encode(f"seq:{seq}".encode()).decode()
 
@@ -102,6 +115,7 @@ def create_app(services: Services | None = None) -> FastAPI:
     app.state.services = svc
     install_error_handlers(app)
     app.include_router(automations_router)
+    app.include_router(memories_router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:
@@ -146,7 +160,9 @@ def create_app(services: Services | None = None) -> FastAPI:
             executor=svc.worker(),
         )
         return StreamingResponse(
-            frames(svc.runs.tail(admission.stream_key)), media_type="text/event-stream", headers=SSE_HEADERS
+            run_frames(svc.runs.tail_run(caller.tenant_id, admission.run.run_id)),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
         )
 
     @app.get("/api/v1/threads/{threadId}/history", tags=["threads"])
@@ -180,9 +196,10 @@ def create_app(services: Services | None = None) -> FastAPI:
         intake.check_id("runId", runId)
         run = await svc.runs.get_visible_run(caller, runId)
         after = intake.check_stream_id(last_event_id or lastEventId or "0-0")
-        key = run_stream_key(caller.tenant_id, run.run_id)
         return StreamingResponse(
-            frames(svc.runs.tail(key, after=after)), media_type="text/event-stream", headers=SSE_HEADERS
+            run_frames(svc.runs.tail_run(caller.tenant_id, run.run_id, after=after)),
+            media_type="text/event-stream",
+            headers=SSE_HEADERS,
         )
 
     @app.post("/api/v1/agent/runs/{runId}/cancel", tags=["runs"])

@@ -1,13 +1,24 @@
-"""Writes a run's AG-UI events to its stream (and its thread's), and tracks what is open so it can be closed."""
+"""Writes a run's AG-UI events to its stream (and its thread's), and tracks what is open so it can be closed.
+
+The event stream (Redis) is a delivery channel, not the record: the thread and the run ledger (DynamoDB) are. So a
+stream outage never fails a run. An event that cannot be appended waits in an ordered in-process backlog and is
+written, in order and before any later event, as soon as the stream answers again; ``flush`` gives the backlog a
+last bounded chance when the run ends. Readers never see a gap or a reordering, only a delay.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from collections import deque
 from typing import Any
 
 from ag_ui.core import BaseEvent, EventType
 
 from shared.ports import EventStream
+
+logger = logging.getLogger(__name__)
 
 TERMINAL_TYPES = frozenset({EventType.RUN_FINISHED.value, EventType.RUN_ERROR.value})
 LIFECYCLE_TYPES = TERMINAL_TYPES | {
@@ -15,6 +26,12 @@ LIFECYCLE_TYPES = TERMINAL_TYPES | {
     EventType.STEP_STARTED.value,
     EventType.STEP_FINISHED.value,
 }
+
+# While the stream is failing, new events go straight to the backlog and a write is retried at most this often, so a
+# dead stream costs a run one failed request per interval instead of one per token.
+RETRY_INTERVAL_S = 0.5
+# A run that outlives a long outage keeps its newest events; the record of what it said is the thread, not the stream.
+MAX_BACKLOG = 20_000
 
 
 def event_to_dict(event: BaseEvent) -> dict[str, Any]:
@@ -45,31 +62,92 @@ class RunEmitter:
         thread_key: str | None = None,
         run_id: str | None = None,
         hidden: bool = False,
+        retry_interval_s: float = RETRY_INTERVAL_S,
+        max_backlog: int = MAX_BACKLOG,
     ) -> None:
         self._stream = stream
         self._run_key = run_key
         self._thread_key = thread_key
         self._run_id = run_id
         self._hidden = hidden
+        self._retry_interval_s = retry_interval_s
+        self._max_backlog = max_backlog
+        self._backlog: deque[tuple[str, dict[str, Any]]] = deque()
+        self._failed_at: float | None = None
         self.last_id: str | None = None
         self.count = 0
         self.terminal_sent = False
+        self.dropped = 0
+        self.stream_failures = 0
 
-    async def emit(self, event: BaseEvent) -> str:
+    @property
+    def pending(self) -> int:
+        """Events accepted but not yet written to the stream."""
+        return len(self._backlog)
+
+    async def emit(self, event: BaseEvent) -> str | None:
+        """Queue ``event`` behind any backlog and write what the stream takes; the entry id, or None if it waits."""
         if self.terminal_sent:
             raise RuntimeError("no event may follow the terminal event of a run")
         if event.timestamp is None:
             event = event.model_copy(update={"timestamp": int(time.time() * 1000)})
         data = event_to_dict(event)
-        entry_id = await self._stream.append(self._run_key, data)
+        before = self.last_id
+        self._enqueue(self._run_key, data)
         if self._thread_key is not None and (not self._hidden or data.get("type") in LIFECYCLE_TYPES):
             # On the thread stream runs interleave, so each event names its run; a hidden run shows only its
             # lifecycle (start, steps, end), never its messages or tool calls.
             tagged = dict(data)
             tagged["metadata"] = {**data.get("metadata", {}), "runId": self._run_id}
-            await self._stream.append(self._thread_key, tagged)
-        self.last_id = entry_id
+            self._enqueue(self._thread_key, tagged)
         self.count += 1
         if is_terminal(data):
             self.terminal_sent = True
-        return entry_id
+        if self._failed_at is None or time.monotonic() - self._failed_at >= self._retry_interval_s:
+            await self._drain()
+        written = not any(key == self._run_key for key, _ in self._backlog)
+        return self.last_id if written and self.last_id != before else None
+
+    def _enqueue(self, key: str, data: dict[str, Any]) -> None:
+        if len(self._backlog) >= self._max_backlog:
+            self._backlog.popleft()
+            self.dropped += 1
+        self._backlog.append((key, data))
+
+    async def _drain(self) -> bool:
+        """Write the backlog in order; stop at the first failure (so nothing overtakes it). True when empty."""
+        while self._backlog:
+            key, data = self._backlog[0]
+            try:
+                entry_id = await self._stream.append(key, data)
+            except Exception:
+                self.stream_failures += 1
+                if self._failed_at is None:
+                    logger.warning(
+                        "event stream unavailable; buffering events", extra={"run_id": self._run_id}, exc_info=True
+                    )
+                self._failed_at = time.monotonic()
+                return False
+            self._backlog.popleft()
+            if key == self._run_key:
+                self.last_id = entry_id
+        if self._failed_at is not None:
+            logger.info("event stream back; backlog written", extra={"run_id": self._run_id})
+            self._failed_at = None
+        return True
+
+    async def flush(self, timeout_s: float) -> bool:
+        """Try to write the backlog for up to ``timeout_s``; True when every accepted event is on the stream."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if await self._drain():
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                logger.error(
+                    "event stream still unavailable at the end of the run; events not written",
+                    extra={"run_id": self._run_id, "pending": len(self._backlog)},
+                )
+                return False
+            await asyncio.sleep(min(self._retry_interval_s, remaining))

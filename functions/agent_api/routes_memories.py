@@ -1,0 +1,58 @@
+"""``GET /api/v1/memories`` and ``DELETE /api/v1/memories/{memoryId}``: the caller's own memories only."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from functions.agent_api.deps import Caller, services_of
+from shared.errors import NotFound
+from shared.memory.models import Memory
+from shared.runs.intake import check_id
+from shared.wiring import Services
+
+router = APIRouter(prefix="/api/v1/memories", tags=["memories"])
+ServicesDep = Annotated[Services, Depends(services_of)]
+
+
+def memory_view(memory: Memory) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "id": memory.id,
+        "kind": memory.kind.value,
+        "content": memory.content,
+        "status": memory.status.value,
+        "confidence": memory.confidence,
+        "evidenceQuote": memory.evidence_quote,
+        "sourceMessageIds": list(memory.source_message_ids),
+        "createdAt": memory.created_at.isoformat(),
+        "updatedAt": memory.updated_at.isoformat(),
+    }
+    for key, value in (
+        ("threadId", memory.thread_id),
+        ("runId", memory.run_id),
+        ("supersededBy", memory.superseded_by),
+        ("statusReason", memory.status_reason),
+    ):
+        if value:
+            view[key] = value
+    return view
+
+
+@router.get("")
+async def list_memories(
+    caller: Caller,
+    services: ServicesDep,
+    includeInactive: Annotated[bool, Query(description="also superseded and retracted memories")] = False,
+) -> dict[str, Any]:
+    memories = await services.memories.list_memories(caller.tenant_id, caller.user_id, include_inactive=includeInactive)
+    return {"items": [memory_view(m) for m in memories]}
+
+
+@router.delete("/{memoryId}", status_code=204, response_class=Response)
+async def delete_memory(caller: Caller, services: ServicesDep, memoryId: str) -> Response:
+    """The user's own hard delete (the memory executor can only mark memories superseded or retracted)."""
+    check_id("memoryId", memoryId)
+    if not await services.memories.delete(caller.tenant_id, caller.user_id, memoryId):
+        raise NotFound("memory not found")
+    return Response(status_code=204)
