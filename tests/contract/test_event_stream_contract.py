@@ -1,4 +1,5 @@
-"""Contract of ``EventStream``: the same cases against the in-memory fake, fakeredis and a real redis-server.
+"""Contract of ``EventStream``: the same cases against the in-memory fake, fakeredis, a real redis-server and a
+real one-node redis cluster (the protocol ElastiCache Serverless speaks).
 
 The real server is the session's own (``redis_url`` starts it on a free port); every test uses fresh keys, so tests
 never see each other's entries.
@@ -11,16 +12,16 @@ import itertools
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, cast
 
 import fakeredis
 import pytest
-from redis.asyncio import Redis
 
 from shared.adapters.in_memory_stream import InMemoryEventStream
-from shared.adapters.redis_stream import RedisEventStream, run_stream_key
+from shared.adapters.redis_stream import RedisEventStream, connect, run_stream_key
 from shared.ports import EventStream
+from tests.support.redis_server import redis_server
 
 StreamFactory = Callable[..., EventStream]
 
@@ -32,7 +33,13 @@ def as_pair(entry_id: str) -> tuple[int, int]:
     return int(ms), int(seq)
 
 
-@pytest.fixture(params=["memory", "fakeredis", "redis"])
+@pytest.fixture(scope="session")
+def redis_cluster_url() -> Iterator[str]:
+    with redis_server(cluster=True) as url:
+        yield url
+
+
+@pytest.fixture(params=["memory", "fakeredis", "redis", "redis-cluster"])
 def backend(request: pytest.FixtureRequest) -> str:
     return cast(str, request.param)
 
@@ -40,13 +47,19 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def make_stream(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[StreamFactory]:
     """``make_stream(max_len=...)``: a stream on this backend; clients are closed after the test."""
-    url = cast(str, request.getfixturevalue("redis_url")) if backend == "redis" else ""
+    url = ""
+    if backend == "redis":
+        url = cast(str, request.getfixturevalue("redis_url"))
+    elif backend == "redis-cluster":
+        url = cast(str, request.getfixturevalue("redis_cluster_url"))
     clients: list[Any] = []
 
     def build(*, max_len: int = 10_000) -> EventStream:
         if backend == "memory":
             return InMemoryEventStream(max_len=max_len)
-        client: Any = fakeredis.FakeAsyncRedis() if backend == "fakeredis" else Redis.from_url(url)
+        client: Any = (
+            fakeredis.FakeAsyncRedis() if backend == "fakeredis" else connect(url, cluster=backend == "redis-cluster")
+        )
         clients.append(client)
         return RedisEventStream(client, max_len=max_len)
 
