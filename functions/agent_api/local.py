@@ -1,15 +1,21 @@
 """``make dev``: the whole system on one machine with embedded defaults (no cloud account, no API key).
 
-DynamoDB is emulated in-process by moto; events go to an in-process Redis-compatible store unless REDIS_URL is
-set; without LLM_BASE_URL the built-in offline model answers (and says so).
+DynamoDB and the Scheduler are emulated in-process by moto; events go to an in-process Redis-compatible store unless
+REDIS_URL is set; without LLM_BASE_URL the built-in offline model answers (and says so). The memory worker and the
+scheduler run in the same process: run-completed events are extracted in the background, and stored schedules
+fire as the Scheduler would fire them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import uvicorn
+from fastapi import FastAPI
 
 from functions.agent_api.app import create_app
 from shared.local.embedded import EmbeddedAws, embedded_stream_client
@@ -31,7 +37,14 @@ def main() -> None:
 
         overrides["stream"] = RedisEventStream(embedded_stream_client())
     services = Services(settings, overrides=overrides)
+    # The memory worker runs in-process: run-completed events go straight to the same extraction code the memory
+    # Lambda runs (the scheduler's counterpart is `functions.automation.handler`, invoked by hand locally).
+    from shared.local.memory_worker import InProcessMemoryWorker
+    from shared.memory.trigger import RunCompletedPublisher
+
+    services.overrides["run_completed_publisher"] = RunCompletedPublisher(InProcessMemoryWorker(services))
     app = create_app(services)
+    _run_local_scheduler(app, services)
     port = int(os.environ.get("PORT", "8000"))
     logging.getLogger(__name__).info(
         "serving", extra={"url": f"http://127.0.0.1:{port}", "model": type(services.model).__name__}
@@ -40,6 +53,32 @@ def main() -> None:
         uvicorn.run(app, host=os.environ.get("HOST", "127.0.0.1"), port=port, log_level="info")
     finally:
         aws.stop()
+
+
+def _run_local_scheduler(app: FastAPI, services: Services) -> None:
+    """Fire the automation schedules stored in moto's Scheduler from the server's event loop."""
+    import boto3
+
+    from functions.automation.handler import handle
+    from shared.local.scheduler import LocalScheduler
+
+    scheduler = LocalScheduler(
+        boto3.client("scheduler", region_name=services.settings.aws_region),
+        services.settings.scheduler_group_name or "default",
+        lambda event: handle(event, None, services),
+    )
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: FastAPI) -> AsyncIterator[None]:
+        async with inner(a):
+            task = asyncio.create_task(scheduler.run_forever())
+            try:
+                yield
+            finally:
+                task.cancel()
+
+    app.router.lifespan_context = lifespan
 
 
 if __name__ == "__main__":

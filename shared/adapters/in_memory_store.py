@@ -283,6 +283,26 @@ class InMemoryStore:
         run = self._existing_run(tenant_id, run_id)
         self._runs[(tenant_id, run_id)] = run.model_copy(update={"cancel_requested": True})
 
+    async def list_stale_runs(self, *, stale_before: datetime, limit: int) -> list[Run]:
+        """Running runs of every tenant whose last heartbeat is older than ``stale_before``, stalest first."""
+        await self._request()
+        stale = sorted(
+            (r for r in self._runs.values() if r.status is RunStatus.RUNNING and r.heartbeat_at < stale_before),
+            key=lambda r: (r.heartbeat_at, r.run_id),
+        )
+        return [r.model_copy(deep=True) for r in stale[:limit]]
+
+    async def abandon_run(self, tenant_id: str, run_id: str, *, stale_before: datetime, error_code: str) -> bool:
+        """Mark a stale running run failed; False when it is not running or its heartbeat is recent."""
+        await self._request()
+        run = self._runs.get((tenant_id, run_id))
+        if run is None or run.status is not RunStatus.RUNNING or not run.heartbeat_at < stale_before:
+            return False
+        self._runs[(tenant_id, run_id)] = run.model_copy(
+            update={"status": RunStatus.FAILED, "error_code": error_code, "updated_at": utc_now()}
+        )
+        return True
+
     async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]:
         """Oldest first, as the DynamoDB index sorts them."""
         await self._request()

@@ -77,6 +77,9 @@ class RunEmitter:
         self.last_id: str | None = None
         self.count = 0
         self.terminal_sent = False
+        self.open_step: str | None = None
+        # Tool calls started on the stream and not yet answered (call id -> the assistant message that made it).
+        self.unanswered_calls: dict[str, str] = {}
         self.dropped = 0
         self.stream_failures = 0
 
@@ -101,6 +104,15 @@ class RunEmitter:
             tagged["metadata"] = {**data.get("metadata", {}), "runId": self._run_id}
             self._enqueue(self._thread_key, tagged)
         self.count += 1
+        kind = data.get("type")
+        if kind == EventType.STEP_STARTED.value:
+            self.open_step = str(data.get("stepName"))
+        elif kind == EventType.STEP_FINISHED.value:
+            self.open_step = None
+        elif kind == EventType.TOOL_CALL_START.value:
+            self.unanswered_calls[str(data["toolCallId"])] = str(data.get("parentMessageId") or "")
+        elif kind == EventType.TOOL_CALL_RESULT.value:
+            self.unanswered_calls.pop(str(data["toolCallId"]), None)
         if is_terminal(data):
             self.terminal_sent = True
         if self._failed_at is None or time.monotonic() - self._failed_at >= self._retry_interval_s:

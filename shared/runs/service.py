@@ -15,20 +15,29 @@ stream gets one rebuilt from the run ledger.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunStartedEvent, TokenUsage
+from ag_ui.core import (
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    StepFinishedEvent,
+    TokenUsage,
+    ToolCallResultEvent,
+)
 
 from shared.adapters.redis_stream import run_stream_key, thread_stream_key
 from shared.errors import AgentError, Conflict, ModelError, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
-from shared.models import Identity, Message, Run, RunStatus, Usage, merge_usage, utc_now
+from shared.models import Identity, Message, Role, Run, RunStatus, Usage, merge_usage, utc_now
 from shared.ports import ConversationStore, EventStream, RunLedger, StreamEntry
 from shared.runs.emitter import RunEmitter, is_terminal
 
@@ -360,6 +369,10 @@ class RunService:
             )
             if not emitter.terminal_sent:
                 try:
+                    await self._answer_open_calls(ctx, emitter)
+                    if emitter.open_step is not None:
+                        # sse-events.md §2 rule 4: the step is closed before the terminal event, failure or not.
+                        await emitter.emit(StepFinishedEvent(step_name=emitter.open_step))
                     await emitter.emit(
                         RunErrorEvent(message=message, code=error_code, usage=usage_to_agui(partial_usage))
                     )
@@ -387,6 +400,48 @@ class RunService:
                     await self.on_run_finished(ctx, status, result)
                 except Exception:
                     logger.exception("run-finished hook failed", extra={"run_id": ctx.run_id})
+
+    async def _answer_open_calls(self, ctx: RunContext, emitter: RunEmitter) -> None:
+        """The last guard of sse-events.md §2 rule 4: every tool call on the stream gets a result.
+
+        The executor's own salvage normally answers its calls; this covers the calls it could not (for example when
+        storing the turn that made them failed). A result is stored only when the call is stored, so the thread
+        never gains an orphan; otherwise it only closes the call on the wire.
+        """
+        if not emitter.unanswered_calls:
+            return
+        tenant = ctx.identity.tenant_id
+        parents = sorted(set(emitter.unanswered_calls.values()))
+        try:
+            stored = await self._store.known_message_ids(tenant, ctx.thread_id, parents)
+        except Exception:
+            stored = set()
+        content = json.dumps({"error": {"code": "run_failed", "message": "the run failed before this tool ran"}})
+        for call_id, parent in list(emitter.unanswered_calls.items()):
+            message_id = f"msg_{uuid.uuid4().hex}"
+            if parent in stored:
+                try:
+                    await self._store.append_messages(
+                        ctx.identity,
+                        ctx.thread_id,
+                        [
+                            Message(
+                                id=message_id,
+                                thread_id=ctx.thread_id,
+                                role=Role.TOOL,
+                                content=content,
+                                tool_call_id=call_id,
+                                run_id=ctx.run_id,
+                                meta=ctx.meta,
+                                flags={"synthetic": True},
+                            )
+                        ],
+                    )
+                except Exception:
+                    logger.warning("could not store a synthetic tool result", extra={"run_id": ctx.run_id})
+            await emitter.emit(
+                ToolCallResultEvent(message_id=message_id, tool_call_id=call_id, content=content, role="tool")
+            )
 
     async def _finalise(
         self,

@@ -500,6 +500,71 @@ async def test_cancelling_an_unknown_run_is_not_found(store: Store) -> None:
     assert elsewhere.cancel_requested is False
 
 
+# ---- stale runs (the sweeper) --------------------------------------------------------------------------------
+
+
+def a_stale_run(run_id: str, identity: Identity = ALICE, minutes_ago: int = 30) -> Run:
+    """A run created (and last heard of) ``minutes_ago``: what a process that died mid-run leaves behind."""
+    then = utc_now() - timedelta(minutes=minutes_ago)
+    return a_run(run_id, identity=identity).model_copy(update={"created_at": then, "heartbeat_at": then})
+
+
+async def test_list_stale_runs_finds_running_runs_of_every_tenant_whose_heartbeat_stopped(store: Store) -> None:
+    # GIVEN two stale running runs in two tenants, a stale run that finished, and a run that is still beating
+    await store.create_run(a_stale_run("dead-a", minutes_ago=40))
+    await store.create_run(a_stale_run("dead-b", identity=ALICE_ELSEWHERE, minutes_ago=30))
+    await store.create_run(a_stale_run("ended"))
+    await store.finish_run("tenant-a", "ended", status="succeeded", usage=[], last_stream_id=None)
+    await store.create_run(a_stale_run("alive"))
+    await store.heartbeat("tenant-a", "alive", last_stream_id=None)
+    await store.create_run(a_run("fresh"))
+    # WHEN the sweeper lists runs without a heartbeat for ten minutes
+    stale = await store.list_stale_runs(stale_before=utc_now() - timedelta(minutes=10), limit=10)
+    # THEN exactly the two dead runs come back, stalest first, and the limit holds
+    assert [(r.tenant_id, r.run_id) for r in stale] == [("tenant-a", "dead-a"), ("tenant-b", "dead-b")]
+    assert all(r.status is RunStatus.RUNNING for r in stale)
+    limited = await store.list_stale_runs(stale_before=utc_now() - timedelta(minutes=10), limit=1)
+    assert [r.run_id for r in limited] == ["dead-a"]
+
+
+async def test_abandon_run_ends_a_stale_run_exactly_once(store: Store) -> None:
+    # GIVEN a stale running run
+    await store.create_run(a_stale_run("dead"))
+    cutoff = utc_now() - timedelta(minutes=10)
+    # WHEN two sweepers abandon it
+    first = await store.abandon_run("tenant-a", "dead", stale_before=cutoff, error_code="run_failed")
+    second = await store.abandon_run("tenant-a", "dead", stale_before=cutoff, error_code="run_failed")
+    # THEN one of them did it, the run is failed with the code, and it is no longer listed as stale
+    assert (first, second) == (True, False)
+    run = await store.get_run("tenant-a", "dead")
+    assert run is not None
+    assert (run.status, run.error_code) == (RunStatus.FAILED, "run_failed")
+    assert await store.list_stale_runs(stale_before=cutoff, limit=10) == []
+
+
+async def test_abandon_run_leaves_live_ended_and_unknown_runs_alone(store: Store) -> None:
+    # GIVEN a run that beats, a stale run that finished, and a stale run of another tenant
+    await store.create_run(a_run("alive"))
+    await store.create_run(a_stale_run("ended"))
+    await store.finish_run("tenant-a", "ended", status="succeeded", usage=[], last_stream_id=None)
+    await store.create_run(a_stale_run("theirs", identity=ALICE_ELSEWHERE))
+    cutoff = utc_now() - timedelta(minutes=10)
+    # WHEN a sweeper tries to abandon each (the last under the wrong tenant)
+    results = [
+        await store.abandon_run("tenant-a", "alive", stale_before=cutoff, error_code="run_failed"),
+        await store.abandon_run("tenant-a", "ended", stale_before=cutoff, error_code="run_failed"),
+        await store.abandon_run("tenant-a", "theirs", stale_before=cutoff, error_code="run_failed"),
+        await store.abandon_run("tenant-a", "missing", stale_before=cutoff, error_code="run_failed"),
+    ]
+    # THEN nothing changed
+    assert results == [False, False, False, False]
+    statuses = [await store.get_run("tenant-a", "alive"), await store.get_run("tenant-a", "ended")]
+    assert [r.status if r else None for r in statuses] == [RunStatus.RUNNING, RunStatus.SUCCEEDED]
+    theirs = await store.get_run("tenant-b", "theirs")
+    assert theirs is not None and theirs.status is RunStatus.RUNNING
+    assert await store.get_run("tenant-a", "missing") is None
+
+
 # ---- claims ------------------------------------------------------------------------------------------------
 
 

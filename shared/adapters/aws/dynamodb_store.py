@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import random
 import uuid
@@ -19,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from shared.adapters.aws import dynamo_codec as codec
 from shared.errors import Conflict, InvalidRequest, NotFound
-from shared.models import AuditRecord, Identity, Message, Run, Thread, Usage, utc_now
+from shared.models import AuditRecord, Identity, Message, Run, RunStatus, Thread, Usage, utc_now
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -29,6 +30,18 @@ T = TypeVar("T")
 # One transaction holds at most 100 items; each message takes two (id marker and body) plus the counter update.
 _MESSAGES_PER_TRANSACTION = 40
 _MAX_APPEND_ATTEMPTS = 12
+
+# Running runs are indexed in GSI2, a sparse KEYS_ONLY index written at creation and removed when the run ends, so the
+# sweeper reads only the runs that are still running. Its partition is spread over a few shards so that run creation
+# never makes one index partition hot.
+RUNNING_SHARDS = 8
+_RUNNING_INDEX = "GSI2"
+
+
+def running_gsi(run_pk: str) -> str:
+    """The GSI2 partition of a running run: ``RUNNING#<shard>``, the shard a stable hash of the run's key."""
+    shard = int(hashlib.sha256(run_pk.encode()).hexdigest()[:8], 16) % RUNNING_SHARDS
+    return f"RUNNING#{shard}"
 
 
 class DynamoDBStore:
@@ -303,6 +316,17 @@ class DynamoDBStore:
 
     async def create_run(self, run: Run) -> tuple[Run, bool]:
         item = codec.run_to_item(run)
+        if run.status is RunStatus.RUNNING:
+            created = run.created_at.isoformat()
+            item.update(
+                codec.to_item(
+                    {
+                        "GSI2PK": running_gsi(item["PK"]["S"]),
+                        "GSI2SK": f"{created}#{run.run_id}",
+                        "heartbeat_at": run.heartbeat_at.isoformat(),
+                    }
+                )
+            )
         try:
             await self._call(
                 lambda: self.client.put_item(
@@ -351,6 +375,7 @@ class DynamoDBStore:
         if error_code:
             values[":e"] = error_code
             expr += ", error_code = :e"
+        expr += " REMOVE GSI2PK, GSI2SK"  # an ended run leaves the sparse index of running runs
         await self._update_run(tenant_id, run_id, expr, values, names={"#s": "status", "#u": "usage"})
 
     async def _update_run(
@@ -383,6 +408,72 @@ class DynamoDBStore:
 
     async def request_cancel(self, tenant_id: str, run_id: str) -> None:
         await self._update_run(tenant_id, run_id, "SET cancel_requested = :t", {":t": True})
+
+    async def list_stale_runs(self, *, stale_before: datetime, limit: int) -> list[Run]:
+        """Running runs, of every tenant, whose last heartbeat is older than ``stale_before`` (for the sweeper).
+
+        Queries each shard of the sparse GSI2 for runs created before the cut-off (a run's heartbeat is never older
+        than its creation), then reads the candidates' records to check their heartbeat.
+        """
+        keys: list[dict[str, Any]] = []
+        cutoff = stale_before.isoformat()
+        for shard in range(RUNNING_SHARDS):
+            kwargs: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": _RUNNING_INDEX,
+                "KeyConditionExpression": "GSI2PK = :p AND GSI2SK < :c",
+                "ExpressionAttributeValues": codec.to_item({":p": f"RUNNING#{shard}", ":c": cutoff}),
+            }
+            while True:
+                resp = await self._call(lambda kw=kwargs: self.client.query(**kw))  # type: ignore[misc]
+                keys.extend({"PK": i["PK"], "SK": i["SK"]} for i in resp.get("Items", []))
+                last = resp.get("LastEvaluatedKey")
+                if not last:
+                    break
+                kwargs = {**kwargs, "ExclusiveStartKey": last}
+        stale: list[Run] = []
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] = {self._table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+            while request:
+                got = await self._call(lambda req=request: self.client.batch_get_item(RequestItems=req))  # type: ignore[misc]
+                for item in got.get("Responses", {}).get(self._table, []):
+                    run = codec.run_from_item(item)
+                    if run.status is RunStatus.RUNNING and run.heartbeat_at < stale_before:
+                        stale.append(run)
+                request = got.get("UnprocessedKeys") or {}
+        stale.sort(key=lambda r: (r.heartbeat_at, r.run_id))
+        return stale[:limit]
+
+    async def abandon_run(self, tenant_id: str, run_id: str, *, stale_before: datetime, error_code: str) -> bool:
+        """Mark a run failed if it is still running with a heartbeat older than ``stale_before``.
+
+        Conditional, so of two sweepers (or a sweeper and a run that came back to life) exactly one wins. True when
+        this call ended the run.
+        """
+        try:
+            await self._call(
+                lambda: self.client.update_item(
+                    TableName=self._table,
+                    Key=codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
+                    UpdateExpression="SET #s = :failed, error_code = :e, updated_at = :now REMOVE GSI2PK, GSI2SK",
+                    ConditionExpression="#s = :running AND heartbeat_at < :stale",
+                    ExpressionAttributeNames={"#s": "status"},
+                    ExpressionAttributeValues=codec.to_item(
+                        {
+                            ":failed": RunStatus.FAILED.value,
+                            ":running": RunStatus.RUNNING.value,
+                            ":e": error_code,
+                            ":now": utc_now().isoformat(),
+                            ":stale": stale_before.isoformat(),
+                        }
+                    ),
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
 
     async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]:
         resp = await self._call(
@@ -434,7 +525,8 @@ def create_table(client: DynamoDBClient, table_name: str) -> None:
         TableName=table_name,
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[
-            {"AttributeName": name, "AttributeType": "S"} for name in ("PK", "SK", "GSI1PK", "GSI1SK")
+            {"AttributeName": name, "AttributeType": "S"}
+            for name in ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK")
         ],
         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
         GlobalSecondaryIndexes=[
@@ -445,6 +537,15 @@ def create_table(client: DynamoDBClient, table_name: str) -> None:
                     {"AttributeName": "GSI1SK", "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            }
+            },
+            {
+                # Sparse: only running runs carry GSI2PK (see ``running_gsi``); the sweeper reads it.
+                "IndexName": _RUNNING_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "GSI2PK", "KeyType": "HASH"},
+                    {"AttributeName": "GSI2SK", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            },
         ],
     )

@@ -1,0 +1,227 @@
+"""Import time of each Lambda entry module against the bare import of the libraries it needs:
+``python -m bench.cold_start``.
+
+For each entry module, in fresh interpreters (``python -c``, bytecode already compiled, files in the page cache,
+as on a warm Lambda host; the interpreter's own start-up is excluded, the clock runs around the import only):
+
+1. **discover**: import the module once and list the third-party modules it loaded (files outside the project
+   and outside the standard library), in load order;
+2. **ours**: ``import <entry module>``;
+3. **bare (modules)**: import exactly those third-party modules and nothing of ours: the floor for this entry,
+   so ``ours / bare`` is what our own code adds (our modules, plus any library *submodule* we pull in that the
+   entry does not need);
+4. **bare (packages)**: ``import <top-level package>`` of each library, the naive baseline, shown for scale.
+
+Runs alternate ours / bare so both see the same machine noise; the median of ``--repeats`` (>= 10) is reported.
+``-X importtime`` then names the heaviest libraries and which of our modules imports each at module level: the
+candidates for a lazy import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import sysconfig
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.stats import machine, markdown_table
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRY_MODULES = (
+    "functions.agent_api.app",
+    "functions.agent_api.lambda_buffered",
+    "functions.memory_extract.handler",
+    "functions.automation.handler",
+)
+PROJECT_PACKAGES = ("shared", "functions", "bench", "tests")
+
+_DISCOVER = """
+import importlib, json, sys, sysconfig, time
+stdlib = sysconfig.get_paths()["stdlib"]
+before = set(sys.modules)
+t = time.perf_counter()
+importlib.import_module({module!r})
+elapsed = time.perf_counter() - t
+project = ("shared", "functions", "bench", "tests")
+loaded = []
+for name, mod in list(sys.modules.items()):
+    if name in before or name.split(".")[0] in project:
+        continue
+    path = getattr(mod, "__file__", None) or ""
+    if not path or path.startswith(stdlib + "/") and "site-packages" not in path:
+        continue
+    loaded.append(name)
+print(json.dumps({{"seconds": elapsed, "third_party": loaded}}))
+"""
+
+_TIMED = """
+import importlib, sys, time
+names = {names!r}
+t = time.perf_counter()
+for name in names:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+print(time.perf_counter() - t)
+"""
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update({"PYTHONPATH": str(ROOT), "AWS_DEFAULT_REGION": env.get("AWS_DEFAULT_REGION", "us-east-1")})
+    return env
+
+
+def _python(code: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *flags, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120,
+        check=False,
+    )
+
+
+def _timed(names: Sequence[str]) -> float:
+    done = _python(_TIMED.format(names=list(names)))
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-2000:])
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def module_exists(module: str) -> bool:
+    return (ROOT / (module.replace(".", "/") + ".py")).exists() or (ROOT / module.replace(".", "/")).is_dir()
+
+
+@dataclass
+class EntryResult:
+    module: str
+    ours_s: list[float] = field(default_factory=list)
+    bare_modules_s: list[float] = field(default_factory=list)
+    bare_packages_s: list[float] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)
+    third_party_modules: int = 0
+    heavy: list[tuple[str, float, str]] = field(default_factory=list)
+    """(library, cumulative ms, the first of our modules importing it at module level)."""
+
+    @property
+    def ours(self) -> float:
+        return statistics.median(self.ours_s)
+
+    @property
+    def bare(self) -> float:
+        return statistics.median(self.bare_modules_s)
+
+    @property
+    def bare_packages(self) -> float:
+        return statistics.median(self.bare_packages_s)
+
+
+_IMPORTTIME = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
+
+
+def heavy_imports(module: str, top: int) -> list[tuple[str, float, str]]:
+    """The ``top`` heaviest third-party packages by cumulative import time and who imports them first."""
+    done = _python(f"import {module}", "-X", "importtime")
+    lines = [m for m in (_IMPORTTIME.match(line) for line in done.stderr.splitlines()) if m]
+    parsed = [(int(m.group(2)), len(m.group(3)) // 2, m.group(4)) for m in lines]
+    # -X importtime prints a module after everything it imported, one indent level deeper: a line's importer is
+    # the next line below it with a smaller depth.
+    best: dict[str, tuple[float, str]] = {}
+    for index, (cumulative, depth, name) in enumerate(parsed):
+        package = name.split(".")[0]
+        if package in PROJECT_PACKAGES or package.startswith("_"):
+            continue
+        importer, level = "", depth
+        for later_cum, later_depth, later_name in parsed[index + 1 :]:
+            del later_cum
+            if later_depth < level:
+                level = later_depth
+                if later_name.split(".")[0] in ("shared", "functions"):
+                    importer = later_name
+                    break
+        if package not in best or cumulative / 1000 > best[package][0]:
+            best[package] = (cumulative / 1000, importer or best.get(package, (0.0, ""))[1])
+    ranked = sorted(best.items(), key=lambda kv: kv[1][0], reverse=True)
+    return [(name, ms, importer) for name, (ms, importer) in ranked[:top] if importer or ms >= 1]
+
+
+def measure(module: str, repeats: int, top: int) -> EntryResult:
+    result = EntryResult(module)
+    done = _python(_DISCOVER.format(module=module))
+    if done.returncode != 0:
+        raise RuntimeError(f"{module} does not import:\n{done.stderr[-2000:]}")
+    third_party: list[str] = json.loads(done.stdout.strip().splitlines()[-1])["third_party"]
+    stdlib = sysconfig.get_paths()["stdlib"]
+    del stdlib
+    result.third_party_modules = len(third_party)
+    result.packages = sorted({name.split(".")[0] for name in third_party if not name.split(".")[0].startswith("_")})
+    for index in range(repeats):
+        runs = [
+            ("ours", lambda: _timed([module])),
+            ("bare", lambda: _timed(third_party)),
+            ("packages", lambda: _timed(result.packages)),
+        ]
+        if index % 2:
+            runs.reverse()
+        for kind, fn in runs:
+            value = fn()
+            {"ours": result.ours_s, "bare": result.bare_modules_s, "packages": result.bare_packages_s}[kind].append(
+                value
+            )
+    result.heavy = heavy_imports(module, top)
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> list[EntryResult]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="one module, one repeat")
+    parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--top", type=int, default=8, help="heavy imports listed per module")
+    parser.add_argument("--modules", default=",".join(ENTRY_MODULES))
+    args = parser.parse_args(argv)
+    modules = ["functions.automation.handler"] if args.smoke else [m for m in args.modules.split(",") if m]
+    repeats = 1 if args.smoke else args.repeats
+    started = time.perf_counter()
+    results: list[EntryResult] = []
+    skipped: list[str] = []
+    for module in modules:
+        if not module_exists(module):
+            skipped.append(module)
+            continue
+        results.append(measure(module, repeats, args.top))
+    print(f"machine: {machine()}; median of {repeats} fresh interpreters per figure")
+    print()
+    print(
+        markdown_table(
+            ["entry module", "ours ms", "bare (its library modules) ms", "ratio", "bare (top-level packages) ms",
+             "library modules", "libraries"],
+            [
+                [r.module, r.ours * 1000, r.bare * 1000, f"{r.ours / r.bare:.2f}", r.bare_packages * 1000,
+                 r.third_party_modules, ", ".join(r.packages)]
+                for r in results
+            ],
+        )
+    )
+    for name in skipped:
+        print(f"skipped {name}: the module does not exist in this tree")
+    defaultdict(list)
+    for r in results:
+        print()
+        print(f"Heaviest libraries of {r.module} (-X importtime, cumulative, one run):")
+        print()
+        print(markdown_table(["library", "cumulative ms", "first imported by"],
+                             [[name, ms, importer or "(a library)"] for name, ms, importer in r.heavy]))
+    print(f"({time.perf_counter() - started:.1f} s)")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The three servers of the overhead benchmark, each in its own process: ``python -m bench.overhead_servers KIND``.
+
+- ``model``: the tests' scripted OpenAI-compatible server (``tests/support/model_server.py``) answering every
+  request with the same text after fixed delays; it notes when each request arrived (by the ``bench-<n>`` tag in
+  the last user message) so the client can split the time before and after the model.
+- ``ours``: the real app (``functions.agent_api.app.create_app``) under uvicorn, with moto DynamoDB in-process
+  (serialised as in the tests), a real redis-server and the real ``openai`` adapter pointed at ``model``.
+  ``--timings`` wraps the store and the event stream in timers; ``--profile`` runs the event loop under
+  cProfile. Both write their findings to ``--report`` when the server stops.
+- ``bare``: a FastAPI SSE pass-through: one ``openai`` streaming call per request, each content delta forwarded
+  as a ``data:`` frame. Same uvicorn settings as ``ours``.
+
+Each prints ``READY <base url>`` and serves until its standard input closes (the parent closing the pipe, or
+dying), then stops by itself. Loopback only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import io
+import json
+import os
+import pstats
+import re
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
+
+TAG = re.compile(r"bench-(\d+)")
+JWT_SECRET = "bench-secret-for-hs256-tokens-0123456789"
+TABLE = "bench-overhead"
+REGION = "us-east-1"
+
+
+def _uvicorn_config(app: Any, port: int) -> uvicorn.Config:
+    """The same settings for ``ours`` and ``bare`` (as functions/agent_api/run.sh: no access log)."""
+    return uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_stdin_eof(on_eof: Callable[[], None]) -> None:
+    def watch() -> None:
+        sys.stdin.read()
+        on_eof()
+
+    threading.Thread(target=watch, name="stdin-eof", daemon=True).start()
+
+
+async def _serve(server: uvicorn.Server, port: int) -> None:
+    _wait_for_stdin_eof(lambda: setattr(server, "should_exit", True))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            await task
+            raise RuntimeError("server did not start")
+        await asyncio.sleep(0.02)
+    print(f"READY http://127.0.0.1:{port}", flush=True)
+    await task
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# model
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def run_model(args: argparse.Namespace) -> None:
+    from tests.support.model_server import ModelServer, ScriptedTurn
+
+    arrivals: dict[str, float] = {}
+    lock = threading.Lock()
+    words = [f" word{i}" for i in range(args.chunks)]
+
+    def responder(body: dict[str, Any]) -> ScriptedTurn:
+        now = time.monotonic()
+        last_user = next(
+            (str(m.get("content")) for m in reversed(body.get("messages", [])) if m.get("role") == "user"), ""
+        )
+        match = TAG.search(last_user)
+        if match:
+            with lock:
+                arrivals[match.group(0)] = now
+        return ScriptedTurn(
+            text=words, first_chunk_delay_s=args.first_delay, chunk_delay_s=args.chunk_delay, usage=(100, args.chunks)
+        )
+
+    done = threading.Event()
+    with ModelServer(responder=responder) as server:
+        print(f"READY {server.base_url}", flush=True)
+        _wait_for_stdin_eof(done.set)
+        done.wait()
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as out:
+            json.dump({"arrivals": arrivals}, out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# bare
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def run_bare(args: argparse.Namespace) -> None:
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=args.model_url, api_key="none", max_retries=0)
+    app = FastAPI()
+
+    @app.post("/bare")
+    async def bare(request: Request) -> StreamingResponse:
+        body = await request.json()
+        messages = [{"role": "user", "content": m["content"]} for m in body["messages"]]
+
+        async def frames() -> AsyncIterator[str]:
+            stream = await client.chat.completions.create(model="qwen3.5-30b-a3b", messages=messages, stream=True)
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    yield f"data: {json.dumps({'delta': chunk.choices[0].delta.content})}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(frames(), media_type="text/event-stream")
+
+    port = _free_port()
+    asyncio.run(_serve(uvicorn.Server(_uvicorn_config(app, port)), port))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ours
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class Timings:
+    """Wall time spent awaiting each store / stream method, summed over the server's life."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+
+    def wrap(self, target: Any, prefix: str) -> Any:
+        timings = self
+
+        class Timed:
+            def __getattr__(self, name: str) -> Any:
+                attr = getattr(target, name)
+                if not asyncio.iscoroutinefunction(attr):
+                    return attr
+
+                async def timed(*a: Any, **kw: Any) -> Any:
+                    started = time.perf_counter()
+                    try:
+                        return await attr(*a, **kw)
+                    finally:
+                        key = f"{prefix}.{name}"
+                        timings.seconds[key] += time.perf_counter() - started
+                        timings.calls[key] += 1
+
+                return timed
+
+        return Timed()
+
+    def report(self) -> dict[str, dict[str, float]]:
+        return {k: {"calls": self.calls[k], "seconds": round(v, 4)} for k, v in sorted(self.seconds.items())}
+
+
+def run_ours(args: argparse.Namespace) -> None:
+    import boto3
+    from moto import mock_aws
+    from redis.asyncio import Redis
+
+    from functions.agent_api.app import create_app
+    from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
+    from shared.adapters.redis_stream import RedisEventStream
+    from shared.settings import Settings
+    from shared.wiring import Services
+    from tests.support.moto_lock import OneRequestAtATime
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(name, "bench")
+    timings = Timings()
+    profiler = cProfile.Profile() if args.profile else None
+    with mock_aws():
+        raw_client = boto3.client("dynamodb", region_name=REGION)
+        create_table(raw_client, TABLE)
+        locked = OneRequestAtATime(raw_client)
+        store: Any = DynamoDBStore(TABLE, lambda: locked)
+        settings = Settings(
+            table_name=TABLE,
+            aws_region=REGION,
+            jwt_secret=JWT_SECRET,
+            auth_mode="hs256",
+            llm_base_url=args.model_url,
+            llm_api_key="none",
+            redis_url=args.redis_url,
+            llm_max_retries=0,
+        )
+
+        class LazyStream:
+            """The Redis client must be created on the server's event loop."""
+
+            _inner: RedisEventStream | None = None
+
+            def __getattr__(self, name: str) -> Any:
+                if self._inner is None:
+                    self._inner = RedisEventStream(Redis.from_url(args.redis_url))
+                return getattr(self._inner, name)
+
+        stream: Any = LazyStream()
+        if args.timings:
+            store = timings.wrap(store, "store")
+            stream = timings.wrap(stream, "stream")
+        services = Services(settings, overrides={"store": store, "stream": stream})
+        port = _free_port()
+        server = uvicorn.Server(_uvicorn_config(create_app(services), port))
+        if profiler is not None:
+            profiler.enable()
+        try:
+            asyncio.run(_serve(server, port))
+        finally:
+            if profiler is not None:
+                profiler.disable()
+    if args.report:
+        report: dict[str, Any] = {"timings": timings.report()}
+        if profiler is not None:
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.profile_rows)
+            report["profile_tottime"] = text.getvalue()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(args.profile_rows)
+            report["profile_cumulative"] = text.getvalue()
+        with open(args.report, "w", encoding="utf-8") as out:
+            json.dump(report, out, indent=1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["model", "ours", "bare"])
+    parser.add_argument("--model-url", default="")
+    parser.add_argument("--redis-url", default="")
+    parser.add_argument("--first-delay", type=float, default=0.2)
+    parser.add_argument("--chunk-delay", type=float, default=0.02)
+    parser.add_argument("--chunks", type=int, default=20)
+    parser.add_argument("--timings", action="store_true")
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile-rows", type=int, default=25)
+    parser.add_argument("--report", default="")
+    args = parser.parse_args()
+    {"model": run_model, "ours": run_ours, "bare": run_bare}[args.kind](args)
+
+
+if __name__ == "__main__":
+    main()

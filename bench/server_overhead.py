@@ -1,0 +1,365 @@
+"""Server overhead of ``POST /api/v1/agent`` against a bare FastAPI SSE pass-through of the same model stream:
+``python -m bench.server_overhead``.
+
+Four processes on loopback: the scripted model server (fixed delays), ``ours`` (the real app, moto, a real
+redis-server started here on a free port, the real ``openai`` adapter) and ``bare`` (one ``openai`` streaming call
+forwarded as SSE), all three under uvicorn with the same settings (see ``bench/overhead_servers.py``), and this
+client. For each concurrency, rounds alternate between ours and bare (ours first on even rounds, bare first on
+odd ones); within a round, ``concurrency`` requests start together. Each request is a new thread with one user
+message, so ours runs its whole path: admission (run ledger, thread claim, message append), the worker (window,
+prompt, model call), events through the Redis stream, and the response tailing that stream.
+
+Per request, measured from just before the request is sent:
+
+- **TTFE**: the first SSE event. For ours that is ``RUN_STARTED``, written *before* the model is called, so it
+  says little; for bare it is the first model delta.
+- **TTFT**: the first text (ours: ``TEXT_MESSAGE_CONTENT``; bare: the first delta). The fair comparison.
+- **total**: until the stream ends (ours: after ``RUN_FINISHED``; bare: after ``[DONE]``).
+- **pre-model**: until the model server received the request (the same monotonic clock across processes).
+
+A second pass (``--breakdown``, on by default) repeats the ours-only runs with the store and stream wrapped in
+timers and the event loop under cProfile, and prints where ours spends its time. The whole benchmark is bounded
+(fixed request counts, 30 s timeouts) and stops every process it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.overhead_servers import JWT_SECRET
+from bench.stats import machine, markdown_table, mean, percentile
+from shared.auth import mint_local_token
+from tests.support.redis_server import redis_server
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Sample:
+    ttfe: float
+    ttft: float
+    total: float
+    pre_model: float | None = None
+
+
+@dataclass
+class Series:
+    samples: list[Sample] = field(default_factory=list)
+    errors: int = 0
+
+    def values(self, name: str) -> list[float]:
+        return [getattr(s, name) for s in self.samples if getattr(s, name) is not None]
+
+
+@dataclass
+class OverheadResult:
+    config: dict[str, Any]
+    series: dict[tuple[str, int], Series]
+    breakdown: dict[str, Any] = field(default_factory=dict)
+
+    def ratios(self, concurrency: int, metric: str) -> tuple[float, float]:
+        ours = self.series[("ours", concurrency)].values(metric)
+        bare = self.series[("bare", concurrency)].values(metric)
+        return (
+            percentile(ours, 50) / max(percentile(bare, 50), 1e-9),
+            percentile(ours, 95) / max(percentile(bare, 95), 1e-9),
+        )
+
+    def markdown(self) -> str:
+        rows: list[list[object]] = []
+        for (kind, conc), series in self.series.items():
+            row: list[object] = [kind, conc, len(series.samples), series.errors]
+            for metric in ("ttfe", "ttft", "total", "pre_model"):
+                values = [v * 1000 for v in series.values(metric)]
+                row += [percentile(values, 50), percentile(values, 95)]
+            rows.append(row)
+        header = ["server", "concurrency", "requests", "errors", "TTFE p50 ms", "TTFE p95 ms", "TTFT p50 ms",
+                  "TTFT p95 ms", "total p50 ms", "total p95 ms", "pre-model p50 ms", "pre-model p95 ms"]
+        ratio_rows: list[list[object]] = []
+        for conc in self.config["concurrency"]:
+            for metric in ("ttfe", "ttft", "total"):
+                p50, p95 = self.ratios(conc, metric)
+                ratio_rows.append([conc, metric.upper(), f"{p50:.2f}", f"{p95:.2f}"])
+        parts = [
+            f"machine: {machine()}",
+            f"config: {self.config}",
+            "",
+            markdown_table(header, rows),
+            "",
+            "Ratios ours / bare:",
+            "",
+            markdown_table(["concurrency", "metric", "p50 ratio", "p95 ratio"], ratio_rows),
+        ]
+        if self.breakdown:
+            parts += ["", "Breakdown (ours, timed pass):", "", json.dumps(self.breakdown.get("timings", {}), indent=1)]
+        return "\n".join(parts)
+
+
+class Child:
+    """A server process of ours: started, read until READY, stopped by closing its stdin (then terminate)."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.overhead_servers", *args],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        self.name = args[0]
+        self.url = ""
+
+    def wait_ready(self) -> Child:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + 60
+        line = ""
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if line.startswith("READY ") or not line:
+                break
+        if not line.startswith("READY "):
+            self.stop()
+            raise RuntimeError(f"bench server {self.name} did not start")
+        self.url = line.split()[1]
+        return self
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+
+
+@contextlib.contextmanager
+def started(*commands: Sequence[str]) -> Iterator[list[Child]]:
+    """Start the servers together (their imports overlap), wait until each is ready, stop them all after."""
+    children: list[Child] = []
+    try:
+        for command in commands:
+            children.append(Child(list(command)))
+        yield [child.wait_ready() for child in children]
+    finally:
+        for child in children:
+            child.stop()
+
+
+async def one_request(
+    client: httpx.AsyncClient, kind: str, url: str, tag: str, token: str
+) -> tuple[Sample | None, float]:
+    """Send one run; returns the sample (None on failure) and the monotonic send time."""
+    content = f"Tell me something. {tag}"
+    if kind == "ours":
+        body = {
+            "threadId": f"th-{uuid.uuid4().hex[:12]}",
+            "runId": f"run-{uuid.uuid4().hex[:12]}",
+            "messages": [{"id": f"msg-{uuid.uuid4().hex[:12]}", "role": "user", "content": content}],
+            "tools": [],
+            "context": [],
+            "state": {},
+            "forwardedProps": {},
+        }
+        target, headers = f"{url}/api/v1/agent", {"Authorization": f"Bearer {token}"}
+    else:
+        body = {"messages": [{"role": "user", "content": content}]}
+        target, headers = f"{url}/bare", {}
+    sent = time.monotonic()
+    ttfe = ttft = None
+    finished = False
+    try:
+        async with client.stream("POST", target, json=body, headers=headers) as resp:
+            if resp.status_code != 200:
+                return None, sent
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                now = time.monotonic() - sent
+                ttfe = ttfe if ttfe is not None else now
+                data = line[5:].strip()
+                if kind == "bare":
+                    if data == "[DONE]":
+                        finished = True
+                    elif ttft is None:
+                        ttft = now
+                    continue
+                event = json.loads(data)
+                if ttft is None and event.get("type") == "TEXT_MESSAGE_CONTENT":
+                    ttft = now
+                if event.get("type") in ("RUN_FINISHED", "RUN_ERROR"):
+                    finished = event.get("type") == "RUN_FINISHED"
+    except httpx.HTTPError:
+        return None, sent
+    total = time.monotonic() - sent
+    if not finished or ttfe is None or ttft is None:
+        return None, sent
+    return Sample(ttfe=ttfe, ttft=ttft, total=total), sent
+
+
+async def drive(
+    urls: dict[str, str],
+    concurrency: Sequence[int],
+    rounds: dict[int, int],
+    warmup: int,
+    kinds: Sequence[str] = ("ours", "bare"),
+) -> tuple[dict[tuple[str, int], Series], dict[str, tuple[str, int, float]]]:
+    token = mint_local_token(JWT_SECRET, user_id="bench-user", tenant_id="bench-tenant", scopes=())
+    series = {(kind, conc): Series() for conc in concurrency for kind in kinds}
+    sent_at: dict[str, tuple[str, int, float]] = {}
+    counter = 0
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0), limits=limits) as client:
+        for kind in kinds:  # warm up both servers (imports, connection pools, first model call)
+            for _ in range(warmup):
+                counter += 1
+                await one_request(client, kind, urls[kind], f"bench-{counter}", token)
+        for conc in concurrency:
+            for round_index in range(rounds[conc]):
+                order = list(kinds) if round_index % 2 == 0 else list(reversed(kinds))
+                for kind in order:
+                    tags = []
+                    for _ in range(conc):
+                        counter += 1
+                        tags.append(f"bench-{counter}")
+                    results = await asyncio.gather(
+                        *(one_request(client, kind, urls[kind], tag, token) for tag in tags)
+                    )
+                    for tag, (sample, sent) in zip(tags, results, strict=True):
+                        if sample is None:
+                            series[(kind, conc)].errors += 1
+                        else:
+                            series[(kind, conc)].samples.append(sample)
+                            sent_at[tag] = (kind, conc, sent)
+                            sample_ref[tag] = sample
+    return series, sent_at
+
+
+sample_ref: dict[str, Sample] = {}
+
+
+def attach_pre_model(arrivals: dict[str, float], sent_at: dict[str, tuple[str, int, float]]) -> None:
+    for tag, (_, _, sent) in sent_at.items():
+        arrived = arrivals.get(tag)
+        if arrived is not None and tag in sample_ref:
+            sample_ref[tag].pre_model = arrived - sent
+
+
+def run(
+    *,
+    concurrency: Sequence[int],
+    rounds: dict[int, int],
+    warmup: int,
+    first_delay: float,
+    chunk_delay: float,
+    chunks: int,
+    breakdown: bool,
+) -> OverheadResult:
+    sample_ref.clear()
+    model_args = ["--first-delay", str(first_delay), "--chunk-delay", str(chunk_delay), "--chunks", str(chunks)]
+    config = {
+        "concurrency": list(concurrency),
+        "requests_per_server": {c: c * rounds[c] for c in concurrency},
+        "warmup": warmup,
+        "model_first_chunk_delay_s": first_delay,
+        "model_chunk_delay_s": chunk_delay,
+        "model_chunks": chunks,
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, redis_server() as redis_url:
+        model_report = os.path.join(tmp, "model.json")
+        with started(["model", *model_args, "--report", model_report]) as (model,):
+            with started(
+                ["ours", "--model-url", model.url, "--redis-url", redis_url], ["bare", "--model-url", model.url]
+            ) as (ours, bare):
+                series, sent_at = asyncio.run(
+                    drive({"ours": ours.url, "bare": bare.url}, concurrency, rounds, warmup)
+                )
+        with open(model_report, encoding="utf-8") as fh:
+            attach_pre_model(json.load(fh)["arrivals"], sent_at)
+        result = OverheadResult(config, series)
+        if breakdown:
+            result.breakdown = _breakdown(tmp, redis_url, model_args, concurrency, rounds, warmup)
+    return result
+
+
+def _breakdown(
+    tmp: str, redis_url: str, model_args: list[str], concurrency: Sequence[int], rounds: dict[int, int], warmup: int
+) -> dict[str, Any]:
+    report = os.path.join(tmp, "ours.json")
+    with started(["model", *model_args]) as (model,), started(
+        ["ours", "--model-url", model.url, "--redis-url", redis_url, "--timings", "--profile", "--report", report]
+    ) as (ours,):
+        series, _ = asyncio.run(drive({"ours": ours.url}, concurrency, rounds, warmup, kinds=("ours",)))
+    with open(report, encoding="utf-8") as fh:
+        data: dict[str, Any] = json.load(fh)
+    runs = sum(len(s.samples) + s.errors for s in series.values()) + warmup
+    data["runs"] = runs
+    data["per_run_ms"] = {
+        name: round(v["seconds"] * 1000 / runs, 2) for name, v in data.get("timings", {}).items()
+    }
+    data["calls_per_run"] = {name: round(v["calls"] / runs, 2) for name, v in data.get("timings", {}).items()}
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> OverheadResult:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="concurrency 1 only, 2 requests per server")
+    parser.add_argument("--concurrency", default="1,16")
+    parser.add_argument("--requests", type=int, default=24, help="requests per server at each concurrency (about)")
+    parser.add_argument("--first-delay", type=float, default=0.2, help="model: seconds before the first chunk")
+    parser.add_argument("--chunk-delay", type=float, default=0.02, help="model: seconds between chunks")
+    parser.add_argument("--chunks", type=int, default=20)
+    parser.add_argument("--no-breakdown", action="store_true")
+    parser.add_argument("--show-profile", action="store_true", help="print the cProfile tables of the timed pass")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        concurrency, rounds, warmup, breakdown = [1], {1: 2}, 1, False
+        args.first_delay, args.chunk_delay, args.chunks = 0.05, 0.005, 5
+    else:
+        concurrency = [int(c) for c in args.concurrency.split(",")]
+        rounds = {c: max(2, -(-args.requests // c)) for c in concurrency}
+        warmup, breakdown = 3, not args.no_breakdown
+    result = run(
+        concurrency=concurrency,
+        rounds=rounds,
+        warmup=warmup,
+        first_delay=args.first_delay,
+        chunk_delay=args.chunk_delay,
+        chunks=args.chunks,
+        breakdown=breakdown,
+    )
+    print(result.markdown())
+    if result.breakdown:
+        print()
+        print("per run (ms):", json.dumps(result.breakdown["per_run_ms"], indent=1))
+        print("calls per run:", json.dumps(result.breakdown["calls_per_run"], indent=1))
+        if args.show_profile:
+            print(result.breakdown.get("profile_tottime", ""))
+            print(result.breakdown.get("profile_cumulative", ""))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""The protocol documents in docs/protocols/agent are the contract: these tests tie them to the code.
+
+Each test reads a table or a code block of a document and compares it with what the code raises, serves or
+streams, so a change on either side that is not made on the other fails here instead of drifting silently.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ag_ui.core import EventType
+from fastapi import FastAPI
+
+from functions.agent_api.app import create_app
+from shared.executors.worker import MAX_CONTEXT_NOTE_CHARS, MAX_MODEL_TURNS
+from shared.runs.intake import MAX_CONTEXT_ITEMS, MAX_USER_MESSAGE_CHARS
+from shared.runs.service import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, STREAM_UNAVAILABLE
+from shared.settings import Settings
+from shared.wiring import Services
+from tests.conftest import bearer, make_settings
+from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.sse import parse_sse
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs" / "protocols" / "agent"
+CODE_TOKEN = re.compile(r"`([a-z]+(?:_[a-z]+)*)`")
+CODE_SHAPE = re.compile(r"^[a-z]+(?:_[a-z]+)*$")
+EVENT_TOKEN = re.compile(r"\b[A-Z]+(?:_[A-Z]+)+\b")
+
+
+# ---- reading the documents --------------------------------------------------------------------------------
+
+
+def doc(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def section(text: str, number: int) -> str:
+    """The body of ``## <number>.`` up to the next ``## `` heading."""
+    match = re.search(rf"^## {number}\. .*?$(.*?)(?=^## |\Z)", text, flags=re.MULTILINE | re.DOTALL)
+    assert match, f"section {number} not found"
+    return match.group(1)
+
+
+def tables(text: str) -> Iterator[tuple[list[str], list[list[str]]]]:
+    """Every markdown table of ``text`` as (header cells, body rows of cells)."""
+    block: list[list[str]] = []
+    for line in [*text.splitlines(), ""]:
+        if line.lstrip().startswith("|"):
+            block.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))])
+            continue
+        if len(block) >= 2:
+            yield block[0], block[2:]
+        block = []
+
+
+def codes_in_column(text: str, column: int) -> set[str]:
+    return {code for _header, rows in tables(text) for row in rows for code in CODE_TOKEN.findall(row[column])}
+
+
+# ---- reading the code -------------------------------------------------------------------------------------
+
+
+def _string(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def error_codes_in_source() -> set[str]:
+    """Every error code the code names: ``code="..."`` arguments, ``code = "..."`` assignments (error classes),
+    and the codes the HTTP layer itself writes (``error_body("...")`` and its status-to-code table)."""
+    found: set[str] = set()
+    for path in sorted([*ROOT.glob("shared/**/*.py"), *ROOT.glob("functions/**/*.py")]):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            value: str | None = None
+            if isinstance(node, ast.keyword) and node.arg == "code":
+                value = _string(node.value)
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "code" for t in node.targets):
+                value = _string(node.value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "error_body":
+                value = _string(node.args[0]) if node.args else None
+            if value:
+                found.add(value)
+    http_layer = ast.parse((ROOT / "functions" / "agent_api" / "errors.py").read_text(encoding="utf-8"))
+    for node in ast.walk(http_layer):
+        if isinstance(node, ast.Dict):
+            found.update(v for v in map(_string, node.values) if v)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            found.update(v for v in map(_string, node.args[1:]) if v)
+    return {code for code in found if CODE_SHAPE.match(code)}
+
+
+def tool_error_codes_in_source() -> set[str]:
+    """The codes a chat run can put in a tool result: the gate's refusal and the worker's errors and salvage."""
+    found: set[str] = set()
+    for path in (ROOT / "shared" / "tool_gate.py", ROOT / "shared" / "executors" / "worker.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if _string(key) in ("code", "error") and _string(value):
+                        found.add(str(_string(value)))
+            elif isinstance(node, ast.keyword) and node.arg == "reason" and _string(node.value):
+                found.add(str(_string(node.value)))
+    return found
+
+
+def app_without_server() -> FastAPI:
+    return create_app(Services(make_settings()))
+
+
+# ---- errors.md --------------------------------------------------------------------------------------------
+
+
+def test_every_error_code_the_code_raises_is_documented_and_every_documented_http_code_is_raised() -> None:
+    # GIVEN the codes of errors.md: HTTP (§2), RUN_ERROR (§3) and internal-only (§5)
+    text = doc("errors.md")
+    http = codes_in_column(section(text, 2), 1)
+    run_error = codes_in_column(section(text, 3), 0)
+    internal = codes_in_column(section(text, 5), 0)
+    # WHEN the source is searched for the codes it names
+    raised = error_codes_in_source()
+    # THEN nothing the code raises is missing from the document, and every documented HTTP code can happen
+    assert raised - (http | run_error | internal) == set(), "raised by the code but not in errors.md"
+    assert http - raised == set(), "listed in errors.md §2 but never raised"
+    assert internal - raised == set(), "listed in errors.md §5 but never used"
+
+
+def test_the_run_error_codes_documented_are_the_ones_a_run_can_end_with() -> None:
+    documented = codes_in_column(section(doc("errors.md"), 3), 0)
+    assert documented == set(RUN_ERROR_MESSAGES) | {STREAM_UNAVAILABLE}
+
+
+def test_the_tool_error_codes_documented_are_the_ones_a_chat_run_can_return() -> None:
+    documented = codes_in_column(section(doc("errors.md"), 4), 0)
+    assert documented == tool_error_codes_in_source()
+
+
+# ---- api-endpoints.md -------------------------------------------------------------------------------------
+
+
+def documented_endpoints() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """(every endpoint of the summary table, the ones marked built) as (METHOD, path)."""
+    everything: set[tuple[str, str]] = set()
+    built: set[tuple[str, str]] = set()
+    for header, rows in tables(section(doc("api-endpoints.md"), 2)):
+        assert header[:2] == ["Method", "Path"] and header[-1] == "Status"
+        for row in rows:
+            path = row[1].strip("`")
+            for method in (m.strip() for m in row[0].split(",")):
+                everything.add((method, path))
+                if row[-1].startswith("built"):
+                    built.add((method, path))
+    return everything, built
+
+
+def test_the_endpoints_marked_built_are_exactly_the_routes_the_app_serves() -> None:
+    # GIVEN the routes of the app's OpenAPI schema (the app built without a server)
+    served = {(m.upper(), path) for path, ops in app_without_server().openapi()["paths"].items() for m in ops}
+    # WHEN the summary table of api-endpoints.md is read
+    everything, built = documented_endpoints()
+    # THEN every route is documented, and the endpoints marked built are exactly the served ones
+    assert served - everything == set(), "served but not documented"
+    assert built == served, "the built endpoints differ from the served ones (mark them built, or planned)"
+
+
+def test_the_documented_page_sizes_are_the_ones_the_routes_accept() -> None:
+    text = doc("api-endpoints.md")
+    for path, ops in app_without_server().openapi()["paths"].items():
+        for method, op in ops.items():
+            limit = next((p["schema"] for p in op.get("parameters", []) if p["name"] == "limit"), None)
+            if limit is None:
+                continue
+            start = text.index(f"{method.upper()} {path}`")
+            block = text[start : text.find("\n#", start)]
+            assert f"`limit` (1 to {limit['maximum']}, default {limit['default']})" in block, path
+
+
+@pytest.mark.parametrize(
+    ("name", "phrase"),
+    [
+        ("run-agent-input.md", f"first {MAX_CONTEXT_ITEMS} entries"),
+        ("run-agent-input.md", f"cut at {MAX_CONTEXT_NOTE_CHARS:,} characters"),
+        ("run-agent-input.md", f"longer than {MAX_USER_MESSAGE_CHARS:,} characters"),
+        ("errors.md", f"over {MAX_USER_MESSAGE_CHARS:,} characters"),
+        ("sse-events.md", f"{MAX_MODEL_TURNS} model turns per run"),
+        ("errors.md", f"bound ({MAX_MODEL_TURNS} model turns)"),
+        ("api-endpoints.md", f"({Settings().max_body_bytes:,} bytes"),
+        ("errors.md", f"({Settings().max_body_bytes:,} bytes)"),
+        ("sse-events.md", f"after {Settings().sse_ping_interval_s:g} seconds without an event"),
+        ("sse-events.md", f"expires {RUN_STREAM_TTL_S // 3600} hours after the run ends"),
+    ],
+)
+def test_the_limits_in_the_documents_are_the_code_constants(name: str, phrase: str) -> None:
+    assert phrase in doc(name)
+
+
+# ---- sse-events.md ----------------------------------------------------------------------------------------
+
+
+def documented_fields() -> dict[str, set[str]]:
+    """Event type -> the top-level fields sse-events.md §3 says it carries (besides ``type`` and ``timestamp``)."""
+    fields: dict[str, set[str]] = {}
+    for header, rows in tables(section(doc("sse-events.md"), 3)):
+        if header[:2] == ["Event", "Fields"]:
+            for row in rows:
+                fields[row[0].strip("`")] = set(re.findall(r"`(\w+)`", row[1]))
+    return fields
+
+
+async def test_a_chat_run_streams_the_documented_events_with_the_documented_fields(
+    make_services: Any, asgi_client: Any
+) -> None:
+    # GIVEN a model that says something, calls the clock, then answers
+    model = ScriptedModel(
+        Turn(text=["Let me check. "], tool_calls=[("call_1", "get_current_time", '{"timezone": "Europe/Paris"}')]),
+        Turn(text=["It is ", "noon."]),
+    )
+    text = doc("sse-events.md")
+    sequence_block = re.search(r"```text\n(.*?)```", section(text, 2), re.DOTALL)
+    assert sequence_block
+    sequence = set(EVENT_TOKEN.findall(sequence_block.group(1)))
+    never_sent = set(re.findall(r"`([A-Z]+(?:_[A-Z]+)*)`", section(text, 6)))
+    fields = documented_fields()
+    async with asgi_client(make_services(model)) as client:
+        # WHEN a user asks
+        resp = await client.post(
+            "/api/v1/agent",
+            json={"threadId": "th-doc", "runId": "run-doc", "messages": [{"id": "m1", "role": "user", "content": "time?"}]},
+            headers=bearer(),
+        )
+    frames = [f for f in parse_sse(resp.text) if not f.is_comment_only]
+    events = [f.json() for f in frames]
+    types = [e["type"] for e in events]
+    # THEN the event types are those of the documented chat sequence (all but RUN_ERROR in a successful run)
+    assert set(types) == sequence - {"RUN_ERROR"}
+    assert sequence | never_sent == {e.value for e in EventType} and not sequence & never_sent
+    # AND every frame has an id, and every event exactly the documented fields
+    assert all(f.id for f in frames)
+    for event in events:
+        assert set(event) == fields[event["type"]] | {"type", "timestamp"}, event["type"]
+    # AND RUN_STARTED.metadata and the usage entries have the documented keys
+    metadata_example = re.search(r"### `RUN_STARTED.metadata`.*?```json\n(.*?)```", text, re.DOTALL)
+    assert metadata_example
+    assert set(events[0]["metadata"]) == set(json.loads(metadata_example.group(1)))
+    usage_keys = {row[0].strip("`") for header, rows in tables(section(text, 3)) if header[0] == "Key" for row in rows}
+    assert {"provider", "model", "inputTokens", "outputTokens", "totalTokens"} <= set(events[-1]["usage"][0])
+    assert set(events[-1]["usage"][0]) <= usage_keys
+    # AND the step is `worker`, never `router`
+    steps = {e["stepName"] for e in events if e["type"] in ("STEP_STARTED", "STEP_FINISHED")}
+    assert steps == {"worker"}
+    # AND the text of a turn is closed before its tool call starts; the arguments come whole in one event
+    assert types.index("TEXT_MESSAGE_END") < types.index("TOOL_CALL_START")
+    args = [e for e in events if e["type"] == "TOOL_CALL_ARGS"]
+    assert len(args) == 1 and json.loads(args[0]["delta"]) == {"timezone": "Europe/Paris"}
