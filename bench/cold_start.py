@@ -26,10 +26,8 @@ import re
 import statistics
 import subprocess
 import sys
-import sysconfig
 import time
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,7 +107,7 @@ class EntryResult:
     packages: list[str] = field(default_factory=list)
     third_party_modules: int = 0
     heavy: list[tuple[str, float, str]] = field(default_factory=list)
-    """(library, cumulative ms, the first of our modules importing it at module level)."""
+    """(library, cumulative ms, the nearest of our modules that imports it at module level)."""
 
     @property
     def ours(self) -> float:
@@ -137,7 +135,7 @@ def heavy_imports(module: str, top: int) -> list[tuple[str, float, str]]:
     best: dict[str, tuple[float, str]] = {}
     for index, (cumulative, depth, name) in enumerate(parsed):
         package = name.split(".")[0]
-        if package in PROJECT_PACKAGES or package.startswith("_"):
+        if package in PROJECT_PACKAGES or package.startswith("_") or package in sys.stdlib_module_names:
             continue
         importer, level = "", depth
         for later_cum, later_depth, later_name in parsed[index + 1 :]:
@@ -159,12 +157,10 @@ def measure(module: str, repeats: int, top: int) -> EntryResult:
     if done.returncode != 0:
         raise RuntimeError(f"{module} does not import:\n{done.stderr[-2000:]}")
     third_party: list[str] = json.loads(done.stdout.strip().splitlines()[-1])["third_party"]
-    stdlib = sysconfig.get_paths()["stdlib"]
-    del stdlib
     result.third_party_modules = len(third_party)
     result.packages = sorted({name.split(".")[0] for name in third_party if not name.split(".")[0].startswith("_")})
     for index in range(repeats):
-        runs = [
+        runs: list[tuple[str, Callable[[], float]]] = [
             ("ours", lambda: _timed([module])),
             ("bare", lambda: _timed(third_party)),
             ("packages", lambda: _timed(result.packages)),
@@ -212,12 +208,11 @@ def main(argv: Sequence[str] | None = None) -> list[EntryResult]:
     )
     for name in skipped:
         print(f"skipped {name}: the module does not exist in this tree")
-    defaultdict(list)
     for r in results:
         print()
         print(f"Heaviest libraries of {r.module} (-X importtime, cumulative, one run):")
         print()
-        print(markdown_table(["library", "cumulative ms", "first imported by"],
+        print(markdown_table(["library", "cumulative ms", "imported at module level by"],
                              [[name, ms, importer or "(a library)"] for name, ms, importer in r.heavy]))
     print(f"({time.perf_counter() - started:.1f} s)")
     return results

@@ -85,7 +85,8 @@ class Prefix:
         key = local.date().isoformat()
         if key not in self._by_date:
             prompt = build_system_prompt(self._variant, self._tools, local)
-            self._by_date[key] = (count_tokens(prompt) + self._tool_tokens, estimate_tokens(prompt) + self._tool_estimate)
+            exact = count_tokens(prompt) + self._tool_tokens
+            self._by_date[key] = (exact, estimate_tokens(prompt) + self._tool_estimate)
         tokens, reserve = self._by_date[key]
         return f"prefix:{key}", tokens, reserve
 
@@ -198,7 +199,7 @@ async def windows_for(
 
 def bill(name: str, windows: list[CallWindow], params: CacheParams) -> PolicyReport:
     cache = PromptCache(params)
-    per_run: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0, 0.0, 0])
+    per_run: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     report = PolicyReport(name)
     for item in windows:
         cached, billed = cache.billed(item.request)
@@ -210,10 +211,10 @@ def bill(name: str, windows: list[CallWindow], params: CacheParams) -> PolicyRep
         report.capped_calls += item.capped
         report.store_requests.append(item.store_requests)
     by_user: dict[str, list[int]] = defaultdict(list)
-    for (user_id, _), (raw, billed, cached) in per_run.items():
+    for (user_id, _), (raw, run_billed, run_cached) in per_run.items():
         report.runs_input.append(int(raw))
-        report.runs_billed.append(billed)
-        report.runs_cached.append(int(cached))
+        report.runs_billed.append(run_billed)
+        report.runs_cached.append(int(run_cached))
         by_user[user_id].append(int(raw))
     report.user_mean_input = {uid: mean(v) for uid, v in by_user.items()}
     return report

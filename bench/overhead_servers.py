@@ -3,8 +3,12 @@
 - ``model``: the tests' scripted OpenAI-compatible server (``tests/support/model_server.py``) answering every
   request with the same text after fixed delays; it notes when each request arrived (by the ``bench-<n>`` tag in
   the last user message) so the client can split the time before and after the model.
-- ``ours``: the real app (``functions.agent_api.app.create_app``) under uvicorn, with moto DynamoDB in-process
-  (serialised as in the tests), a real redis-server and the real ``openai`` adapter pointed at ``model``.
+- ``dynamo``: moto's DynamoDB as a server of its own (werkzeug, one request at a time, since moto's backend is
+  not thread-safe), with the table created: ours reaches it over HTTP as it would reach DynamoDB, and moto's CPU
+  is not charged to ours' process.
+- ``ours``: the real app (``functions.agent_api.app.create_app``) under uvicorn, with DynamoDB at ``--dynamo-url``
+  (or, without it, moto in-process serialised as in the tests), a real redis-server and the real ``openai``
+  adapter pointed at ``model``.
   ``--timings`` wraps the store and the event stream in timers; ``--profile`` runs the event loop under
   cProfile. Both write their findings to ``--report`` when the server stops.
 - ``bare``: a FastAPI SSE pass-through: one ``openai`` streaming call per request, each content delta forwarded
@@ -18,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import io
 import json
+import logging
 import os
 import pstats
 import re
@@ -110,6 +116,41 @@ def run_model(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# dynamo
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def run_dynamo(args: argparse.Namespace) -> None:
+    import boto3
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    from shared.adapters.aws.dynamodb_store import create_table
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        os.environ.setdefault(name, "bench")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+    port = _free_port()
+    server = make_server(
+        "127.0.0.1",
+        port,
+        DomainDispatcherApplication(create_backend_app),
+        threaded=False,
+        request_handler=MotoRequestHandler,
+    )
+    thread = threading.Thread(target=server.serve_forever, name="moto", daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    create_table(boto3.client("dynamodb", region_name=REGION, endpoint_url=url), TABLE)
+    done = threading.Event()
+    _wait_for_stdin_eof(done.set)
+    print(f"READY {url}", flush=True)
+    done.wait()
+    server.shutdown()
+    thread.join(10)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # bare
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -123,10 +164,10 @@ def run_bare(args: argparse.Namespace) -> None:
     @app.post("/bare")
     async def bare(request: Request) -> StreamingResponse:
         body = await request.json()
-        messages = [{"role": "user", "content": m["content"]} for m in body["messages"]]
+        messages: Any = [{"role": "user", "content": m["content"]} for m in body["messages"]]
 
         async def frames() -> AsyncIterator[str]:
-            stream = await client.chat.completions.create(model="qwen3.5-30b-a3b", messages=messages, stream=True)
+            stream: Any = await client.chat.completions.create(model="qwen3.5-30b-a3b", messages=messages, stream=True)
             async for chunk in stream:
                 if chunk.choices and chunk.choices[0].delta.content:
                     yield f"data: {json.dumps({'delta': chunk.choices[0].delta.content})}\n\n"
@@ -192,14 +233,17 @@ def run_ours(args: argparse.Namespace) -> None:
         os.environ.setdefault(name, "bench")
     timings = Timings()
     profiler = cProfile.Profile() if args.profile else None
-    with mock_aws():
-        raw_client = boto3.client("dynamodb", region_name=REGION)
-        create_table(raw_client, TABLE)
-        locked = OneRequestAtATime(raw_client)
-        store: Any = DynamoDBStore(TABLE, lambda: locked)
+    with contextlib.nullcontext() if args.dynamo_url else mock_aws():
+        store: Any = None
+        if not args.dynamo_url:
+            raw_client = boto3.client("dynamodb", region_name=REGION)
+            create_table(raw_client, TABLE)
+            locked: Any = OneRequestAtATime(raw_client)  # moto in-process is not thread-safe (as in the tests)
+            store = DynamoDBStore(TABLE, lambda: locked)
         settings = Settings(
             table_name=TABLE,
             aws_region=REGION,
+            dynamodb_endpoint_url=args.dynamo_url or None,
             jwt_secret=JWT_SECRET,
             auth_mode="hs256",
             llm_base_url=args.model_url,
@@ -219,6 +263,8 @@ def run_ours(args: argparse.Namespace) -> None:
                 return getattr(self._inner, name)
 
         stream: Any = LazyStream()
+        if store is None:
+            store = Services(settings).store  # the real wiring: boto3 client to the endpoint, created lazily
         if args.timings:
             store = timings.wrap(store, "store")
             stream = timings.wrap(stream, "stream")
@@ -247,9 +293,10 @@ def run_ours(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("kind", choices=["model", "ours", "bare"])
+    parser.add_argument("kind", choices=["model", "dynamo", "ours", "bare"])
     parser.add_argument("--model-url", default="")
     parser.add_argument("--redis-url", default="")
+    parser.add_argument("--dynamo-url", default="", help="ours: DynamoDB endpoint (default: moto in-process)")
     parser.add_argument("--first-delay", type=float, default=0.2)
     parser.add_argument("--chunk-delay", type=float, default=0.02)
     parser.add_argument("--chunks", type=int, default=20)
@@ -258,7 +305,7 @@ def main() -> None:
     parser.add_argument("--profile-rows", type=int, default=25)
     parser.add_argument("--report", default="")
     args = parser.parse_args()
-    {"model": run_model, "ours": run_ours, "bare": run_bare}[args.kind](args)
+    {"model": run_model, "dynamo": run_dynamo, "ours": run_ours, "bare": run_bare}[args.kind](args)
 
 
 if __name__ == "__main__":

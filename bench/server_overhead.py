@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 
 from bench.overhead_servers import JWT_SECRET
-from bench.stats import machine, markdown_table, mean, percentile
+from bench.stats import machine, markdown_table, percentile
 from shared.auth import mint_local_token
 from tests.support.redis_server import redis_server
 
@@ -70,7 +70,7 @@ class Series:
 class OverheadResult:
     config: dict[str, Any]
     series: dict[tuple[str, int], Series]
-    breakdown: dict[str, Any] = field(default_factory=dict)
+    breakdown: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def ratios(self, concurrency: int, metric: str) -> tuple[float, float]:
         ours = self.series[("ours", concurrency)].values(metric)
@@ -105,8 +105,18 @@ class OverheadResult:
             "",
             markdown_table(["concurrency", "metric", "p50 ratio", "p95 ratio"], ratio_rows),
         ]
-        if self.breakdown:
-            parts += ["", "Breakdown (ours, timed pass):", "", json.dumps(self.breakdown.get("timings", {}), indent=1)]
+        for conc, data in self.breakdown.items():
+            names = sorted(data["per_run_ms"], key=lambda n: -data["per_run_ms"][n])
+            parts += [
+                "",
+                f"Where ours waits, concurrency {conc} (timed pass, {data['runs']} runs, TTFT p50 "
+                f"{data['ttft_p50_ms']:.0f} ms): wall time awaiting each port method, per run",
+                "",
+                markdown_table(
+                    ["method", "calls per run", "ms per run"],
+                    [[n, data["calls_per_run"][n], data["per_run_ms"][n]] for n in names],
+                ),
+            ]
         return "\n".join(parts)
 
 
@@ -276,6 +286,7 @@ def run(
     chunk_delay: float,
     chunks: int,
     breakdown: bool,
+    dynamo: str = "server",
 ) -> OverheadResult:
     sample_ref.clear()
     model_args = ["--first-delay", str(first_delay), "--chunk-delay", str(chunk_delay), "--chunks", str(chunks)]
@@ -286,12 +297,15 @@ def run(
         "model_first_chunk_delay_s": first_delay,
         "model_chunk_delay_s": chunk_delay,
         "model_chunks": chunks,
+        "dynamodb": "moto server process" if dynamo == "server" else "moto in-process (serialised)",
     }
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, redis_server() as redis_url:
         model_report = os.path.join(tmp, "model.json")
-        with started(["model", *model_args, "--report", model_report]) as (model,):
+        with started(["model", *model_args, "--report", model_report], ["dynamo"]) as (model, dynamodb):
+            dynamo_args = ["--dynamo-url", dynamodb.url] if dynamo == "server" else []
             with started(
-                ["ours", "--model-url", model.url, "--redis-url", redis_url], ["bare", "--model-url", model.url]
+                ["ours", "--model-url", model.url, "--redis-url", redis_url, *dynamo_args],
+                ["bare", "--model-url", model.url],
             ) as (ours, bare):
                 series, sent_at = asyncio.run(
                     drive({"ours": ours.url, "bare": bare.url}, concurrency, rounds, warmup)
@@ -300,25 +314,33 @@ def run(
             attach_pre_model(json.load(fh)["arrivals"], sent_at)
         result = OverheadResult(config, series)
         if breakdown:
-            result.breakdown = _breakdown(tmp, redis_url, model_args, concurrency, rounds, warmup)
+            result.breakdown = {
+                conc: _breakdown(tmp, redis_url, model_args, conc, rounds[conc], warmup, dynamo)
+                for conc in concurrency
+            }
     return result
 
 
 def _breakdown(
-    tmp: str, redis_url: str, model_args: list[str], concurrency: Sequence[int], rounds: dict[int, int], warmup: int
+    tmp: str, redis_url: str, model_args: list[str], concurrency: int, rounds: int, warmup: int, dynamo: str
 ) -> dict[str, Any]:
-    report = os.path.join(tmp, "ours.json")
-    with started(["model", *model_args]) as (model,), started(
-        ["ours", "--model-url", model.url, "--redis-url", redis_url, "--timings", "--profile", "--report", report]
-    ) as (ours,):
-        series, _ = asyncio.run(drive({"ours": ours.url}, concurrency, rounds, warmup, kinds=("ours",)))
+    """Ours alone at one concurrency, store and stream timed, event loop under cProfile."""
+    report = os.path.join(tmp, f"ours-{concurrency}.json")
+    with started(["model", *model_args], ["dynamo"]) as (model, dynamodb):
+        dynamo_args = ["--dynamo-url", dynamodb.url] if dynamo == "server" else []
+        command = ["ours", "--model-url", model.url, "--redis-url", redis_url, *dynamo_args, "--timings", "--profile",
+                   "--report", report]
+        with started(command) as (ours,):
+            series, _ = asyncio.run(
+                drive({"ours": ours.url}, [concurrency], {concurrency: rounds}, warmup, kinds=("ours",))
+            )
     with open(report, encoding="utf-8") as fh:
         data: dict[str, Any] = json.load(fh)
     runs = sum(len(s.samples) + s.errors for s in series.values()) + warmup
+    samples = [sample for one in series.values() for sample in one.samples]
     data["runs"] = runs
-    data["per_run_ms"] = {
-        name: round(v["seconds"] * 1000 / runs, 2) for name, v in data.get("timings", {}).items()
-    }
+    data["ttft_p50_ms"] = percentile([s.ttft * 1000 for s in samples], 50)
+    data["per_run_ms"] = {name: round(v["seconds"] * 1000 / runs, 2) for name, v in data.get("timings", {}).items()}
     data["calls_per_run"] = {name: round(v["calls"] / runs, 2) for name, v in data.get("timings", {}).items()}
     return data
 
@@ -332,6 +354,8 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
     parser.add_argument("--chunk-delay", type=float, default=0.02, help="model: seconds between chunks")
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--no-breakdown", action="store_true")
+    parser.add_argument("--dynamo", choices=["server", "in-process"], default="server",
+                        help="moto as its own process (default) or inside ours' process")
     parser.add_argument("--show-profile", action="store_true", help="print the cProfile tables of the timed pass")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -349,15 +373,14 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
         chunk_delay=args.chunk_delay,
         chunks=args.chunks,
         breakdown=breakdown,
+        dynamo=args.dynamo,
     )
     print(result.markdown())
-    if result.breakdown:
-        print()
-        print("per run (ms):", json.dumps(result.breakdown["per_run_ms"], indent=1))
-        print("calls per run:", json.dumps(result.breakdown["calls_per_run"], indent=1))
-        if args.show_profile:
-            print(result.breakdown.get("profile_tottime", ""))
-            print(result.breakdown.get("profile_cumulative", ""))
+    if args.show_profile:
+        for conc, data in result.breakdown.items():
+            print(f"\ncProfile of the event loop, concurrency {conc}:")
+            print(data.get("profile_tottime", ""))
+            print(data.get("profile_cumulative", ""))
     return result
 
 

@@ -106,7 +106,7 @@ class UserThread:
             seq=seq,
             created_at=at,
             meta=ExecutionMeta(),
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
         self.messages.append(msg)
         return msg

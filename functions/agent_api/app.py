@@ -155,7 +155,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         )
         admission = await svc.runs.admit(
             ctx,
-            body_digest=intake.body_digest(body),
+            body_digest=intake.body_digest(run_input),
             new_messages=intake.user_messages(run_input, meta),
             executor=svc.worker(),
         )
@@ -173,7 +173,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         cursor: str | None = None,
     ) -> dict[str, Any]:
         thread_id = threadId
-        intake.check_id("threadId", thread_id)
+        intake.check_id("threadId", thread_id, where="path")
         await svc.store.get_thread(caller, thread_id)
         after = _decode_seq(cursor) if cursor else 0
         page = await svc.store.read_forward(caller.tenant_id, thread_id, after_seq=after, limit=limit)
@@ -193,7 +193,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
         lastEventId: Annotated[str | None, Query(description="for clients that cannot set Last-Event-ID")] = None,
     ) -> StreamingResponse:
-        intake.check_id("runId", runId)
+        intake.check_id("runId", runId, where="path")
         run = await svc.runs.get_visible_run(caller, runId)
         after = intake.check_stream_id(last_event_id or lastEventId or "0-0")
         return StreamingResponse(
@@ -204,7 +204,7 @@ def create_app(services: Services | None = None) -> FastAPI:
 
     @app.post("/api/v1/agent/runs/{runId}/cancel", tags=["runs"])
     async def cancel_run(caller: Caller, runId: str) -> dict[str, Any]:
-        intake.check_id("runId", runId)
+        intake.check_id("runId", runId, where="path")
         run = await svc.runs.cancel(caller, runId)
         status = run.status.value if run.status.is_terminal else "cancelling"
         return {"runId": run.run_id, "status": status}
@@ -236,7 +236,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
         lastEventId: Annotated[str | None, Query()] = None,
     ) -> StreamingResponse:
-        intake.check_id("threadId", threadId)
+        intake.check_id("threadId", threadId, where="path")
         await svc.store.get_thread(caller, threadId)
         after = intake.check_stream_id(last_event_id or lastEventId or "0-0")
         key = thread_stream_key(caller.tenant_id, threadId)
@@ -250,7 +250,7 @@ def create_app(services: Services | None = None) -> FastAPI:
     async def thread_audit(
         caller: Caller, threadId: str, limit: Annotated[int, Query(ge=1, le=1000)] = 500
     ) -> dict[str, Any]:
-        intake.check_id("threadId", threadId)
+        intake.check_id("threadId", threadId, where="path")
         if not caller.has_scope(AUDIT_SCOPE):
             raise Forbidden(f"the audit endpoint needs the {AUDIT_SCOPE} scope", code="missing_scope")
         await svc.store.get_thread(caller, threadId)

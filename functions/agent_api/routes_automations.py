@@ -50,7 +50,7 @@ async def create_automation(
 
 @router.get("/{taskId}")
 async def get_automation(caller: Caller, automations: Automations, taskId: str) -> dict[str, Any]:
-    check_id("taskId", taskId)
+    check_id("taskId", taskId, where="path")
     return (await automations.get(caller, taskId)).view()
 
 
@@ -58,12 +58,12 @@ async def get_automation(caller: Caller, automations: Automations, taskId: str) 
 async def update_automation(
     caller: Caller, automations: Automations, taskId: str, patch: AutomationTaskPatch
 ) -> dict[str, Any]:
-    check_id("taskId", taskId)
+    check_id("taskId", taskId, where="path")
     return (await automations.update(caller, taskId, patch)).view()
 
 
 @router.delete("/{taskId}", status_code=204)
 async def delete_automation(caller: Caller, automations: Automations, taskId: str) -> Response:
-    check_id("taskId", taskId)
+    check_id("taskId", taskId, where="path")
     await automations.delete(caller, taskId)
     return Response(status_code=204)

@@ -52,7 +52,7 @@ async def list_memories(
 @router.delete("/{memoryId}", status_code=204, response_class=Response)
 async def delete_memory(caller: Caller, services: ServicesDep, memoryId: str) -> Response:
     """The user's own hard delete (the memory executor can only mark memories superseded or retracted)."""
-    check_id("memoryId", memoryId)
+    check_id("memoryId", memoryId, where="path")
     if not await services.memories.delete(caller.tenant_id, caller.user_id, memoryId):
         raise NotFound("memory not found")
     return Response(status_code=204)

@@ -29,7 +29,7 @@ def parse_run_input(body: bytes) -> RunAgentInput:
             "request body is not a valid RunAgentInput",
             code="invalid_request",
             details=[
-                {"loc": list(err["loc"]), "msg": err["msg"], "type": err["type"]}
+                {"loc": ["body", *_wire_loc(err["loc"])], "msg": err["msg"], "type": err["type"]}
                 for err in exc.errors(include_url=False, include_context=False, include_input=False)
             ],
         ) from exc
@@ -38,11 +38,29 @@ def parse_run_input(body: bytes) -> RunAgentInput:
     return parsed
 
 
-def check_id(field: str, value: str) -> None:
+_ROLE_TAGS = frozenset({"user", "assistant", "system", "developer", "tool", "activity", "reasoning"})
+
+
+_TYPE_TAG = re.compile(r"^(str|int|float|bool|none|list\[.*|dict\[.*|tagged-union\[.*|function-.*|json-or-python\[.*)$")
+
+
+def _wire_loc(loc: tuple[int | str, ...]) -> list[int | str]:
+    """pydantic names union members in an error's path (``messages.0.user.content.str``); clients name fields."""
+    return [
+        part
+        for i, part in enumerate(loc)
+        if not (
+            isinstance(part, str)
+            and (_TYPE_TAG.match(part) or (i > 0 and isinstance(loc[i - 1], int) and part in _ROLE_TAGS))
+        )
+    ]
+
+
+def check_id(field: str, value: str, *, where: str = "body") -> None:
     if not _ID.match(value):
         raise InvalidRequest(
             f"{field} must be 1-128 characters of letters, digits, '_', '-', '.', ':'",
-            details=[{"loc": ["body", field], "msg": "invalid identifier", "type": "value_error"}],
+            details=[{"loc": [where, field], "msg": "invalid identifier", "type": "value_error"}],
         )
 
 
@@ -60,30 +78,50 @@ def check_stream_id(value: str) -> str:
     return value
 
 
-def body_digest(body: bytes) -> str:
-    return digest(body.decode("utf-8", "replace"))
+def body_digest(run_input: RunAgentInput) -> str:
+    """A digest of the request's meaning, not its bytes: the same JSON re-serialised (key order, spacing) by a
+    retrying client is the same request."""
+    return digest(run_input.model_dump_json(by_alias=True, exclude_none=True))
 
 
-def _text_of(content: Any) -> str:
+def _text_of(content: Any, index: int) -> str:
     if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for part in content or []:
-        text = getattr(part, "text", None)
-        if isinstance(text, str):
-            parts.append(text)
-    return "\n".join(parts)
+        text = content
+    else:
+        parts: list[str] = []
+        for position, part in enumerate(content or []):
+            kind = getattr(part, "type", None)
+            if kind != "text":
+                raise InvalidRequest(
+                    f"content parts of type {kind!r} are not supported; send text",
+                    code="invalid_request",
+                    details=[
+                        {
+                            "loc": ["body", "messages", index, "content", position, "type"],
+                            "msg": "only text parts are supported",
+                            "type": "value_error",
+                        }
+                    ],
+                )
+            parts.append(str(getattr(part, "text", "")))
+        text = "\n".join(parts)
+    if not text.strip():
+        raise InvalidRequest(
+            "a user message must have text",
+            details=[{"loc": ["body", "messages", index, "content"], "msg": "empty content", "type": "value_error"}],
+        )
+    return text
 
 
 def user_messages(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message]:
     """The user messages of the input, in order, as messages of the thread (not yet filtered by the store)."""
     out: list[Message] = []
-    for raw in run_input.messages:
+    for index, raw in enumerate(run_input.messages):
         msg = getattr(raw, "root", raw)
         if getattr(msg, "role", None) != "user":
             continue
         check_id("messages[].id", msg.id)
-        text = _text_of(msg.content)
+        text = _text_of(msg.content, index)
         if len(text) > MAX_USER_MESSAGE_CHARS:
             raise InvalidRequest(
                 f"a user message is longer than {MAX_USER_MESSAGE_CHARS} characters",

@@ -93,11 +93,22 @@ def run_error_of(exc: BaseException) -> tuple[str, str]:
 
 
 def terminal_from_ledger(run: Run) -> dict[str, Any]:
-    """The terminal event of an ended run, rebuilt from its ledger record (for a stream that lacks one)."""
+    """The terminal event of an ended run, rebuilt from its ledger record (for a stream that lacks one).
+
+    ``metadata.rebuiltFromLedger`` tells a client that events before it may be missing from this stream: the
+    run's messages are complete in the thread history.
+    """
     usage = [u.model_dump(mode="json", by_alias=True, exclude_none=True) for u in usage_to_agui(run.usage)]
+    metadata = {"rebuiltFromLedger": True}
     if run.status is RunStatus.FAILED:
         code = run.error_code if run.error_code in RUN_ERROR_MESSAGES else "run_failed"
-        return {"type": "RUN_ERROR", "message": RUN_ERROR_MESSAGES[code], "code": code, "usage": usage}
+        return {
+            "type": "RUN_ERROR",
+            "message": RUN_ERROR_MESSAGES[code],
+            "code": code,
+            "usage": usage,
+            "metadata": metadata,
+        }
     outcome = "cancelled" if run.status is RunStatus.CANCELLED else "success"
     return {
         "type": "RUN_FINISHED",
@@ -105,6 +116,7 @@ def terminal_from_ledger(run: Run) -> dict[str, Any]:
         "runId": run.run_id,
         "outcome": {"type": outcome},
         "usage": usage,
+        "metadata": metadata,
     }
 
 

@@ -231,7 +231,11 @@ async def test_a_chat_run_streams_the_documented_events_with_the_documented_fiel
         # WHEN a user asks
         resp = await client.post(
             "/api/v1/agent",
-            json={"threadId": "th-doc", "runId": "run-doc", "messages": [{"id": "m1", "role": "user", "content": "time?"}]},
+            json={
+                "threadId": "th-doc",
+                "runId": "run-doc",
+                "messages": [{"id": "m1", "role": "user", "content": "time?"}],
+            },
             headers=bearer(),
         )
     frames = [f for f in parse_sse(resp.text) if not f.is_comment_only]

@@ -1,0 +1,64 @@
+"""Smoke mode of every benchmark in ``bench/``: the tiny configuration runs, and what it reports holds together.
+
+No timing assertions (the machine is shared); only the shape and the invariants of each result.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from bench import cold_start, context_assembly, input_tokens, server_overhead
+
+
+def test_input_tokens_smoke_reports_every_policy_with_billed_never_above_raw() -> None:
+    result = input_tokens.main(["--smoke"])
+    assert list(result.reports) == ["today_yesterday", "last_n N=20", "last_n N=25", "blocked N=20 B=40"]
+    runs = result.traffic["runs"]
+    assert runs > 0
+    for report in result.reports.values():
+        assert len(report.runs_input) == runs
+        assert all(0 < billed <= raw for billed, raw in zip(report.runs_billed, report.runs_input, strict=True))
+        assert all(0 <= cached <= raw for cached, raw in zip(report.runs_cached, report.runs_input, strict=True))
+    assert max(result.reports["last_n N=20"].window_user_messages) <= 20
+    assert max(result.reports["last_n N=25"].window_user_messages) <= 25
+    blocked = result.reports["blocked N=20 B=40"].window_user_messages
+    plain = result.reports["last_n N=20"].window_user_messages
+    assert all(b >= p for b, p in zip(blocked, plain, strict=True))  # never fewer user messages than last-N
+    assert all(row["today_yesterday"] == pytest.approx(1.0) for row in result.ttl_sensitivity.values())
+
+
+def test_context_assembly_smoke_sends_identical_requests_for_every_thread_length() -> None:
+    rows = context_assembly.main(["--smoke"])
+    assert {r.size for r in rows} == {100, 1_000}
+    assert all(context_assembly.flat(rows).values())
+    for row in rows:
+        assert row.store_requests == row.adapter_requests == row.queries_sent >= 1
+        assert row.items_read >= row.window_messages
+        assert row.rcu_computed >= row.queries_sent
+    windows = {(r.policy, r.window_messages) for r in rows}
+    assert len(windows) == len(context_assembly.POLICIES)  # same window for every length
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is installed by `make test`")
+def test_server_overhead_smoke_measures_both_servers_side_by_side() -> None:
+    result = server_overhead.main(["--smoke"])
+    for kind in ("ours", "bare"):
+        series = result.series[(kind, 1)]
+        assert series.errors == 0
+        assert len(series.samples) == 2
+        for sample in series.samples:
+            assert 0 < sample.ttfe <= sample.ttft <= sample.total
+            assert sample.pre_model is not None and 0 < sample.pre_model < sample.ttft
+    assert all(ratio > 0 for ratio in result.ratios(1, "ttft"))
+
+
+def test_cold_start_smoke_times_an_entry_module_against_its_libraries() -> None:
+    results = cold_start.main(["--smoke"])
+    (entry,) = results
+    assert entry.module == "functions.automation.handler"
+    assert entry.ours > 0 and entry.bare > 0 and entry.bare_packages > 0
+    assert "pydantic" in entry.packages
+    assert entry.heavy, "-X importtime found no library imports"

@@ -1,0 +1,223 @@
+"""The function dies mid-run (Lambda timeout, out of memory): the sweeper ends the run and repairs the thread.
+
+A dead process leaves a run ``running`` with a heartbeat that stopped, a busy thread, a stream without a terminal
+event, and a tool call without a result. The state is written here exactly as ``RunService`` and the worker leave
+it at that moment; then the sweeper runs, and the next run on the thread goes through the real ``openai`` client
+against the model server.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from ag_ui.core import (
+    RunStartedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+
+from functions.agent_api import sweeper_handler
+from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.redis_stream import RedisEventStream, run_stream_key, thread_stream_key
+from shared.models import ExecutionMeta, Identity, Message, Role, Run, RunStatus, ToolCall, utc_now
+from shared.runs.emitter import RunEmitter
+from shared.runs.sweeper import RunSweeper
+from shared.wiring import Services
+from tests.conftest import bearer
+from tests.reliability.streams import assert_no_duplicates, assert_well_formed_run, body, events_of, history
+from tests.support.agui_clients import validate_sse
+from tests.support.model_server import ModelServer, ScriptedTurn
+
+pytestmark = pytest.mark.e2e
+
+USER = Identity(tenant_id="tenant-1", user_id="user-1")
+META = ExecutionMeta()
+
+
+@dataclass
+class DeadRun:
+    thread_id: str
+    run_id: str
+    assistant_id: str = "msg-a1"
+    call_id: str = "call-stuck"
+
+
+async def leave_a_dead_run(
+    store: DynamoDBStore, stream: RedisEventStream, dead: DeadRun, *, died_while: str, minutes_ago: int = 30
+) -> None:
+    """What a process leaves when it dies ``minutes_ago``: during a tool call, or in the middle of its text."""
+    then = utc_now() - timedelta(minutes=minutes_ago)
+    await store.open_thread(USER, dead.thread_id)
+    assert await store.claim_thread(USER, dead.thread_id, dead.run_id, stale_before=then - timedelta(minutes=1))
+    user_msg = Message(id="u-1", thread_id=dead.thread_id, role=Role.USER, content="what time is it?", run_id=dead.run_id)
+    await store.append_messages(USER, dead.thread_id, [user_msg])
+    await store.create_run(
+        Run(
+            run_id=dead.run_id,
+            thread_id=dead.thread_id,
+            tenant_id=USER.tenant_id,
+            user_id=USER.user_id,
+            body_digest="d",
+            created_at=then,
+            heartbeat_at=then,
+        )
+    )
+    emitter = RunEmitter(
+        stream,
+        run_stream_key(USER.tenant_id, dead.run_id),
+        thread_key=thread_stream_key(USER.tenant_id, dead.thread_id),
+        run_id=dead.run_id,
+    )
+    await emitter.emit(RunStartedEvent(thread_id=dead.thread_id, run_id=dead.run_id, metadata={"origin": "chat"}))
+    await emitter.emit(StepStartedEvent(step_name="worker"))
+    await emitter.emit(TextMessageStartEvent(message_id=dead.assistant_id, role="assistant"))
+    await emitter.emit(TextMessageContentEvent(message_id=dead.assistant_id, delta="Checking the clock"))
+    if died_while == "text":
+        return  # the turn's text was streamed, never stored
+    await emitter.emit(TextMessageEndEvent(message_id=dead.assistant_id))
+    args = '{"timezone": "UTC"}'
+    await emitter.emit(
+        ToolCallStartEvent(
+            tool_call_id=dead.call_id, tool_call_name="get_current_time", parent_message_id=dead.assistant_id
+        )
+    )
+    await emitter.emit(ToolCallArgsEvent(tool_call_id=dead.call_id, delta=args))
+    await emitter.emit(ToolCallEndEvent(tool_call_id=dead.call_id))
+    call = ToolCall(id=dead.call_id, name="get_current_time", arguments=args)
+    assistant = Message(
+        id=dead.assistant_id,
+        thread_id=dead.thread_id,
+        role=Role.ASSISTANT,
+        content="Checking the clock",
+        tool_calls=(call,),
+        run_id=dead.run_id,
+    )
+    await store.append_messages(USER, dead.thread_id, [assistant])  # stored; then the tool ran and the process died
+
+
+async def test_a_run_whose_process_died_during_a_tool_call_is_ended_and_the_thread_works_again(
+    live: str, live_services: Services, store: DynamoDBStore, redis_stream: RedisEventStream, model_server: ModelServer
+) -> None:
+    dead = DeadRun("th-dead", "run-dead")
+    await leave_a_dead_run(store, redis_stream, dead, died_while="tool")
+    async with httpx.AsyncClient(base_url=live, timeout=30) as client:
+        # GIVEN the thread is still held by the dead run
+        busy = await client.post("/api/v1/agent", json=body("th-dead", "run-next", "hello?", "u-2"), headers=bearer())
+        assert busy.status_code == 409 and busy.json()["error"]["code"] == "thread_busy"
+        # WHEN the sweeper runs (the Lambda entry point, with this process's adapters)
+        report = sweeper_handler.lambda_handler(
+            {}, None, services=Services(live_services.settings, overrides={"store": store, "stream": redis_stream})
+        ) if False else await RunSweeper(store, redis_stream).sweep()
+        # THEN it ended exactly that run, as failed with run_failed
+        assert (report.ended, report.repaired_tool_calls) == (["run-dead"], 1)
+        run = await store.get_run("tenant-1", "run-dead")
+        assert run is not None and (run.status, run.error_code) == (RunStatus.FAILED, "run_failed")
+        # AND its stream now ends with exactly one RUN_ERROR, every call answered and the step closed
+        replay = await client.get("/api/v1/agent/runs/run-dead/events", headers=bearer())
+        events = events_of(replay.text)
+        terminal = assert_well_formed_run(events)
+        assert (terminal["type"], terminal["code"]) == ("RUN_ERROR", "run_failed")
+        result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+        assert result["toolCallId"] == "call-stuck"
+        assert json.loads(result["content"])["error"]["code"] == "run_failed"
+        assert validate_sse(replay.text).clean
+        # AND the synthetic result is stored, once, with the id the stream shows
+        items = await history(client, "th-dead")
+        assert [(i["role"], i.get("toolCallId")) for i in items] == [
+            ("user", None),
+            ("assistant", None),
+            ("tool", "call-stuck"),
+        ]
+        assert items[-1]["id"] == result["messageId"]
+        # AND the repair is audited
+        audit = await client.get("/api/v1/threads/th-dead/audit", headers=bearer(scopes=("agent:audit",)))
+        swept = [d for d in audit.json()["decisions"] if d["kind"] == "run_swept"]
+        assert [d["details"]["synthetic_results_for"] for d in swept] == [["call-stuck"]]
+        # AND a second sweep (a schedule firing twice) changes nothing
+        again = await RunSweeper(store, redis_stream).sweep()
+        assert again.ended == [] and len(await history(client, "th-dead")) == 3
+        # WHEN the user sends the next message
+        model_server.enqueue(ScriptedTurn(text=["Sorry, that took too long."]))
+        nxt = await client.post("/api/v1/agent", json=body("th-dead", "run-next", "hello?", "u-2"), headers=bearer())
+    # THEN it runs through the real openai client, and the model got a valid, paired context
+    assert assert_well_formed_run(events_of(nxt.text))["type"] == "RUN_FINISHED"
+    sent = [m for m in model_server.requests[-1]["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[1]["tool_calls"][0]["id"] == "call-stuck" and sent[2]["tool_call_id"] == "call-stuck"
+
+
+async def test_text_streamed_but_not_stored_by_a_dead_run_is_kept_marked_partial(
+    live: str, store: DynamoDBStore, redis_stream: RedisEventStream, model_server: ModelServer
+) -> None:
+    # GIVEN a run that died while streaming its answer (the text is on the stream only)
+    await leave_a_dead_run(store, redis_stream, DeadRun("th-mute", "run-mute"), died_while="text")
+    # WHEN the sweeper runs
+    report = await RunSweeper(store, redis_stream).sweep()
+    async with httpx.AsyncClient(base_url=live, timeout=30) as client:
+        items = await history(client, "th-mute")
+        replay = await client.get("/api/v1/agent/runs/run-mute/events", headers=bearer())
+        model_server.enqueue(ScriptedTurn(text=["It is noon."]))
+        nxt = await client.post("/api/v1/agent", json=body("th-mute", "run-mute-2", "well?", "u-2"), headers=bearer())
+    # THEN the text is stored once, marked partial, with the id the stream used
+    assert report.salvaged_messages == 1
+    assert [(i["id"], i["content"], i.get("partial")) for i in items] == [
+        ("u-1", "what time is it?", None),
+        ("msg-a1", "Checking the clock", True),
+    ]
+    # AND the stream closes the open message and ends with one RUN_ERROR
+    events = events_of(replay.text)
+    assert assert_well_formed_run(events)["code"] == "run_failed"
+    assert validate_sse(replay.text).clean
+    # AND the next run works
+    assert assert_well_formed_run(events_of(nxt.text))["type"] == "RUN_FINISHED"
+
+
+async def test_the_sweeper_leaves_live_runs_alone(store: DynamoDBStore, redis_stream: RedisEventStream) -> None:
+    # GIVEN a run that died long ago and one whose process is alive (it beat a moment ago)
+    await leave_a_dead_run(store, redis_stream, DeadRun("th-old", "run-old"), died_while="tool")
+    await leave_a_dead_run(store, redis_stream, DeadRun("th-new", "run-new"), died_while="tool", minutes_ago=30)
+    await store.heartbeat("tenant-1", "run-new", last_stream_id=None)
+    # WHEN the sweeper runs
+    report = await RunSweeper(store, redis_stream, stale_after=timedelta(minutes=5)).sweep()
+    # THEN only the dead run is ended; the live one and its thread are untouched
+    assert report.ended == ["run-old"]
+    live_run = await store.get_run("tenant-1", "run-new")
+    assert live_run is not None and live_run.status is RunStatus.RUNNING
+    assert (await store.get_thread(USER, "th-new")).active_run_id == "run-new"
+    assert (await store.get_thread(USER, "th-old")).active_run_id is None
+
+
+def test_the_lambda_entry_point_sweeps_with_the_container_services(store: DynamoDBStore, redis_url: str) -> None:
+    # GIVEN a dead run, and the sweeper's Lambda entry point with its own Redis client
+    from redis.asyncio import Redis
+
+    from tests.conftest import make_settings
+
+    services = Services(make_settings(redis_url=redis_url), overrides={"store": store})
+    setup_stream = RedisEventStream(Redis.from_url(redis_url))
+    import asyncio
+
+    async def setup() -> None:
+        await leave_a_dead_run(store, setup_stream, DeadRun("th-lambda", "run-lambda"), died_while="tool")
+        await setup_stream.close()
+
+    asyncio.run(setup())
+    # WHEN the scheduled event fires, twice
+    first = sweeper_handler.lambda_handler({"source": "aws.events"}, None, services=services)
+    second = sweeper_handler.lambda_handler({"source": "aws.events"}, None, services=services)
+    # THEN the run is ended once
+    assert first["ended"] == ["run-lambda"] and first["repairedToolCalls"] == 1
+    assert second["ended"] == []
+
+
+_ = Any
