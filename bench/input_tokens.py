@@ -305,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> InputTokensResult:
     parser.add_argument("--ttl-s", type=float, default=300.0, help="cache TTL in seconds, reset on hit")
     parser.add_argument("--hit-price", type=float, default=0.2, help="price of a cached token (1 = uncached)")
     parser.add_argument("--min-cache-tokens", type=int, default=256)
-    parser.add_argument("--block-sizes", default="40", help="comma-separated block sizes for the blocked policy")
+    parser.add_argument("--block-sizes", default="10,20,40", help="comma-separated block sizes (blocked policy)")
     parser.add_argument("--json", dest="json_path", help="also write the summary as JSON here")
     args = parser.parse_args(argv)
     cfg = TrafficConfig.smoke() if args.smoke else TrafficConfig()

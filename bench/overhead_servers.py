@@ -7,8 +7,9 @@
   not thread-safe), with the table created: ours reaches it over HTTP as it would reach DynamoDB, and moto's CPU
   is not charged to ours' process.
 - ``ours``: the real app (``functions.agent_api.app.create_app``) under uvicorn, with DynamoDB at ``--dynamo-url``
-  (or, without it, moto in-process serialised as in the tests), a real redis-server and the real ``openai``
-  adapter pointed at ``model``.
+  (or, without it, moto in-process serialised as in the tests; or, with ``--memory-store-ms``, the contract-tested
+  in-memory store answering each request after that many milliseconds, concurrently, like DynamoDB does), a real
+  redis-server and the real ``openai`` adapter pointed at ``model``.
   ``--timings`` wraps the store and the event stream in timers; ``--profile`` runs the event loop under
   cProfile. Both write their findings to ``--report`` when the server stops.
 - ``bare``: a FastAPI SSE pass-through: one ``openai`` streaming call per request, each content delta forwarded
@@ -217,6 +218,36 @@ class Timings:
         return {k: {"calls": self.calls[k], "seconds": round(v, 4)} for k, v in sorted(self.seconds.items())}
 
 
+def _latency_store(latency_s: float) -> Any:
+    """The in-memory store (same request counts as the DynamoDB adapter) with a round trip per request."""
+    from shared.adapters.in_memory_store import InMemoryStore
+
+    class LatencyStore(InMemoryStore):
+        async def _request(self) -> None:
+            self.request_count += 1
+            await asyncio.sleep(latency_s)
+
+    return LatencyStore()
+
+
+def _delayed(target: Any, latency_s: float) -> Any:
+    """Every coroutine method of ``target`` answers after ``latency_s`` (one request per call)."""
+
+    class Delayed:
+        def __getattr__(self, name: str) -> Any:
+            attr = getattr(target, name)
+            if not asyncio.iscoroutinefunction(attr):
+                return attr
+
+            async def delayed(*a: Any, **kw: Any) -> Any:
+                await asyncio.sleep(latency_s)
+                return await attr(*a, **kw)
+
+            return delayed
+
+    return Delayed()
+
+
 def run_ours(args: argparse.Namespace) -> None:
     import boto3
     from moto import mock_aws
@@ -224,7 +255,9 @@ def run_ours(args: argparse.Namespace) -> None:
 
     from functions.agent_api.app import create_app
     from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
+    from shared.adapters.aws.memory_store import DynamoDBMemoryStore
     from shared.adapters.redis_stream import RedisEventStream
+    from shared.memory.store import InMemoryMemoryStore
     from shared.settings import Settings
     from shared.wiring import Services
     from tests.support.moto_lock import OneRequestAtATime
@@ -233,13 +266,19 @@ def run_ours(args: argparse.Namespace) -> None:
         os.environ.setdefault(name, "bench")
     timings = Timings()
     profiler = cProfile.Profile() if args.profile else None
-    with contextlib.nullcontext() if args.dynamo_url else mock_aws():
+    in_process_moto = not args.dynamo_url and args.memory_store_ms < 0
+    with mock_aws() if in_process_moto else contextlib.nullcontext():
         store: Any = None
-        if not args.dynamo_url:
+        memories: Any = None
+        if args.memory_store_ms >= 0:
+            store = _latency_store(args.memory_store_ms / 1000)
+            memories = _delayed(InMemoryMemoryStore(), args.memory_store_ms / 1000)
+        elif in_process_moto:
             raw_client = boto3.client("dynamodb", region_name=REGION)
             create_table(raw_client, TABLE)
             locked: Any = OneRequestAtATime(raw_client)  # moto in-process is not thread-safe (as in the tests)
             store = DynamoDBStore(TABLE, lambda: locked)
+            memories = DynamoDBMemoryStore(TABLE, lambda: locked)
         settings = Settings(
             table_name=TABLE,
             aws_region=REGION,
@@ -263,12 +302,13 @@ def run_ours(args: argparse.Namespace) -> None:
                 return getattr(self._inner, name)
 
         stream: Any = LazyStream()
-        if store is None:
-            store = Services(settings).store  # the real wiring: boto3 client to the endpoint, created lazily
+        if store is None:  # the real wiring: boto3 clients to the endpoint, created lazily
+            store, memories = Services(settings).store, Services(settings).memories
         if args.timings:
             store = timings.wrap(store, "store")
             stream = timings.wrap(stream, "stream")
-        services = Services(settings, overrides={"store": store, "stream": stream})
+            memories = timings.wrap(memories, "memories")
+        services = Services(settings, overrides={"store": store, "stream": stream, "memory_store": memories})
         port = _free_port()
         server = uvicorn.Server(_uvicorn_config(create_app(services), port))
         if profiler is not None:
@@ -297,6 +337,8 @@ def main() -> None:
     parser.add_argument("--model-url", default="")
     parser.add_argument("--redis-url", default="")
     parser.add_argument("--dynamo-url", default="", help="ours: DynamoDB endpoint (default: moto in-process)")
+    parser.add_argument("--memory-store-ms", type=float, default=-1.0,
+                        help="ours: use the in-memory store with this latency per request instead of DynamoDB")
     parser.add_argument("--first-delay", type=float, default=0.2)
     parser.add_argument("--chunk-delay", type=float, default=0.02)
     parser.add_argument("--chunks", type=int, default=20)

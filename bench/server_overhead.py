@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,7 +286,8 @@ def run(
     chunk_delay: float,
     chunks: int,
     breakdown: bool,
-    dynamo: str = "server",
+    dynamo: str = "in-process",
+    store_latency_ms: float = 5.0,
 ) -> OverheadResult:
     sample_ref.clear()
     model_args = ["--first-delay", str(first_delay), "--chunk-delay", str(chunk_delay), "--chunks", str(chunks)]
@@ -297,12 +298,17 @@ def run(
         "model_first_chunk_delay_s": first_delay,
         "model_chunk_delay_s": chunk_delay,
         "model_chunks": chunks,
-        "dynamodb": "moto server process" if dynamo == "server" else "moto in-process (serialised)",
+        "store": {
+            "server": "moto DynamoDB server process (one request at a time)",
+            "in-process": "moto DynamoDB in ours' process (one request at a time, as in the tests)",
+            "memory": f"in-memory store, {store_latency_ms:g} ms per request, concurrent",
+        }[dynamo],
     }
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp, redis_server() as redis_url:
         model_report = os.path.join(tmp, "model.json")
-        with started(["model", *model_args, "--report", model_report], ["dynamo"]) as (model, dynamodb):
-            dynamo_args = ["--dynamo-url", dynamodb.url] if dynamo == "server" else []
+        extra = [["dynamo"]] if dynamo == "server" else []
+        with started(["model", *model_args, "--report", model_report], *extra) as (model, *dynamodb):
+            dynamo_args = _store_args(dynamo, dynamodb[0].url if dynamodb else "", store_latency_ms)
             with started(
                 ["ours", "--model-url", model.url, "--redis-url", redis_url, *dynamo_args],
                 ["bare", "--model-url", model.url],
@@ -315,21 +321,38 @@ def run(
         result = OverheadResult(config, series)
         if breakdown:
             result.breakdown = {
-                conc: _breakdown(tmp, redis_url, model_args, conc, rounds[conc], warmup, dynamo)
+                conc: _breakdown(tmp, redis_url, model_args, conc, rounds[conc], warmup, dynamo == "server",
+                                 lambda url: _store_args(dynamo, url, store_latency_ms))
                 for conc in concurrency
             }
     return result
 
 
+def _store_args(dynamo: str, dynamo_url: str, latency_ms: float) -> list[str]:
+    if dynamo == "server":
+        return ["--dynamo-url", dynamo_url]
+    if dynamo == "memory":
+        return ["--memory-store-ms", str(latency_ms)]
+    return []
+
+
 def _breakdown(
-    tmp: str, redis_url: str, model_args: list[str], concurrency: int, rounds: int, warmup: int, dynamo: str
+    tmp: str,
+    redis_url: str,
+    model_args: list[str],
+    concurrency: int,
+    rounds: int,
+    warmup: int,
+    with_dynamo_server: bool,
+    store_args: Callable[[str], list[str]],
 ) -> dict[str, Any]:
     """Ours alone at one concurrency, store and stream timed, event loop under cProfile."""
     report = os.path.join(tmp, f"ours-{concurrency}.json")
-    with started(["model", *model_args], ["dynamo"]) as (model, dynamodb):
-        dynamo_args = ["--dynamo-url", dynamodb.url] if dynamo == "server" else []
-        command = ["ours", "--model-url", model.url, "--redis-url", redis_url, *dynamo_args, "--timings", "--profile",
-                   "--report", report]
+    extra = [["dynamo"]] if with_dynamo_server else []
+    with started(["model", *model_args], *extra) as (model, *dynamodb):
+        command = ["ours", "--model-url", model.url, "--redis-url", redis_url,
+                   *store_args(dynamodb[0].url if dynamodb else ""),
+                   "--timings", "--profile", "--report", report]
         with started(command) as (ours,):
             series, _ = asyncio.run(
                 drive({"ours": ours.url}, [concurrency], {concurrency: rounds}, warmup, kinds=("ours",))
@@ -354,8 +377,10 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
     parser.add_argument("--chunk-delay", type=float, default=0.02, help="model: seconds between chunks")
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--no-breakdown", action="store_true")
-    parser.add_argument("--dynamo", choices=["server", "in-process"], default="server",
-                        help="moto as its own process (default) or inside ours' process")
+    parser.add_argument("--store", choices=["in-process", "server", "memory"], default="in-process",
+                        help="ours' DynamoDB: moto in ours' process (default, as the tests), moto as its own "
+                        "server process, or the in-memory store with --store-latency-ms per request")
+    parser.add_argument("--store-latency-ms", type=float, default=5.0)
     parser.add_argument("--show-profile", action="store_true", help="print the cProfile tables of the timed pass")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -373,7 +398,8 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
         chunk_delay=args.chunk_delay,
         chunks=args.chunks,
         breakdown=breakdown,
-        dynamo=args.dynamo,
+        dynamo=args.store,
+        store_latency_ms=args.store_latency_ms,
     )
     print(result.markdown())
     if args.show_profile:

@@ -140,12 +140,19 @@ class GateDecision:
     audit: AuditRecord
 
     def model_error(self) -> str:
-        """The tool error fed back to the model for a refused call (it names the tools it may use instead)."""
+        """The tool error fed back to the model for a refused call, in the shape of every tool error.
+
+        It names the tools the model may use instead, never the layer that refused the call: that stays in the
+        audit trail (a client sees this text as ``TOOL_CALL_RESULT.content``).
+        """
+        name = str(self.audit.details["tool_name"])
         return json.dumps(
             {
-                "error": "tool_not_allowed",
-                "message": self.audit.details["reason_text"],
-                "available_tools": self.audit.details["effective_tools"],
+                "error": {
+                    "code": "tool_not_allowed",
+                    "message": f"tool {name!r} is not available in this conversation",
+                    "availableTools": self.audit.details["effective_tools"],
+                }
             },
             ensure_ascii=False,
         )

@@ -14,7 +14,14 @@ from bench import cold_start, context_assembly, input_tokens, server_overhead
 
 def test_input_tokens_smoke_reports_every_policy_with_billed_never_above_raw() -> None:
     result = input_tokens.main(["--smoke"])
-    assert list(result.reports) == ["today_yesterday", "last_n N=20", "last_n N=25", "blocked N=20 B=40"]
+    assert list(result.reports) == [
+        "today_yesterday",
+        "last_n N=20",
+        "last_n N=25",
+        "blocked N=20 B=10",
+        "blocked N=20 B=20",
+        "blocked N=20 B=40",
+    ]
     runs = result.traffic["runs"]
     assert runs > 0
     for report in result.reports.values():
@@ -23,7 +30,7 @@ def test_input_tokens_smoke_reports_every_policy_with_billed_never_above_raw() -
         assert all(0 <= cached <= raw for cached, raw in zip(report.runs_cached, report.runs_input, strict=True))
     assert max(result.reports["last_n N=20"].window_user_messages) <= 20
     assert max(result.reports["last_n N=25"].window_user_messages) <= 25
-    blocked = result.reports["blocked N=20 B=40"].window_user_messages
+    blocked = result.reports["blocked N=20 B=20"].window_user_messages
     plain = result.reports["last_n N=20"].window_user_messages
     assert all(b >= p for b, p in zip(blocked, plain, strict=True))  # never fewer user messages than last-N
     assert all(row["today_yesterday"] == pytest.approx(1.0) for row in result.ttl_sensitivity.values())

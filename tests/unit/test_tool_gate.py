@@ -296,9 +296,12 @@ def test_malformed_and_huge_names_are_refused_with_a_bounded_audit_entry() -> No
 
 def test_refusal_is_answered_to_the_model_as_a_tool_error_naming_what_it_may_use() -> None:
     gate = ToolGate(registry({"get_current_time", "web_search"}), profile(["get_current_time"]), None)
-    error = json.loads(gate.authorize("web_search", "{}", CTX).model_error())
-    assert error["error"] == "tool_not_allowed"
-    assert error["available_tools"] == ["get_current_time"]
+    decision = gate.authorize("web_search", "{}", CTX)
+    error = json.loads(decision.model_error())["error"]
+    assert error["code"] == "tool_not_allowed"
+    assert error["availableTools"] == ["get_current_time"]
+    assert decision.layer is not None
+    assert decision.layer not in error["message"] and "profile" not in error["message"]
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -130,13 +130,13 @@ class DynamoDBStore:
         }
         if cursor:
             start = _decode_cursor(cursor)
-            # A cursor is opaque but client-held: it must point into the caller's own partition.
-            if (
-                start.get("GSI1PK")
-                != codec.to_item({"k": codec.user_threads_gsi(identity.tenant_id, identity.user_id)})["k"]
-            ):
-                from shared.errors import InvalidRequest
-
+            # A cursor is opaque but client-held: exactly the index's key attributes, as strings, and in the
+            # caller's own partition; anything else is refused before DynamoDB sees it.
+            expected = codec.to_item({"k": codec.user_threads_gsi(identity.tenant_id, identity.user_id)})["k"]
+            shape_ok = set(start) == {"PK", "SK", "GSI1PK", "GSI1SK"} and all(
+                isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str) for v in start.values()
+            )
+            if not shape_ok or start.get("GSI1PK") != expected:
                 raise InvalidRequest("malformed cursor", code="invalid_cursor")
             kwargs["ExclusiveStartKey"] = start
         resp = await self._call(lambda: self.client.query(**kwargs))
