@@ -60,6 +60,9 @@ class RedisEventStream:
 
 def connect(url: str, *, cluster: bool) -> RedisClient:
     """A client for ``url`` (``redis://`` or ``rediss://`` for TLS), in cluster or single-node mode."""
+    # Timeouts so that a Redis that hangs without closing connections fails fast instead of blocking runs (the run
+    # service buffers events and readers retry; see docs/reliability.md). Blocking reads pass their own timeout.
+    options: dict[str, Any] = {"socket_connect_timeout": 2.0, "socket_timeout": 20.0, "health_check_interval": 15}
     if cluster:
-        return RedisCluster.from_url(url)
-    return Redis.from_url(url)
+        return RedisCluster.from_url(url, **options)
+    return Redis.from_url(url, **options)

@@ -49,6 +49,11 @@ class TurnResult:
     malformed_call_ids: set[str] = field(default_factory=set)
 
 
+# Tool arguments longer than this are treated as malformed (answered to the model as invalid arguments): no tool
+# of ours takes anything near it, and the message holding them must fit a DynamoDB item.
+MAX_ARGUMENT_CHARS = 64_000
+
+
 def normalise_arguments(raw: str) -> tuple[str, bool]:
     """Arguments as a JSON object string, and whether the model's own text was one.
 
@@ -56,6 +61,8 @@ def normalise_arguments(raw: str) -> tuple[str, bool]:
     valid JSON, and a model can emit malformed arguments that cannot be taken back once streamed.
     """
     text = raw.strip() or "{}"
+    if len(text) > MAX_ARGUMENT_CHARS:
+        return "{}", False
     try:
         value = json.loads(text)
     except ValueError:

@@ -44,6 +44,7 @@ HANDLERS = {
     "BufferedApiFunction": "functions.agent_api.lambda_buffered.handler",
     "MemoryFunction": "functions.memory_extract.handler.handler",
     "AutomationFunction": "functions.automation.handler.handler",
+    "SweeperFunction": "functions.agent_api.sweeper_handler.handler",
 }
 
 
@@ -162,6 +163,28 @@ def test_every_function_gets_the_app_environment(expanded_template: Template) ->
     assert set(buffered) >= SCHEDULER_ENV_VARS
 
 
+def _store_table() -> dict[str, Any]:
+    from shared.adapters.aws.dynamodb_store import create_table
+
+    class Recorder:
+        def create_table(self, **kwargs: Any) -> None:
+            self.kwargs = kwargs
+
+    recorder = Recorder()
+    create_table(recorder, "t")  # type: ignore[arg-type]
+    return recorder.kwargs
+
+
+def _index_shapes(indexes: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
+    return {
+        i["IndexName"]: (
+            tuple((k["AttributeName"], k["KeyType"]) for k in i["KeySchema"]),
+            i["Projection"]["ProjectionType"],
+        )
+        for i in indexes
+    }
+
+
 def test_app_table_has_the_keys_index_ttl_and_recovery_the_store_needs(expanded_template: Template) -> None:
     table = _props(expanded_template, "AgentTable")
     assert table["BillingMode"] == "PAY_PER_REQUEST"
@@ -169,10 +192,9 @@ def test_app_table_has_the_keys_index_ttl_and_recovery_the_store_needs(expanded_
         {"AttributeName": "PK", "KeyType": "HASH"},
         {"AttributeName": "SK", "KeyType": "RANGE"},
     ]
-    (gsi,) = table["GlobalSecondaryIndexes"]
-    assert gsi["IndexName"] == "GSI1"
-    assert [key["AttributeName"] for key in gsi["KeySchema"]] == ["GSI1PK", "GSI1SK"]
-    assert gsi["Projection"] == {"ProjectionType": "ALL"}
+    # The same indexes as the table the store creates locally and in tests (shared.adapters.aws.dynamodb_store)
+    assert _index_shapes(table["GlobalSecondaryIndexes"]) == _index_shapes(_store_table()["GlobalSecondaryIndexes"])
+    assert {i["IndexName"] for i in table["GlobalSecondaryIndexes"]} == {"GSI1", "GSI2"}
     assert all(attribute["AttributeType"] == "S" for attribute in table["AttributeDefinitions"])
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
