@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: dev test install install-test system-deps node-deps sam-tools lint typecheck unit token bench clean
+.PHONY: dev test install install-test system-deps node-deps sam-tools lint token bench load clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,17 @@ test: install-test system-deps node-deps sam-tools lint
 	$(PY) -m shared.intent.regression --scripted --variant A
 	$(PY) -m shared.intent.regression --scripted --variant B
 	$(PY) -m shared.memory.evaluation --scripted
+
+## Run every benchmark in its full configuration (about 8 minutes; results go into docs/benchmarks.md by hand).
+bench: install-test
+	$(PY) -m bench.input_tokens
+	$(PY) -m bench.context_assembly
+	$(PY) -m bench.server_overhead
+	$(PY) -m bench.cold_start
+
+## The full load test (32 concurrent SSE runs for 60 s on loopback; exits 1 on any lost/duplicated/reordered event).
+load: install-test
+	$(PY) -m tests.reliability.load --concurrency 32 --seconds 60
 
 clean:
 	rm -rf $(VENV) tests/e2e/js/node_modules .tools .mypy_cache .pytest_cache .ruff_cache

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from shared.auth import TokenVerifier
 from shared.executors.worker import WorkerExecutor
 from shared.llm.types import ChatModel
 from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileCatalog, load_catalog
@@ -19,6 +18,7 @@ from shared.tools.registry import ToolRegistry
 if TYPE_CHECKING:
     from shared.adapters.aws.dynamodb_store import DynamoDBStore
     from shared.adapters.redis_stream import RedisEventStream
+    from shared.auth import TokenVerifier
     from shared.executors.context import RunContext
     from shared.executors.worker import ExecutionResult
     from shared.memory.store import MemoryStore
@@ -113,6 +113,8 @@ class Services:
 
     @cached_property
     def verifier(self) -> TokenVerifier:
+        from shared.auth import TokenVerifier
+
         return TokenVerifier(self.settings)
 
     @cached_property

@@ -47,6 +47,20 @@ def redis_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(autouse=True)
+def _fresh_redis(request: pytest.FixtureRequest) -> None:
+    """Tests that use the session's redis-server start from an empty one, as each starts from an empty moto."""
+    if "redis_url" not in request.fixturenames:
+        return
+    import redis
+
+    client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+    try:
+        client.flushall()
+    finally:
+        client.close()
+
+
 @pytest.fixture
 def aws() -> Iterator[Any]:
     with mock_aws():

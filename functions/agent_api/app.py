@@ -17,7 +17,6 @@ from functions.agent_api.errors import install_error_handlers
 from functions.agent_api.routes_automations import router as automations_router
 from functions.agent_api.routes_memories import router as memories_router
 from functions.agent_api.sse import PING, SSE_HEADERS, frame, frames
-from shared.adapters.redis_stream import thread_stream_key
 from shared.auth import AUDIT_SCOPE
 from shared.errors import Forbidden, InvalidRequest, PayloadTooLarge
 from shared.executors.context import RunContext
@@ -25,6 +24,7 @@ from shared.models import ExecutionMeta, ExecutorKind, Message, Origin
 from shared.ports import StreamEntry
 from shared.runs import intake
 from shared.settings import Settings
+from shared.stream_keys import thread_stream_key
 from shared.wiring import Services
 
 logger = logging.getLogger(__name__)

@@ -17,12 +17,9 @@ from shared.ports import StreamEntry
 RedisClient = Redis | RedisCluster
 
 
-def run_stream_key(tenant_id: str, run_id: str) -> str:
-    return f"run:{{{tenant_id}/{run_id}}}:events"
+from shared.stream_keys import run_stream_key, thread_stream_key  # noqa: E402  (re-exported)
 
-
-def thread_stream_key(tenant_id: str, thread_id: str) -> str:
-    return f"thread:{{{tenant_id}/{thread_id}}}:events"
+__all__ = ["RedisClient", "RedisEventStream", "connect", "run_stream_key", "thread_stream_key"]
 
 
 class RedisEventStream:

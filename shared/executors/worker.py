@@ -48,6 +48,7 @@ class ExecutionResult:
     tool_refusals: int = 0
     window_repairs: int = 0
     cancelled: bool = False
+    memory_note: str | None = None
     started_at: float = field(default_factory=time.monotonic)
     first_event_at: float | None = None
     finished_at: float | None = None
@@ -182,7 +183,10 @@ class WorkerExecutor:
                 ctx.profile.intent_variant, tools, now.astimezone(ZoneInfo(ctx.profile.history_policy.timezone))
             )
         )
-        memory_note = await self._memory_note(ctx) if self._memories is not None else None
+        if self._memories is not None and result.memory_note is None:
+            # Once per run: the memories relevant to the message that started it (later turns reuse the note).
+            result.memory_note = await self._memory_note(ctx) or ""
+        memory_note = result.memory_note
         reserve = sum(estimate_tokens(text) for text in (prompt, memory_note or "", *ctx.context_notes))
         reserve += sum(estimate_tokens(json.dumps(t.parameters)) + estimate_tokens(t.description) for t in tools)
         window = await resolve_window(

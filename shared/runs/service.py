@@ -33,13 +33,13 @@ from ag_ui.core import (
     ToolCallResultEvent,
 )
 
-from shared.adapters.redis_stream import run_stream_key, thread_stream_key
 from shared.errors import AgentError, Conflict, ModelError, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
 from shared.models import Identity, Message, Role, Run, RunStatus, Usage, merge_usage, utc_now
 from shared.ports import ConversationStore, EventStream, RunLedger, StreamEntry
 from shared.runs.emitter import RunEmitter, is_terminal
+from shared.stream_keys import run_stream_key, thread_stream_key
 
 logger = logging.getLogger(__name__)
 
@@ -234,6 +234,12 @@ class RunService:
             raise ServiceUnavailable(
                 "the run could not be stored; retry the same request", code="service_unavailable"
             ) from exc
+        # The run is new, so anything already under its stream key is stale (a ledger restored from a backup, an
+        # expired run record): drop it so no reader of this run ever replays another run's events.
+        try:
+            await self._stream.expire(key, 0)
+        except Exception:
+            logger.warning("could not clear a stale run stream", extra={"run_id": ctx.run_id}, exc_info=True)
         task = asyncio.create_task(self._execute(ctx, executor, key, claim_thread), name=f"run:{ctx.run_id}")
         self._tasks.add(task)
         self._by_run[(identity.tenant_id, ctx.run_id)] = task

@@ -37,12 +37,12 @@ from ag_ui.core import (
     ToolCallResultEvent,
 )
 
-from shared.adapters.redis_stream import run_stream_key, thread_stream_key
 from shared.executors.model_turn import normalise_arguments
 from shared.models import AuditRecord, Identity, Message, Role, Run, ToolCall, digest, utc_now
 from shared.ports import AuditLog, ConversationStore, EventStream, RunLedger
 from shared.runs.emitter import RunEmitter, is_terminal
 from shared.runs.service import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
+from shared.stream_keys import run_stream_key, thread_stream_key
 
 logger = logging.getLogger(__name__)
 

@@ -194,3 +194,17 @@ async def test_model_failure_ends_the_run_with_run_error(make_services: Any, asg
     assert last["type"] == "RUN_ERROR" and last["code"] == "model_unavailable"
     assert sum(1 for f in frames if f.json()["type"] in ("RUN_FINISHED", "RUN_ERROR")) == 1
     assert [i["id"] for i in history.json()["items"]] == ["m1"]  # the user's message is kept
+
+
+async def test_a_new_run_never_replays_stale_events_left_under_its_stream_key(
+    make_services: Any, asgi_client: Any, redis_stream: Any
+) -> None:
+    # GIVEN events of some earlier run left under the key a new run will use (e.g. a ledger restored from backup)
+    await redis_stream.append(run_stream_key("tenant-1", "run-stale"), {"type": "TEXT_MESSAGE_CONTENT", "delta": "OLD"})
+    services = make_services(ScriptedModel(Turn(text=["fresh"])))
+    async with asgi_client(services) as client:
+        _status, frames = await post_run(client, run_body("th-stale", "run-stale", [user("m1", "hi")]))
+    # THEN the new run's stream starts with its own RUN_STARTED and holds nothing of the old run
+    events = [f.json() for f in frames]
+    assert events[0]["type"] == "RUN_STARTED"
+    assert all(e.get("delta") != "OLD" for e in events)

@@ -279,7 +279,10 @@ class DynamoDBStore:
         raise Conflict("could not append messages: too many concurrent writers", code="concurrent_write")
 
     async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
-        upper = codec.msg_sk(before_seq) if before_seq is not None else "M#~"
+        if before_seq is not None and before_seq <= 1:
+            return []
+        # The upper bound excludes ``before_seq`` itself, so a page never reads an item it will not return.
+        upper = codec.msg_sk(before_seq - 1) if before_seq is not None else "M#~"
         resp = await self._call(
             lambda: self.client.query(
                 TableName=self._table,
@@ -288,14 +291,11 @@ class DynamoDBStore:
                     {":pk": codec.thread_pk(tenant_id, thread_id), ":lo": "M#", ":hi": upper}
                 ),
                 ScanIndexForward=False,
-                Limit=limit + (1 if before_seq is not None else 0),
+                Limit=limit,
                 ConsistentRead=True,
             )
         )
-        msgs = [codec.message_from_item(i) for i in resp.get("Items", [])]
-        if before_seq is not None:
-            msgs = [m for m in msgs if m.seq < before_seq]
-        return msgs[:limit]
+        return [codec.message_from_item(i) for i in resp.get("Items", [])]
 
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
         resp = await self._call(
