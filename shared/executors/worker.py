@@ -12,12 +12,13 @@ from datetime import datetime
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
+from ag_ui.core import StepFinishedEvent, StepStartedEvent
 
 from shared.context_window import resolve_window
 from shared.errors import AgentError
 from shared.executors.context import RunContext
-from shared.executors.model_turn import ModelTurn, TurnResult, new_id
+from shared.executors.model_turn import ModelTurn, TurnResult
+from shared.executors.tool_results import store_and_emit, synthetic_error
 from shared.executors.transcript import to_chat_messages
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
@@ -150,29 +151,8 @@ class WorkerExecutor:
                 await self._persist_assistant(ctx, partial, flags={"partial": True, "ended_by": reason})
                 calls.extend(partial.tool_calls)
         for call in calls:
-            content = json.dumps(
-                {"error": {"code": reason, "message": f"the run ended ({reason}) before this tool ran"}}
-            )
-            message_id = new_id("msg")
-            await self._store.append_messages(
-                ctx.identity,
-                ctx.thread_id,
-                [
-                    Message(
-                        id=message_id,
-                        thread_id=ctx.thread_id,
-                        role=Role.TOOL,
-                        content=content,
-                        tool_call_id=call.id,
-                        run_id=ctx.run_id,
-                        meta=ctx.meta,
-                        flags={"synthetic": True},
-                    )
-                ],
-            )
-            await emitter.emit(
-                ToolCallResultEvent(message_id=message_id, tool_call_id=call.id, content=content, role="tool")
-            )
+            content = synthetic_error(reason, f"the run ended ({reason}) before this tool ran")
+            await store_and_emit(self._store, emitter, ctx, call.id, content, synthetic=True)
 
     async def _build_request(self, ctx: RunContext, tools: list[ToolSpec], result: ExecutionResult) -> ChatRequest:
         now = self._clock()
@@ -296,22 +276,4 @@ class WorkerExecutor:
                 )
             except ToolFailed as exc:
                 content = json.dumps({"error": {"code": "tool_failed", "message": str(exc)}})
-        message_id = new_id("msg")
-        await self._store.append_messages(
-            ctx.identity,
-            ctx.thread_id,
-            [
-                Message(
-                    id=message_id,
-                    thread_id=ctx.thread_id,
-                    role=Role.TOOL,
-                    content=content,
-                    tool_call_id=call_id,
-                    run_id=ctx.run_id,
-                    meta=ctx.meta,
-                )
-            ],
-        )
-        await emitter.emit(
-            ToolCallResultEvent(message_id=message_id, tool_call_id=call_id, content=content, role="tool")
-        )
+        await store_and_emit(self._store, emitter, ctx, call_id, content)

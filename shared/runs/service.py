@@ -15,10 +15,8 @@ stream gets one rebuilt from the run ledger.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,13 +28,13 @@ from ag_ui.core import (
     RunStartedEvent,
     StepFinishedEvent,
     TokenUsage,
-    ToolCallResultEvent,
 )
 
 from shared.errors import AgentError, Conflict, ModelError, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
+from shared.executors.tool_results import emit_result, synthetic_error, tool_message
 from shared.executors.worker import ExecutionResult
-from shared.models import Identity, Message, Role, Run, RunStatus, Usage, merge_usage, utc_now
+from shared.models import Identity, Message, Run, RunStatus, Usage, merge_usage, utc_now
 from shared.ports import ConversationStore, EventStream, RunLedger, StreamEntry
 from shared.runs.emitter import RunEmitter, is_terminal
 from shared.stream_keys import run_stream_key, thread_stream_key
@@ -434,32 +432,15 @@ class RunService:
             stored = await self._store.known_message_ids(tenant, ctx.thread_id, parents)
         except Exception:
             stored = set()
-        content = json.dumps({"error": {"code": "run_failed", "message": "the run failed before this tool ran"}})
+        content = synthetic_error("run_failed", "the run failed before this tool ran")
         for call_id, parent in list(emitter.unanswered_calls.items()):
-            message_id = f"msg_{uuid.uuid4().hex}"
+            message = tool_message(ctx, call_id, content, synthetic=True)
             if parent in stored:
                 try:
-                    await self._store.append_messages(
-                        ctx.identity,
-                        ctx.thread_id,
-                        [
-                            Message(
-                                id=message_id,
-                                thread_id=ctx.thread_id,
-                                role=Role.TOOL,
-                                content=content,
-                                tool_call_id=call_id,
-                                run_id=ctx.run_id,
-                                meta=ctx.meta,
-                                flags={"synthetic": True},
-                            )
-                        ],
-                    )
+                    await self._store.append_messages(ctx.identity, ctx.thread_id, [message])
                 except Exception:
                     logger.warning("could not store a synthetic tool result", extra={"run_id": ctx.run_id})
-            await emitter.emit(
-                ToolCallResultEvent(message_id=message_id, tool_call_id=call_id, content=content, role="tool")
-            )
+            await emit_result(emitter, message)
 
     async def _finalise(
         self,

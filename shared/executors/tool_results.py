@@ -1,0 +1,56 @@
+"""A tool call's result: stored as a tool message of the thread, then sent as TOOL_CALL_RESULT with the same id.
+
+Every place that answers a tool call (the worker after running or refusing it, the salvage on cancel or failure,
+the run service's last-resort close) goes through here, so the stored message and the event can never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ag_ui.core import ToolCallResultEvent
+
+from shared.executors.context import RunContext
+from shared.executors.model_turn import new_id
+from shared.models import Message, Role
+from shared.ports import ConversationStore
+from shared.runs.emitter import RunEmitter
+
+
+def synthetic_error(code: str, message: str) -> str:
+    return json.dumps({"error": {"code": code, "message": message}})
+
+
+def tool_message(ctx: RunContext, call_id: str, content: str, *, synthetic: bool = False) -> Message:
+    return Message(
+        id=new_id("msg"),
+        thread_id=ctx.thread_id,
+        role=Role.TOOL,
+        content=content,
+        tool_call_id=call_id,
+        run_id=ctx.run_id,
+        meta=ctx.meta,
+        flags={"synthetic": True} if synthetic else {},
+    )
+
+
+async def store_and_emit(
+    store: ConversationStore,
+    emitter: RunEmitter,
+    ctx: RunContext,
+    call_id: str,
+    content: str,
+    *,
+    synthetic: bool = False,
+) -> None:
+    message = tool_message(ctx, call_id, content, synthetic=synthetic)
+    await store.append_messages(ctx.identity, ctx.thread_id, [message])
+    await emit_result(emitter, message)
+
+
+async def emit_result(emitter: RunEmitter, message: Message) -> None:
+    await emitter.emit(
+        ToolCallResultEvent(
+            message_id=message.id, tool_call_id=message.tool_call_id or "", content=message.content, role="tool"
+        )
+    )
