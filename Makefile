@@ -47,10 +47,10 @@ lint: install-test
 
 ## Install everything the tests need, then lint, type-check and run every test.
 test: install-test system-deps node-deps sam-tools lint
-	$(PY) -m pytest -q
 	$(PY) -m shared.intent.regression --scripted --variant A
 	$(PY) -m shared.intent.regression --scripted --variant B
 	$(PY) -m shared.memory.evaluation --scripted
+	$(PY) -m pytest -q
 
 ## Run every benchmark in its full configuration (about 8 minutes; results go into docs/benchmarks.md by hand).
 bench: install-test
