@@ -8,34 +8,15 @@ an EventBridge scheduled-event envelope with that object in ``detail`` works too
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
 
 from shared.automation.runner import automation_runner
-from shared.settings import Settings
+from shared.container import container_services, run_in_container
 from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
-
-_services: Services | None = None
-_loop: asyncio.AbstractEventLoop | None = None
-
-
-def _container_services() -> Services:
-    global _services
-    if _services is None:
-        _services = Services(Settings.from_env())
-    return _services
-
-
-def _container_loop() -> asyncio.AbstractEventLoop:
-    """One event loop per container: the async clients built on the first invocation stay bound to it."""
-    global _loop
-    if _loop is None or _loop.is_closed():
-        _loop = asyncio.new_event_loop()
-    return _loop
 
 
 async def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
@@ -46,7 +27,7 @@ async def handle(event: Mapping[str, Any], context: Any, services: Services) -> 
 
 def lambda_handler(event: Mapping[str, Any], context: Any, services: Services | None = None) -> dict[str, Any]:
     """``services`` is for tests and the local runner; Lambda passes only the event and the context."""
-    return _container_loop().run_until_complete(handle(event, context, services or _container_services()))
+    return run_in_container(handle(event, context, services or container_services()))
 
 
 handler = lambda_handler

@@ -428,9 +428,11 @@ async def test_a_memory_task_hands_off_to_the_memory_executor(
 @pytest.fixture
 def fresh_container(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A cold container: no event loop from an earlier invocation; the one the handler creates is closed after."""
-    monkeypatch.setattr(handler, "_loop", None)
+    from shared import container
+
+    monkeypatch.setattr(container, "_loop", None)
     yield
-    loop = handler._loop
+    loop = container._loop
     if loop is not None:
         loop.close()
 
