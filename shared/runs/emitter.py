@@ -14,8 +14,9 @@ import time
 from collections import deque
 from typing import Any
 
-from ag_ui.core import BaseEvent, EventType
+from ag_ui.core import BaseEvent, EventType, RunStartedEvent
 
+from shared.models import ExecutionMeta
 from shared.ports import EventStream
 
 logger = logging.getLogger(__name__)
@@ -37,6 +38,20 @@ MAX_BACKLOG = 20_000
 def event_to_dict(event: BaseEvent) -> dict[str, Any]:
     """camelCase keys, unset optional fields omitted (the JS client rejects ``null``)."""
     return event.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def run_started(thread_id: str, run_id: str, meta: ExecutionMeta) -> RunStartedEvent:
+    """RUN_STARTED with the run's execution metadata (docs/protocols/agent/sse-events.md)."""
+    return RunStartedEvent(
+        thread_id=thread_id,
+        run_id=run_id,
+        metadata={
+            "origin": meta.origin.value,
+            "executor": meta.executor.value,
+            "executionProfileName": meta.execution_profile_name,
+            "hiddenFromUser": meta.hidden_from_user,
+        },
+    )
 
 
 def is_terminal(event: dict[str, Any]) -> bool:

@@ -25,7 +25,6 @@ from typing import Any, Protocol, runtime_checkable
 from ag_ui.core import (
     RunErrorEvent,
     RunFinishedEvent,
-    RunStartedEvent,
     StepFinishedEvent,
     TokenUsage,
 )
@@ -36,7 +35,7 @@ from shared.executors.tool_results import emit_result, synthetic_error, tool_mes
 from shared.executors.worker import ExecutionResult
 from shared.models import Identity, Message, Run, RunStatus, Usage, merge_usage, utc_now
 from shared.ports import ConversationStore, EventStream, RunLedger, StreamEntry
-from shared.runs.emitter import RunEmitter, is_terminal
+from shared.runs.emitter import RunEmitter, is_terminal, run_started
 from shared.stream_keys import run_stream_key, thread_stream_key
 
 logger = logging.getLogger(__name__)
@@ -348,18 +347,7 @@ class RunService:
         error_code: str | None = None
         watcher = asyncio.create_task(self._watch(ctx, emitter))
         try:
-            await emitter.emit(
-                RunStartedEvent(
-                    thread_id=ctx.thread_id,
-                    run_id=ctx.run_id,
-                    metadata={
-                        "origin": ctx.meta.origin.value,
-                        "executor": ctx.meta.executor.value,
-                        "executionProfileName": ctx.meta.execution_profile_name,
-                        "hiddenFromUser": ctx.meta.hidden_from_user,
-                    },
-                )
-            )
+            await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
             inner = asyncio.create_task(executor.execute(ctx, emitter))
             self._inner[(tenant, ctx.run_id)] = inner
             try:

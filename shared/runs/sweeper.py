@@ -29,7 +29,6 @@ from typing import Any, Protocol
 
 from ag_ui.core import (
     RunErrorEvent,
-    RunStartedEvent,
     StepFinishedEvent,
     TextMessageEndEvent,
     ToolCallArgsEvent,
@@ -40,7 +39,7 @@ from ag_ui.core import (
 from shared.executors.model_turn import normalise_arguments
 from shared.models import AuditRecord, Identity, Message, Role, Run, ToolCall, digest, utc_now
 from shared.ports import AuditLog, ConversationStore, EventStream, RunLedger
-from shared.runs.emitter import RunEmitter, is_terminal
+from shared.runs.emitter import RunEmitter, is_terminal, run_started
 from shared.runs.service import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
 from shared.stream_keys import run_stream_key, thread_stream_key
 
@@ -170,9 +169,7 @@ class RunSweeper:
 
     async def end_run(self, run: Run, cutoff: datetime, report: SweepReport) -> bool:
         """End one stale run; False when another sweeper did, or the run turned out to be alive."""
-        if not await self._store.abandon_run(
-            run.tenant_id, run.run_id, stale_before=cutoff, error_code=SWEPT_CODE
-        ):
+        if not await self._store.abandon_run(run.tenant_id, run.run_id, stale_before=cutoff, error_code=SWEPT_CODE):
             return False
         logger.warning(
             "ending a run whose process stopped",
@@ -301,18 +298,7 @@ class RunSweeper:
             hidden=run.meta.hidden_from_user,
         )
         if not streamed.started:
-            await emitter.emit(
-                RunStartedEvent(
-                    thread_id=run.thread_id,
-                    run_id=run.run_id,
-                    metadata={
-                        "origin": run.meta.origin.value,
-                        "executor": run.meta.executor.value,
-                        "executionProfileName": run.meta.execution_profile_name,
-                        "hiddenFromUser": run.meta.hidden_from_user,
-                    },
-                )
-            )
+            await emitter.emit(run_started(run.thread_id, run.run_id, run.meta))
         if streamed.open_text is not None:
             await emitter.emit(TextMessageEndEvent(message_id=streamed.open_text))
         for call in streamed.calls.values():

@@ -12,23 +12,21 @@ Both are written and deleted in one transaction, so neither exists without the o
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from shared.adapters.aws.dynamo_codec import from_item, to_item
+from shared.adapters.aws.table_adapter import TableAdapter
 from shared.automation.models import AutomationTask
 from shared.errors import Conflict, InvalidRequest, NotFound
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+    pass
 
-T = TypeVar("T")
 
 META = "META"
 
@@ -87,22 +85,8 @@ def task_from_item(item: dict[str, Any]) -> AutomationTask:
     )
 
 
-class DynamoDBAutomationStore:
+class DynamoDBAutomationStore(TableAdapter):
     """Implements :class:`shared.automation.store.AutomationStore`; boto3 calls run in worker threads."""
-
-    def __init__(self, table_name: str, client_factory: Callable[[], DynamoDBClient]) -> None:
-        self._table = table_name
-        self._client_factory = client_factory
-        self._client: DynamoDBClient | None = None
-
-    @property
-    def client(self) -> DynamoDBClient:
-        if self._client is None:
-            self._client = self._client_factory()
-        return self._client
-
-    async def _call(self, fn: Callable[[], T]) -> T:
-        return await asyncio.to_thread(fn)
 
     async def create(self, task: AutomationTask) -> None:
         lookup = to_item(

@@ -12,20 +12,20 @@ import hashlib
 import json
 import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from shared.adapters.aws import dynamo_codec as codec
+from shared.adapters.aws.table_adapter import TableAdapter
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.models import AuditRecord, Identity, Message, Run, RunStatus, Thread, Usage, utc_now
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-T = TypeVar("T")
 
 # One transaction holds at most 100 items; each message takes two (id marker and body) plus the counter update.
 _MESSAGES_PER_TRANSACTION = 40
@@ -44,25 +44,8 @@ def running_gsi(run_pk: str) -> str:
     return f"RUNNING#{shard}"
 
 
-class DynamoDBStore:
+class DynamoDBStore(TableAdapter):
     """Threads, messages, runs and audit records in one table (keys in ``dynamo_codec``)."""
-
-    def __init__(self, table_name: str, client_factory: Callable[[], DynamoDBClient]) -> None:
-        self._table = table_name
-        self._client_factory = client_factory
-        self._client: DynamoDBClient | None = None
-        self.request_count = 0
-
-    @property
-    def client(self) -> DynamoDBClient:
-        if self._client is None:
-            self._client = self._client_factory()
-        return self._client
-
-    async def _call(self, fn: Callable[[], T]) -> T:
-        self.request_count += 1
-        _ = self.client  # created on the event loop's thread: boto3's default session is not thread-safe
-        return await asyncio.to_thread(fn)
 
     # ---- threads -------------------------------------------------------------------------------------------
 

@@ -13,21 +13,20 @@ way to read or change someone else's memory through this adapter.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from shared.adapters.aws import dynamo_codec as codec
+from shared.adapters.aws.table_adapter import TableAdapter
 from shared.memory.models import Memory, MemoryStatus
 from shared.memory.store import deactivated
 from shared.models import utc_now
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+    pass
 
-T = TypeVar("T")
 
 CURSOR_SK = "MEMCURSOR"
 
@@ -36,21 +35,7 @@ def memory_pk(tenant_id: str, user_id: str) -> str:
     return f"T#{tenant_id}#U#{user_id}#MEM"
 
 
-class DynamoDBMemoryStore:
-    def __init__(self, table_name: str, client_factory: Callable[[], DynamoDBClient]) -> None:
-        self._table = table_name
-        self._client_factory = client_factory
-        self._client: DynamoDBClient | None = None
-
-    @property
-    def client(self) -> DynamoDBClient:
-        if self._client is None:
-            self._client = self._client_factory()
-        return self._client
-
-    async def _call(self, fn: Callable[[], T]) -> T:
-        return await asyncio.to_thread(fn)
-
+class DynamoDBMemoryStore(TableAdapter):
     # ---- memories ------------------------------------------------------------------------------------------
 
     async def list_memories(self, tenant_id: str, user_id: str, *, include_inactive: bool = False) -> list[Memory]:
