@@ -3,7 +3,7 @@
 #
 # Why not CodeUri: . (the repo root): `sam build` copies the whole source folder into every artifact and only
 # skips a fixed list (.venv, .git, ...), so tests/, docs/, node_modules and .tools/sam-venv would be shipped.
-# The folder holds shared/ and functions/ and a requirements.txt written from pyproject.toml's
+# The folder holds shared/, functions/ and tool_plugins/ and a requirements.txt written from pyproject.toml's
 # [project].dependencies, so the runtime dependency list has a single source.
 set -euo pipefail
 
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 root, out = Path(sys.argv[1]), Path(sys.argv[2])
-for package in ("shared", "functions"):
+for package in ("shared", "functions", "tool_plugins"):
     shutil.copytree(root / package, out / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 PY
 # The Web Adapter executes the handler script directly.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,12 +120,32 @@ class HistoryPolicy(BaseModel):
         return value
 
 
+FRONTEND_PATTERN = r"^[A-Za-z0-9_*-]{1,64}$"
+
+
 class ToolPolicy(BaseModel):
+    """Which tools a run of this profile may be offered (docs/policy.md §3)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: Literal["intersection"] = "intersection"
     allowlist: list[str] | None = None
     """The profile layer of ``declared ∩ profile ∩ system``; ``None`` means this layer does not narrow."""
+    frontend_allowlist: list[str] = Field(default_factory=list)
+    """Client-declared (AG-UI front-end) tools this profile offers to the model: exact names, or patterns where
+    ``*`` stands for any run of name characters (``confirm_*``). Empty (the default): none."""
+    mcp_servers: list[str] = Field(default_factory=list)
+    """MCP tool servers (names from the ``MCP_SERVERS`` setting) whose allowed tools join the system layer."""
+
+    @field_validator("frontend_allowlist")
+    @classmethod
+    def _frontend_patterns(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not re.match(FRONTEND_PATTERN, entry):
+                raise ValueError(f"{entry!r} is not a tool name or pattern (letters, digits, '_', '-', '*')")
+            if entry.startswith("mcp__"):
+                raise ValueError(f"{entry!r}: names under 'mcp__' belong to MCP servers")
+        return value
 
 
 class ExecutionProfile(BaseModel):
@@ -319,6 +340,7 @@ def _check_profile(
     stem: str,
     known_tools: frozenset[str],
     known_models: Mapping[str, ModelTraits],
+    known_mcp_servers: frozenset[str] = frozenset(),
 ) -> list[ProfileProblem]:
     problems: list[ProfileProblem] = []
     if profile.name != stem:
@@ -387,6 +409,28 @@ def _check_profile(
                     "allow only " + ", ".join(sorted(MEMORY_TOOL_NAMES)),
                 )
             )
+    for index, server in enumerate(profile.tool_policy.mcp_servers):
+        if server not in known_mcp_servers:
+            problems.append(
+                ProfileProblem(
+                    source,
+                    f"tool_policy.mcp_servers[{index}]",
+                    f"no MCP server named {server!r}",
+                    "define it in the MCP_SERVERS setting or remove it; known: "
+                    + (", ".join(sorted(known_mcp_servers)) or "(none)"),
+                )
+            )
+    if profile.executor is ExecutorKind.MEMORY and (
+        profile.tool_policy.frontend_allowlist or profile.tool_policy.mcp_servers
+    ):
+        problems.append(
+            ProfileProblem(
+                source,
+                "tool_policy",
+                "a memory profile may not offer front-end or MCP tools",
+                "remove frontend_allowlist and mcp_servers",
+            )
+        )
     if profile.executor is ExecutorKind.MEMORY and allowlist is None:
         problems.append(
             ProfileProblem(
@@ -473,6 +517,7 @@ def load_catalog(
     rollout_json: str | None = None,
     window_n_override: int | str | None = None,
     known_models: Mapping[str, ModelTraits] = KNOWN_MODELS,
+    known_mcp_servers: Iterable[str] = (),
 ) -> ProfileCatalog:
     """Load and validate every ``*.json`` profile in ``directory``.
 
@@ -482,6 +527,8 @@ def load_catalog(
         rollout_json: the ``PROFILE_ROLLOUT`` document, if any.
         window_n_override: the ``WINDOW_N_OVERRIDE`` value, if any; widens N, never narrows it.
         known_models: the model table (defaults to :data:`KNOWN_MODELS`).
+        known_mcp_servers: the MCP servers of the ``MCP_SERVERS`` setting (their allowed tools, namespaced
+            ``mcp__<server>__<tool>``, belong in ``known_tools``).
 
     Raises:
         ConfigurationError: listing every problem found, each with its file, field and fix.
@@ -508,7 +555,12 @@ def load_catalog(
         if profile is None:
             continue
         problems += _check_profile(
-            path.name, profile, stem=path.stem, known_tools=tools, known_models=known_models
+            path.name,
+            profile,
+            stem=path.stem,
+            known_tools=tools,
+            known_models=known_models,
+            known_mcp_servers=frozenset(known_mcp_servers),
         )
         if profile.name in profiles:
             problems.append(

@@ -33,6 +33,10 @@ class Settings(BaseModel):
     window_n_override: int | None = Field(default=None, ge=1)
     memory_confidence_threshold: float = 0.7
     profile_rollout: str | None = None
+    tool_plugins: str | None = None
+    """Comma-separated ``module:attribute`` paths of server tools to register (shared.tools.plugins)."""
+    mcp_servers: str | None = None
+    """JSON object naming the MCP tool servers profiles may use (shared.tools.mcp.parse_mcp_servers)."""
 
     event_bus_name: str | None = None
     scheduler_group_name: str | None = None
@@ -78,6 +82,8 @@ class Settings(BaseModel):
             "window_n_override": opt("WINDOW_N_OVERRIDE"),
             "memory_confidence_threshold": opt("MEMORY_CONFIDENCE_THRESHOLD"),
             "profile_rollout": opt("PROFILE_ROLLOUT"),
+            "tool_plugins": opt("TOOL_PLUGINS"),
+            "mcp_servers": opt("MCP_SERVERS"),
             "event_bus_name": opt("EVENT_BUS_NAME"),
             "scheduler_group_name": opt("SCHEDULER_GROUP_NAME"),
             "scheduler_role_arn": opt("SCHEDULER_ROLE_ARN"),

@@ -8,9 +8,13 @@ The three layers:
 - **profile**: ``tool_policy.allowlist`` of the run's execution profile (``None``: this layer does not
   narrow).
 - **declared**: the tools this particular run declares. A chat run declares the server tools of its executor
-  (``None``: every tool of the system layer); an automation task declares its ``tools`` list. Tools a client
-  lists in the AG-UI ``RunAgentInput.tools`` are front-end tools: they are never in the system layer, so the
-  server never offers or executes them (see ``docs/policy.md``).
+  (``None``: every tool of the system layer); an automation task declares its ``tools`` list.
+
+Front-end tools are a separate, narrower path: the tools a client lists in the AG-UI ``RunAgentInput.tools``
+are offered only when the profile's ``tool_policy.frontend_allowlist`` matches them, never when they shadow or
+resemble a server tool (built-in, plugin, executor or MCP) or use the ``mcp__`` namespace. The server never runs
+them: an allowed call to one is handed to the client (docs/policy.md §3). Each refused client tool gets an audit
+record too (:meth:`ToolGate.offer_audit`).
 
 Names match exactly, byte for byte. A name that differs from a tool only by case, Unicode compatibility forms,
 look-alike letters, padding or invisible characters is refused and never normalised into the tool it
@@ -30,7 +34,7 @@ from typing import Literal
 from shared.llm.types import ToolSpec
 from shared.models import AuditRecord, digest
 from shared.profiles import MEMORY_TOOL_NAMES, ExecutionProfile
-from shared.tools.registry import ToolContext, ToolRegistry
+from shared.tools.registry import MCP_PREFIX, ToolContext, ToolRegistry
 
 __all__ = [
     "MEMORY_TOOL_NAMES",
@@ -38,10 +42,12 @@ __all__ = [
     "GateDecision",
     "Layer",
     "ToolGate",
+    "ToolKind",
     "summarize_request",
 ]
 
 Layer = Literal["declared", "profile", "system"]
+ToolKind = Literal["server", "mcp", "executor", "frontend"]
 
 AUDIT_KIND = "tool_decision"
 _WELL_FORMED_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -138,6 +144,8 @@ class GateDecision:
     canonical_name: str | None
     """The tool to execute: set only when allowed, and then equal to the name the model wrote."""
     audit: AuditRecord
+    kind: ToolKind | None = None
+    """What kind of tool was allowed: ``frontend`` ones are handed to the client, never executed here."""
 
     def model_error(self) -> str:
         """The tool error fed back to the model for a refused call, in the shape of every tool error.
@@ -169,6 +177,22 @@ def _skeleton(text: str) -> str:
     return visible.casefold()
 
 
+def frontend_allowed(name: str, patterns: Sequence[str]) -> bool:
+    """Whether a profile's ``frontend_allowlist`` admits ``name``.
+
+    An entry without ``*`` matches that exact name, byte for byte. In an entry with ``*``, each ``*`` matches any
+    run (possibly empty) of tool-name characters (letters, digits, ``_``, ``-``) and everything else matches
+    itself exactly; the whole name must match. There is no other wildcard, no case folding and no normalisation.
+    """
+    for pattern in patterns:
+        if "*" not in pattern:
+            if name == pattern:
+                return True
+        elif re.fullmatch("[A-Za-z0-9_-]*".join(re.escape(part) for part in pattern.split("*")), name):
+            return True
+    return False
+
+
 class ToolGate:
     """Decides, for one run, which tools the model is offered and whether a call it makes may execute."""
 
@@ -179,14 +203,18 @@ class ToolGate:
         declared: frozenset[str] | None = None,
         *,
         executor_tools: Sequence[ToolSpec] = (),
+        frontend: Sequence[ToolSpec] = (),
     ) -> None:
         specs: dict[str, ToolSpec] = {}
+        kinds: dict[str, ToolKind] = {}
         for name in system.names:
             tool = system.get(name)
             if tool is not None:
                 specs[name] = tool.spec
+                kinds[name] = "mcp" if name.startswith(MCP_PREFIX) else "server"
         for spec in executor_tools:
             specs[spec.name] = spec
+            kinds[spec.name] = "executor"
         self._specs = specs
         self._profile = profile
         allowlist = profile.tool_policy.allowlist
@@ -197,23 +225,103 @@ class ToolGate:
             effective &= self._profile_names
         if declared is not None:
             effective &= declared
-        self._effective = frozenset(effective)
-        self._skeletons = {_skeleton(name): name for name in sorted(specs)}
+        server_skeletons = {_skeleton(name): name for name in sorted(specs)}
+        self._frontend: dict[str, ToolSpec] = {}
+        self._frontend_refused: list[tuple[str, Layer, str, str, str | None]] = []
+        patterns = profile.tool_policy.frontend_allowlist
+        for spec in frontend:
+            name = spec.name
+            resembles = server_skeletons.get(_skeleton(name))
+            if name in self._frontend:
+                continue
+            if name in specs or name.startswith(MCP_PREFIX):
+                self._frontend_refused.append(
+                    (name, "system", "shadows_server_tool", f"client tool {name!r} shadows a server tool", None)
+                )
+            elif resembles is not None:
+                self._frontend_refused.append(
+                    (
+                        name,
+                        "system",
+                        "lookalike_of_server_tool",
+                        f"client tool {name!r} looks like server tool {resembles!r}",
+                        resembles,
+                    )
+                )
+            elif not frontend_allowed(name, patterns):
+                self._frontend_refused.append(
+                    (
+                        name,
+                        "profile",
+                        "not_in_frontend_allowlist",
+                        f"client tool {name!r} is not allowed by execution profile {profile.name!r}",
+                        None,
+                    )
+                )
+            else:
+                self._frontend[name] = spec
+                kinds[name] = "frontend"
+        self._kinds = kinds
+        self._effective = frozenset(effective) | frozenset(self._frontend)
+        self._skeletons = {_skeleton(name): name for name in sorted(set(specs) | set(self._frontend))}
 
     @property
     def effective_names(self) -> frozenset[str]:
         return self._effective
 
+    @property
+    def frontend_names(self) -> frozenset[str]:
+        """The client-declared tools offered to the model (never executed by the server)."""
+        return frozenset(self._frontend)
+
+    def kind_of(self, name: str) -> ToolKind | None:
+        """The kind of an offered tool (``None`` for anything not offered)."""
+        return self._kinds.get(name) if name in self._effective else None
+
     def effective_tools(self) -> list[ToolSpec]:
         """What the model is offered, sorted by name (a stable order keeps the prompt cache warm)."""
-        return [self._specs[name] for name in sorted(self._effective)]
+        return [self._specs.get(name) or self._frontend[name] for name in sorted(self._effective)]
+
+    def offer_audit(self, ctx: GateContext) -> list[AuditRecord]:
+        """One ``tool_decision`` record (``phase: offer``) per client-declared tool that is not offered."""
+        return [
+            self._record(ctx, name, "", allowed=False, layer=layer, reason=reason, reason_text=text,
+                         resembles=resembles, phase="offer", kind=None)
+            for name, layer, reason, text, resembles in self._frontend_refused
+        ]
 
     def authorize(self, raw_name: str, arguments: str, ctx: GateContext) -> GateDecision:
         """Decide on one tool call exactly as the model wrote it, and produce its audit record."""
         layer, reason, reason_text, resembles = self._judge(raw_name)
         allowed = layer is None
+        kind = self._kinds.get(raw_name) if allowed else None
+        record = self._record(ctx, raw_name, arguments, allowed=allowed, layer=layer, reason=reason,
+                              reason_text=reason_text, resembles=resembles, phase="call", kind=kind)
+        return GateDecision(
+            allowed=allowed,
+            layer=layer,
+            reason=reason,
+            canonical_name=raw_name if allowed else None,
+            audit=record,
+            kind=kind,
+        )
+
+    def _record(
+        self,
+        ctx: GateContext,
+        raw_name: str,
+        arguments: str,
+        *,
+        allowed: bool,
+        layer: Layer | None,
+        reason: str,
+        reason_text: str,
+        resembles: str | None,
+        phase: str,
+        kind: ToolKind | None,
+    ) -> AuditRecord:
         audited_name = raw_name[:_MAX_AUDITED_NAME]
-        record = AuditRecord(
+        return AuditRecord(
             kind=AUDIT_KIND,
             tenant_id=ctx.tenant_id,
             thread_id=ctx.thread_id,
@@ -235,18 +343,15 @@ class ToolGate:
                 "profile_version": self._profile.version,
                 "executor": self._profile.executor.value,
                 "effective_tools": sorted(self._effective),
+                "tool_kind": kind,
+                "phase": phase,
             },
-        )
-        return GateDecision(
-            allowed=allowed,
-            layer=layer,
-            reason=reason,
-            canonical_name=raw_name if allowed else None,
-            audit=record,
         )
 
     def _judge(self, raw_name: str) -> tuple[Layer | None, str, str, str | None]:
         """(refusing layer, reason code, reason text, look-alike of). Outermost layer first."""
+        if raw_name in self._frontend:
+            return None, "allowed", f"client tool {raw_name!r} is offered; the client runs it", None
         if raw_name not in self._specs:
             resembles = self._skeletons.get(_skeleton(raw_name))
             if resembles is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileCatalog, loa
 from shared.runs.service import RunService
 from shared.settings import Settings
 from shared.tools.clock import make_clock_tool
+from shared.tools.plugins import parse_plugin_paths
 from shared.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from shared.memory.store import MemoryStore
     from shared.memory.trigger import RunCompletedPublisher
     from shared.models import RunStatus
+    from shared.tools.mcp_servers import McpServerConfig, McpToolbox
 
 logger = logging.getLogger(__name__)
 
@@ -94,21 +97,40 @@ class Services:
 
     @cached_property
     def tools(self) -> ToolRegistry:
+        """Built-in server tools plus the ``TOOL_PLUGINS`` ones; a duplicate or broken plugin fails the start."""
         if (tools := self._override("tools")) is not None:
             return tools  # type: ignore[no-any-return]
         registry = ToolRegistry()
         registry.register(make_clock_tool())
+        paths = parse_plugin_paths(self.settings.tool_plugins)
+        if paths:
+            from shared.tools.plugins import register_plugins
+
+            register_plugins(registry, paths)
         return registry
+
+    @cached_property
+    def mcp(self) -> McpToolbox | None:
+        """The ``MCP_SERVERS`` of this deployment; None (and no ``mcp`` import) when there are none."""
+        if (toolbox := self._override("mcp")) is not None:
+            return toolbox  # type: ignore[no-any-return]
+        if not self.settings.mcp_servers:
+            return None
+        from shared.tools.mcp_servers import McpToolbox, parse_mcp_servers
+
+        return McpToolbox(parse_mcp_servers(self.settings.mcp_servers), header_value=_mcp_header_value)
 
     @cached_property
     def profiles(self) -> ProfileCatalog:
         if (catalog := self._override("profiles")) is not None:
             return catalog  # type: ignore[no-any-return]
+        mcp = self.mcp
         return load_catalog(
             PROFILES_DIR,
-            known_tools=self.tools.names | MEMORY_TOOL_NAMES,
+            known_tools=self.tools.names | MEMORY_TOOL_NAMES | (mcp.known_tool_names() if mcp else frozenset()),
             rollout_json=self.settings.profile_rollout,
             window_n_override=self.settings.window_n_override,
+            known_mcp_servers=mcp.server_names if mcp else (),
         )
 
     @cached_property
@@ -160,4 +182,18 @@ class Services:
     def worker(self) -> WorkerExecutor:
         from shared.memory.injection import ActiveMemories
 
-        return WorkerExecutor(self.model, self.store, self.store, self.tools, memories=ActiveMemories(self.memories))
+        return WorkerExecutor(
+            self.model, self.store, self.store, self.tools, memories=ActiveMemories(self.memories), mcp=self.mcp
+        )
+
+
+def _mcp_header_value(config: McpServerConfig) -> str | None:
+    """An MCP server's auth header value: from the environment variable it names, else from Secrets Manager."""
+    if config.auth_env:
+        return os.environ.get(config.auth_env) or None
+    if config.auth_secret_name:
+        from aws_lambda_powertools.utilities import parameters
+
+        value = parameters.get_secret(config.auth_secret_name, max_age=300)
+        return value if isinstance(value, str) else str(value)
+    return None

@@ -7,6 +7,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Query, Request
@@ -23,6 +24,7 @@ from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Message, Origin
 from shared.ports import StreamEntry
 from shared.runs import intake
+from shared.runs.pending_calls import settle_pending_calls
 from shared.settings import Settings
 from shared.stream_keys import thread_stream_key
 from shared.wiring import Services
@@ -149,15 +151,23 @@ def create_app(services: Services | None = None) -> FastAPI:
             run_id=run_input.run_id,
             profile=profile,
             meta=meta,
-            client_tools=intake.client_tool_names(run_input),
+            client_tools=intake.client_tools(run_input),
             context_notes=intake.context_notes(run_input),
             request_summary=f"chat run, {len(run_input.messages)} messages from client",
         )
         admission = await svc.runs.admit(
             ctx,
             body_digest=intake.body_digest(run_input),
-            new_messages=intake.user_messages(run_input, meta),
+            new_messages=intake.run_messages(run_input, meta),
             executor=svc.worker(),
+            settle=partial(
+                settle_pending_calls,
+                svc.store,
+                caller.tenant_id,
+                run_input.thread_id,
+                run_id=run_input.run_id,
+                meta=meta,
+            ),
         )
         return StreamingResponse(
             run_frames(svc.runs.tail_run(caller.tenant_id, admission.run.run_id)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shared.llm.types import ToolSpec
 from shared.models import ExecutionMeta, Identity
 from shared.profiles import ExecutionProfile
 
@@ -15,8 +16,9 @@ class RunContext:
     run_id: str
     profile: ExecutionProfile
     meta: ExecutionMeta
-    # Names of frontend tools the client declared in RunAgentInput.tools (never executed by the server).
-    client_tools: frozenset[str] = frozenset()
+    # Front-end tools the client declared in RunAgentInput.tools, checked by intake (never executed by the server;
+    # offered only when the profile's tool_policy.frontend_allowlist admits them).
+    client_tools: tuple[ToolSpec, ...] = ()
     # Server tools the caller declared (None: every tool the profile allows). Automation tasks set this.
     declared_tools: frozenset[str] | None = None
     # RunAgentInput.context items, passed to the model as a bounded system note.

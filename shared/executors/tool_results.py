@@ -16,6 +16,10 @@ from shared.models import Message, Role
 from shared.ports import ConversationStore
 from shared.runs.emitter import RunEmitter
 
+FRONTEND_CALLS_FLAG = "frontend_tool_calls"
+"""Flag on a stored assistant message: the ids of its tool calls handed to the client (front-end tools), whose
+results arrive with the client's next run (shared.runs.pending_calls)."""
+
 
 def synthetic_error(code: str, message: str) -> str:
     return json.dumps({"error": {"code": code, "message": message}})

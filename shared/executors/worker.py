@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent
@@ -18,7 +18,7 @@ from shared.context_window import resolve_window
 from shared.errors import AgentError
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult
-from shared.executors.tool_results import store_and_emit, synthetic_error
+from shared.executors.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
 from shared.executors.transcript import to_chat_messages
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
@@ -27,7 +27,12 @@ from shared.ports import AuditLog, ConversationStore
 from shared.runs.emitter import RunEmitter
 from shared.tokens import estimate_tokens
 from shared.tool_gate import GateContext, ToolGate
-from shared.tools.registry import ToolContext, ToolFailed, ToolRegistry
+from shared.tools.arguments import argument_errors
+from shared.tools.registry import ToolContext, ToolRegistry
+from shared.tools.runner import run_tool, tool_error
+
+if TYPE_CHECKING:
+    from shared.tools.mcp_servers import McpToolbox
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +53,8 @@ class ExecutionResult:
     tool_calls: int = 0
     tool_refusals: int = 0
     window_repairs: int = 0
+    frontend_calls: int = 0
+    """Front-end tool calls handed to the client; the run ended after the turn that made them."""
     cancelled: bool = False
     memory_note: str | None = None
     started_at: float = field(default_factory=time.monotonic)
@@ -77,6 +84,7 @@ class WorkerExecutor:
         system_prompt: Callable[[RunContext, list[ToolSpec]], str] | None = None,
         memories: MemoryReader | None = None,
         memory_limit: int = 20,
+        mcp: McpToolbox | None = None,
     ) -> None:
         self._model = model
         self._store = store
@@ -86,15 +94,48 @@ class WorkerExecutor:
         self._system_prompt = system_prompt
         self._memories = memories
         self._memory_limit = memory_limit
+        self._mcp = mcp
 
-    def gate(self, ctx: RunContext) -> ToolGate:
-        """``declared ∩ profile allowlist ∩ system``: see docs/policy.md for what each layer means."""
-        return ToolGate(self._tools, ctx.profile, ctx.declared_tools)
+    def gate(self, ctx: RunContext, tools: ToolRegistry | None = None) -> ToolGate:
+        """``declared ∩ profile allowlist ∩ system``, plus the offered front-end tools: see docs/policy.md."""
+        return ToolGate(tools or self._tools, ctx.profile, ctx.declared_tools, frontend=ctx.client_tools)
+
+    async def _run_registry(self, ctx: RunContext) -> ToolRegistry:
+        """The system layer of this run: the registry, plus the tools of the profile's reachable MCP servers."""
+        servers = ctx.profile.tool_policy.mcp_servers
+        if not servers or self._mcp is None:
+            return self._tools
+        offer = await self._mcp.tools_for(servers)
+        for missing in offer.unavailable:
+            await self._audit.record(
+                AuditRecord(
+                    kind="tool_source_unavailable",
+                    tenant_id=ctx.identity.tenant_id,
+                    thread_id=ctx.thread_id,
+                    run_id=ctx.run_id,
+                    user_id=ctx.identity.user_id,
+                    details={"source": f"mcp:{missing.server}", "reason": missing.reason,
+                             "effect": "its tools are not offered in this run"},
+                )
+            )
+        return self._tools.with_tools(offer.tools)
+
+    def _gate_context(self, ctx: RunContext) -> GateContext:
+        return GateContext(
+            tenant_id=ctx.identity.tenant_id,
+            user_id=ctx.identity.user_id,
+            thread_id=ctx.thread_id,
+            run_id=ctx.run_id,
+            summary=ctx.request_summary,
+        )
 
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
         result = ExecutionResult()
         await emitter.emit(StepStartedEvent(step_name=self.step_name))
-        gate = self.gate(ctx)
+        registry = await self._run_registry(ctx)
+        gate = self.gate(ctx, registry)
+        for record in gate.offer_audit(self._gate_context(ctx)):
+            await self._audit.record(record)
         tools = gate.effective_tools()
         unanswered: list[ToolCall] = []
         turn: ModelTurn | None = None
@@ -111,14 +152,27 @@ class WorkerExecutor:
                 result.model_turns += 1
                 if turn_result.usage is not None:
                     result.usage.append(turn_result.usage)
-                await self._persist_assistant(ctx, turn_result)
+                handed = self._handed_to_client(ctx, gate, turn_result)
+                await self._persist_assistant(
+                    ctx, turn_result, flags={FRONTEND_CALLS_FLAG: sorted(handed)} if handed else None
+                )
                 if not turn_result.tool_calls:
                     break
                 unanswered = list(turn_result.tool_calls)
                 while unanswered:
                     call = unanswered[0]
-                    await self._run_tool(ctx, emitter, gate, turn_result, call, result)
+                    if call.id in handed:
+                        # The client runs it and answers in its next run; the decision is audited like any other.
+                        result.tool_calls += 1
+                        await self._audit.record(
+                            gate.authorize(call.name, call.arguments, self._gate_context(ctx)).audit
+                        )
+                    else:
+                        await self._run_tool(ctx, emitter, gate, registry, turn_result, call, result)
                     unanswered.pop(0)
+                if handed:
+                    result.frontend_calls = len(handed)
+                    break
             else:
                 raise AgentError("the tool loop reached its limit", code="tool_loop_limit")
         except asyncio.CancelledError:
@@ -234,46 +288,58 @@ class WorkerExecutor:
             ],
         )
 
+    @staticmethod
+    def _handed_to_client(ctx: RunContext, gate: ToolGate, turn: TurnResult) -> set[str]:
+        """The calls of this turn that go to the client: offered front-end tools with well-formed arguments that
+        match the client's own schema (anything else is answered here, as for a server tool)."""
+        specs = {spec.name: spec for spec in ctx.client_tools}
+        handed: set[str] = set()
+        for call in turn.tool_calls:
+            if gate.kind_of(call.name) != "frontend" or call.id in turn.malformed_call_ids:
+                continue
+            if argument_errors(specs[call.name].parameters, json.loads(call.arguments)):
+                continue
+            handed.add(call.id)
+        return handed
+
     async def _run_tool(
         self,
         ctx: RunContext,
         emitter: RunEmitter,
         gate: ToolGate,
+        registry: ToolRegistry,
         turn: TurnResult,
         call: ToolCall,
         result: ExecutionResult,
     ) -> None:
         result.tool_calls += 1
         call_id = call.id
-        decision = gate.authorize(
-            call.name,
-            call.arguments,
-            GateContext(
-                tenant_id=ctx.identity.tenant_id,
-                user_id=ctx.identity.user_id,
-                thread_id=ctx.thread_id,
-                run_id=ctx.run_id,
-                summary=ctx.request_summary,
-            ),
-        )
+        decision = gate.authorize(call.name, call.arguments, self._gate_context(ctx))
         await self._audit.record(decision.audit)
-        tool = self._tools.get(decision.canonical_name) if decision.allowed and decision.canonical_name else None
-        if tool is None:
+        tool = registry.get(decision.canonical_name) if decision.allowed and decision.canonical_name else None
+        if decision.allowed and decision.kind == "frontend":
+            # A front-end call whose arguments break the client's schema: the model gets to try again.
+            specs = {spec.name: spec for spec in ctx.client_tools}
+            problems = (
+                ["arguments were not valid JSON"]
+                if call_id in turn.malformed_call_ids
+                else argument_errors(specs[call.name].parameters, json.loads(call.arguments))
+            )
+            content = tool_error("invalid_arguments", "; ".join(problems))
+        elif tool is None:
             result.tool_refusals += 1
             content = decision.model_error()
         elif call_id in turn.malformed_call_ids:
-            content = json.dumps({"error": {"code": "invalid_arguments", "message": "arguments were not valid JSON"}})
+            content = tool_error("invalid_arguments", "arguments were not valid JSON")
         else:
-            try:
-                content = await tool.handler(
-                    json.loads(call.arguments),
-                    ToolContext(
-                        tenant_id=ctx.identity.tenant_id,
-                        user_id=ctx.identity.user_id,
-                        thread_id=ctx.thread_id,
-                        run_id=ctx.run_id,
-                    ),
-                )
-            except ToolFailed as exc:
-                content = json.dumps({"error": {"code": "tool_failed", "message": str(exc)}})
+            content = await run_tool(
+                tool,
+                call.arguments,
+                ToolContext(
+                    tenant_id=ctx.identity.tenant_id,
+                    user_id=ctx.identity.user_id,
+                    thread_id=ctx.thread_id,
+                    run_id=ctx.run_id,
+                ),
+            )
         await store_and_emit(self._store, emitter, ctx, call_id, content)

@@ -1,24 +1,39 @@
 """From an AG-UI ``RunAgentInput`` to what the backend stores and runs.
 
-Clients send the whole conversation they hold on every run. Only ``user`` messages are taken from them (and only
-those whose ids the thread does not have yet: the caller filters with the store); assistant, system and developer
-messages a client sends are never trusted, because the stored thread is the source of truth for the model.
+Clients send the whole conversation they hold on every run. Only ``user`` messages and ``tool`` messages (results
+of front-end tool calls) are taken from them, and only those whose ids the thread does not have yet (the caller
+filters with the store; tool results are then checked against the thread's pending calls by
+:mod:`shared.runs.pending_calls`). Assistant, system and developer messages a client sends are never trusted,
+because the stored thread is the source of truth for the model.
+
+The tools a client declares (``RunAgentInput.tools``) are input too: :func:`client_tools` bounds their number,
+size and nesting and checks each schema before any of it can reach the model.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from ag_ui.core import RunAgentInput
+from ag_ui.core import RunAgentInput, ToolMessage
 from pydantic import ValidationError
 
 from shared.errors import InvalidRequest
+from shared.llm.types import ToolSpec
 from shared.models import ExecutionMeta, Message, Role, digest
+from shared.tools.arguments import json_depth, schema_problem
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 MAX_USER_MESSAGE_CHARS = 32_000
 MAX_CONTEXT_ITEMS = 20
+MAX_TOOL_RESULT_CHARS = 16_000
+"""Longest front-end tool result accepted (a longer one is refused with 422 ``tool_result_too_long``)."""
+MAX_CLIENT_TOOLS = 32
+MAX_CLIENT_TOOL_SCHEMA_BYTES = 8_192
+MAX_CLIENT_TOOL_SCHEMA_DEPTH = 8
+MAX_CLIENT_TOOL_DESCRIPTION_CHARS = 1_000
+_CLIENT_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def parse_run_input(body: bytes) -> RunAgentInput:
@@ -113,7 +128,51 @@ def _text_of(content: Any, index: int) -> str:
     return text
 
 
-def user_messages(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message]:
+def run_messages(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message]:
+    """The user messages and tool results of the input, in order (not yet filtered by the store).
+
+    A run needs at least one of them: the user's message, or the result of a front-end tool call.
+    """
+    tools = tool_results(run_input, meta)
+    users = user_messages(run_input, meta, required=not tools)
+    order = {getattr(getattr(m, "root", m), "id", None): i for i, m in enumerate(run_input.messages)}
+    return sorted([*users, *tools], key=lambda m: order.get(m.id, 0))
+
+
+def tool_results(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message]:
+    """The ``role: tool`` messages of the input as tool messages of the thread, bounded in size."""
+    out: list[Message] = []
+    for index, raw in enumerate(run_input.messages):
+        msg = getattr(raw, "root", raw)
+        if not isinstance(msg, ToolMessage):
+            continue
+        check_id("messages[].id", msg.id)
+        check_id("messages[].toolCallId", msg.tool_call_id)
+        content = msg.content if isinstance(msg.content, str) else str(msg.content)
+        if not content and msg.error:
+            content = json.dumps({"error": {"code": "client_tool_error", "message": msg.error}})
+        if len(content) > MAX_TOOL_RESULT_CHARS:
+            raise InvalidRequest(
+                f"the result of tool call {msg.tool_call_id!r} is longer than {MAX_TOOL_RESULT_CHARS} characters",
+                code="tool_result_too_long",
+                details=[{"loc": ["body", "messages", index, "content"], "msg": "too long", "type": "value_error"}],
+            )
+        out.append(
+            Message(
+                id=msg.id,
+                thread_id=run_input.thread_id,
+                role=Role.TOOL,
+                content=content,
+                tool_call_id=msg.tool_call_id,
+                run_id=run_input.run_id,
+                meta=meta,
+                flags={"frontend_result": True},
+            )
+        )
+    return out
+
+
+def user_messages(run_input: RunAgentInput, meta: ExecutionMeta, *, required: bool = True) -> list[Message]:
     """The user messages of the input, in order, as messages of the thread (not yet filtered by the store)."""
     out: list[Message] = []
     for index, raw in enumerate(run_input.messages):
@@ -138,7 +197,7 @@ def user_messages(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message
                 meta=meta,
             )
         )
-    if not out:
+    if not out and required:
         raise InvalidRequest(
             "messages must contain at least one user message",
             details=[{"loc": ["body", "messages"], "msg": "no user message", "type": "value_error"}],
@@ -148,6 +207,58 @@ def user_messages(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message
 
 def client_tool_names(run_input: RunAgentInput) -> frozenset[str]:
     return frozenset(t.name for t in run_input.tools or [])
+
+
+def _bad_tool(index: int, name: str, field: str, problem: str) -> InvalidRequest:
+    return InvalidRequest(
+        f"tool {name!r}: {problem}",
+        code="invalid_tool",
+        details=[{"loc": ["body", "tools", index, field], "msg": problem, "type": "value_error", "tool": name}],
+    )
+
+
+def client_tools(run_input: RunAgentInput) -> tuple[ToolSpec, ...]:
+    """The front-end tools the client declares, checked: a bad one is a 422 that names it.
+
+    Limits: at most ``MAX_CLIENT_TOOLS`` tools with unique, well-formed names; each description at most
+    ``MAX_CLIENT_TOOL_DESCRIPTION_CHARS``; each ``parameters`` a valid JSON Schema (draft 2020-12) of
+    ``type: object``, at most ``MAX_CLIENT_TOOL_SCHEMA_BYTES`` of JSON and ``MAX_CLIENT_TOOL_SCHEMA_DEPTH`` levels.
+    Whether a tool is offered to the model is decided later, by the profile (:class:`shared.tool_gate.ToolGate`).
+    """
+    declared = run_input.tools or []
+    if len(declared) > MAX_CLIENT_TOOLS:
+        raise InvalidRequest(
+            f"at most {MAX_CLIENT_TOOLS} tools may be declared",
+            code="invalid_tool",
+            details=[{"loc": ["body", "tools"], "msg": "too many tools", "type": "value_error"}],
+        )
+    seen: set[str] = set()
+    out: list[ToolSpec] = []
+    for index, tool in enumerate(declared):
+        name = tool.name
+        shown = name[:64]
+        if not _CLIENT_TOOL_NAME.match(name):
+            raise _bad_tool(index, shown, "name", "a tool name must be 1-64 letters, digits, '_' or '-'")
+        if name in seen:
+            raise _bad_tool(index, name, "name", "declared twice")
+        seen.add(name)
+        if len(tool.description or "") > MAX_CLIENT_TOOL_DESCRIPTION_CHARS:
+            raise _bad_tool(
+                index, name, "description", f"description longer than {MAX_CLIENT_TOOL_DESCRIPTION_CHARS} characters"
+            )
+        schema = tool.parameters if tool.parameters is not None else {"type": "object", "properties": {}}
+        size = len(json.dumps(schema, ensure_ascii=False).encode())
+        if size > MAX_CLIENT_TOOL_SCHEMA_BYTES:
+            raise _bad_tool(index, name, "parameters", f"schema larger than {MAX_CLIENT_TOOL_SCHEMA_BYTES} bytes")
+        if json_depth(schema) > MAX_CLIENT_TOOL_SCHEMA_DEPTH:
+            raise _bad_tool(index, name, "parameters", f"schema nested deeper than {MAX_CLIENT_TOOL_SCHEMA_DEPTH}")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            raise _bad_tool(index, name, "parameters", "parameters must be a JSON Schema with type 'object'")
+        problem = schema_problem(schema)
+        if problem is not None:
+            raise _bad_tool(index, name, "parameters", f"not a valid JSON Schema: {problem}")
+        out.append(ToolSpec(name=name, description=tool.description or "", parameters=schema))
+    return tuple(out)
 
 
 def context_notes(run_input: RunAgentInput) -> tuple[str, ...]:

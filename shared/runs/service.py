@@ -123,6 +123,7 @@ def synthetic_entry(event: dict[str, Any]) -> StreamEntry:
 
 
 RunFinishedHook = Callable[[RunContext, RunStatus, ExecutionResult], Awaitable[None]]
+SettleMessages = Callable[[list[Message]], Awaitable[list[Message]]]
 
 
 @dataclass(frozen=True)
@@ -181,12 +182,15 @@ class RunService:
         new_messages: Sequence[Message],
         executor: Executor,
         claim_thread: bool = True,
+        settle: SettleMessages | None = None,
     ) -> Admission:
         """Store the run and the caller's new messages, then start the executor in the background.
 
         The same ``runId`` with the same body attaches to the existing run; with another body it is a conflict.
         ``claim_thread`` makes the run exclusive on its thread (chat and automation runs); memory runs only read
-        the thread and never make it busy.
+        the thread and never make it busy. ``settle`` sees the new messages once the thread is claimed, and
+        returns the ones to store (front-end tool results checked against the pending calls, repairs added); an
+        ``AgentError`` it raises refuses the run with nothing stored.
         """
         identity = ctx.identity
         key = run_stream_key(identity.tenant_id, ctx.run_id)
@@ -207,6 +211,8 @@ class RunService:
             # retry of the same request is admitted afresh, and the messages already stored are not stored twice.
             known = await self._store.known_message_ids(identity.tenant_id, ctx.thread_id, [m.id for m in new_messages])
             fresh = [m for m in new_messages if m.id not in known]
+            if settle is not None:
+                fresh = await settle(fresh)
             if fresh:
                 await self._store.append_messages(identity, ctx.thread_id, fresh)
             run = Run(
