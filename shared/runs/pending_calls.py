@@ -81,13 +81,14 @@ async def settle_pending_calls(
         call_id = result.tool_call_id or ""
         if call_id in pending and call_id not in answers:
             answers[call_id] = result
-        elif call_id in answers or call_id in answered or (calls.get(call_id) and call_id not in pending):
-            raise _refuse("tool_call_already_answered", f"tool call {call_id!r} already has a result", call_id)
-        elif call_id in calls:
+        elif calls.get(call_id) is False:
             raise _refuse(
-                "not_a_frontend_tool_call", f"tool call {call_id!r} is a server tool's call; it is not answered by the "
-                "client", call_id
+                "not_a_frontend_tool_call",
+                f"tool call {call_id!r} is a server tool's call; the client does not answer it",
+                call_id,
             )
+        elif call_id in answers or call_id in answered or call_id in calls:
+            raise _refuse("tool_call_already_answered", f"tool call {call_id!r} already has a result", call_id)
         else:
             raise _refuse("unknown_tool_call", f"no pending tool call {call_id!r} on this thread", call_id)
     settled: list[Message] = []
