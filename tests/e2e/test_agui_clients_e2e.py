@@ -129,3 +129,72 @@ def test_model_requests_carry_thinking_off_and_the_stored_context(live: str, mod
     assert first["chat_template_kwargs"] == {"enable_thinking": False} or first.get("enable_thinking") is False
     assert [t["function"]["name"] for t in first["tools"]] == ["get_current_time"]
     assert [m["role"] for m in second["messages"]][-3:] == ["user", "assistant", "tool"]
+
+
+CONFIRM_BOOKING = {
+    "name": "confirm_booking",
+    "description": "Ask the user to confirm the booking before it is made.",
+    "parameters": {
+        "type": "object",
+        "properties": {"hotel": {"type": "string"}, "nights": {"type": "integer", "minimum": 1}},
+        "required": ["hotel", "nights"],
+        "additionalProperties": False,
+    },
+}
+
+
+@pytest.fixture
+def live_frontend(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
+    from tests.support.profiles import chat_catalog
+
+    settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key")
+    catalog = chat_catalog(frontend_allowlist=["confirm_*"])
+    services = Services(settings, overrides={"store": store, "profiles": catalog})
+    with serve_app(services) as url:
+        yield url
+
+
+def test_js_client_round_trip_of_a_front_end_tool(live_frontend: str, model_server: ModelServer) -> None:
+    # GIVEN a model that calls the client's confirm_booking tool, then answers once it has the result
+    model_server.enqueue(
+        ScriptedTurn(tool_calls=[ScriptedToolCall(name="confirm_booking", arguments='{"hotel": "Ritz", "nights": 2}',
+                                                  id="call_confirm")]),
+        ScriptedTurn(text=["Booked: ", "two nights at the Ritz."]),
+    )
+    # WHEN the official @ag-ui/client declares the tool and runs; then adds the tool's result and runs again
+    report = run_js_agent(
+        f"{live_frontend}/api/v1/agent",
+        bearer(),
+        "thread-fe-js",
+        [
+            {"runId": "run-fe-1", "userMessage": {"id": "u-1", "content": "Book the Ritz for two nights"},
+             "tools": [CONFIRM_BOOKING]},
+            {"runId": "run-fe-2", "toolResult": {"id": "tool-1", "content": '{"confirmed": true}'},
+             "tools": [CONFIRM_BOOKING]},
+        ],
+    )
+    first, second = report["turns"]
+    assert turn_problems(first) == [] and turn_problems(second) == []
+    # THEN run 1 streamed the call and ended with RUN_FINISHED, without a result (the client runs the tool)
+    types = [e["type"] for e in first["events"]]
+    assert types[-1] == "RUN_FINISHED" and "TOOL_CALL_END" in types and "TOOL_CALL_RESULT" not in types
+    call = next(m for m in first["messages"] if m["role"] == "assistant" and m.get("toolCalls"))["toolCalls"][0]
+    assert (call["id"], call["function"]["name"]) == ("call_confirm", "confirm_booking")
+    assert json.loads(call["function"]["arguments"]) == {"hotel": "Ritz", "nights": 2}
+    # AND run 2 POSTed the tool message, and the model's second request holds the call and its result in order
+    sent = second["requests"][0]["body"]["messages"]
+    assert {"id": "tool-1", "role": "tool", "toolCallId": "call_confirm", "content": '{"confirmed": true}'}.items() <= (
+        next(m for m in sent if m["role"] == "tool").items()
+    )
+    assert len(model_server.requests) == 2
+    request = model_server.requests[1]
+    tail = [m for m in request["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in tail] == ["user", "assistant", "tool"]
+    assert tail[1]["tool_calls"][0]["id"] == "call_confirm" and tail[2]["tool_call_id"] == "call_confirm"
+    assert [t["function"]["name"] for t in request["tools"]] == ["confirm_booking", "get_current_time"]
+    # AND the run answered, and both streams pass ag-ui-validate
+    text = "".join(e["event"].get("delta", "") for e in second["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "Booked: two nights at the Ritz."
+    for turn in (first, second):
+        result = validate_sse(turn["requests"][0]["response"]["body"])
+        assert not result.errors and not result.warnings, result.describe()

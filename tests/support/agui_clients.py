@@ -33,11 +33,18 @@ class UserMessage(TypedDict):
     content: str
 
 
+class ToolResult(TypedDict):
+    id: str
+    content: str
+
+
 class Turn(TypedDict):
-    """One ``runAgent`` call: the user message appended before it, and the run parameters."""
+    """One ``runAgent`` call: the user message (or the answer to the newest front-end tool call) appended before
+    it, and the run parameters."""
 
     runId: str
-    userMessage: UserMessage
+    userMessage: NotRequired[UserMessage]
+    toolResult: NotRequired[ToolResult]
     tools: NotRequired[list[dict[str, Any]]]
     context: NotRequired[list[dict[str, Any]]]
     forwardedProps: NotRequired[dict[str, Any]]

@@ -8,6 +8,10 @@
 //     "turns": [ { "runId": "...", "userMessage": { "id": "...", "content": "..." },
 //                  "tools": [...]?, "context": [...]?, "forwardedProps": {...}? } ] }
 //
+// Instead of userMessage a turn may carry "toolResult": { "id": "...", "content": "..." }: the
+// client answers the front-end tool call of the newest assistant message (as a human-in-the-loop
+// UI does after the user confirmed), adding a role "tool" message, and runs again.
+//
 // All turns run in order on the SAME HttpAgent, so turn N re-sends the messages of turns 1..N-1
 // exactly as a browser client does. Per turn the report holds:
 //   events          every event the client accepted, as {type, event}
@@ -67,8 +71,9 @@ function readInput() {
   if (typeof input?.url !== "string" || input.url === "") fail("input.url must be a non-empty string");
   if (!Array.isArray(input.turns) || input.turns.length === 0) fail("input.turns must be a non-empty array");
   input.turns.forEach((turn, index) => {
-    if (typeof turn?.userMessage?.id !== "string" || typeof turn?.userMessage?.content !== "string") {
-      fail(`input.turns[${index}].userMessage needs string id and content`);
+    const message = turn?.userMessage ?? turn?.toolResult;
+    if (typeof message?.id !== "string" || typeof message?.content !== "string") {
+      fail(`input.turns[${index}] needs a userMessage or toolResult with string id and content`);
     }
   });
   return input;
@@ -154,7 +159,14 @@ async function runTurn(agent, spec) {
     pendingReads: [],
   };
   currentTurn = turn;
-  agent.addMessage({ id: spec.userMessage.id, role: "user", content: spec.userMessage.content });
+  if (spec.toolResult) {
+    const call = [...agent.messages].reverse().find((m) => m.role === "assistant" && m.toolCalls?.length)
+      ?.toolCalls?.at(-1);
+    if (!call) fail("toolResult turn: no assistant tool call to answer");
+    agent.addMessage({ id: spec.toolResult.id, role: "tool", toolCallId: call.id, content: spec.toolResult.content });
+  } else {
+    agent.addMessage({ id: spec.userMessage.id, role: "user", content: spec.userMessage.content });
+  }
   const subscriber = {
     onEvent: ({ event }) => {
       turn.events.push({ type: event.type, event: plain(event) });
