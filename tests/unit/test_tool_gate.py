@@ -14,10 +14,15 @@ from hypothesis import strategies as st
 from shared.llm.types import ToolSpec
 from shared.models import ExecutorKind, digest
 from shared.profiles import ExecutionProfile, ModelConfig, ToolPolicy
-from shared.tool_gate import GateContext, GateDecision, ToolGate, summarize_request
+from shared.tool_gate import GateContext, GateDecision, ToolGate, frontend_allowed, summarize_request
 from shared.tools.registry import ServerTool, ToolContext, ToolRegistry
 
-POOL = ("get_current_time", "web_search", "send_email", "memory_write", "memory_forget", "calc", "read_file")
+POOL = ("get_current_time", "web_search", "send_email", "memory_write", "memory_forget", "calc", "read_file",
+        "mcp__files__read", "mcp__crm__get_current_time")
+# Client-declared (front-end) tool names: the client's own, and ones that shadow or mimic server and MCP tools.
+CLIENT_POOL = ("confirm_booking", "confirm_payment", "pick_date", "show_map", "get_current_time", "Get_Current_Time",
+               "mcp__files__read", "mcp__other__x", "web_search", "calc")
+FRONTEND_PATTERNS = ("confirm_*", "pick_date", "*", "show_*", "get_current_time", "mcp__files__read")
 CTX = GateContext(tenant_id="t1", user_id="u1", thread_id="th1", run_id="r1", summary="user asked: what time is it")
 REQUIRED_DETAILS = ("decision", "reason", "reason_text", "layer", "tool_name", "arguments_digest", "context_summary")
 
@@ -34,9 +39,15 @@ def registry(names: frozenset[str] | set[str]) -> ToolRegistry:
     })
 
 
-def profile(allowlist: list[str] | None, executor: ExecutorKind = ExecutorKind.WORKER) -> ExecutionProfile:
-    return ExecutionProfile(name="p", executor=executor, model=ModelConfig(name="qwen3.5-flash"),
-                            tool_policy=ToolPolicy(allowlist=allowlist))
+def profile(allowlist: list[str] | None, executor: ExecutorKind = ExecutorKind.WORKER,
+            frontend_allowlist: list[str] | None = None) -> ExecutionProfile:
+    # ToolPolicy refuses mcp__ patterns in frontend_allowlist; model_construct lets the generator try them anyway.
+    policy = ToolPolicy(allowlist=allowlist).model_copy(update={"frontend_allowlist": frontend_allowlist or []})
+    return ExecutionProfile(name="p", executor=executor, model=ModelConfig(name="qwen3.5-flash"), tool_policy=policy)
+
+
+def client_specs(names: frozenset[str] | set[str]) -> list[ToolSpec]:
+    return [ToolSpec(name=name, description="client tool", parameters={"type": "object"}) for name in sorted(names)]
 
 
 def assert_complete_audit(decision: GateDecision, raw_name: str, arguments: str) -> None:
@@ -115,21 +126,38 @@ SETS = st.frozensets(st.sampled_from(POOL))
 
 
 def check_case(system: frozenset[str], allowlist: list[str] | None, declared: frozenset[str] | None,
-               calls: list[tuple[str, str]], seen: dict[str, int]) -> None:
-    """One generated case: the offered tools are the intersection, and each call is decided and audited."""
-    gate = ToolGate(registry(system), profile(allowlist), declared)
+               calls: list[tuple[str, str]], seen: dict[str, int], client: frozenset[str] = frozenset(),
+               patterns: list[str] | None = None) -> None:
+    """One generated case: the offered tools are the intersection plus the allowed client tools that shadow no
+    server tool, and each call is decided and audited. "Escapes" counts allowed calls outside that set."""
+    gate = ToolGate(registry(system), profile(allowlist, frontend_allowlist=patterns), declared,
+                    frontend=client_specs(client))
     intersection = set(system)
     if allowlist is not None:
         intersection &= set(allowlist)
     if declared is not None:
         intersection &= declared
-    assert {spec.name for spec in gate.effective_tools()} == intersection
+    # The front-end layer, stated independently of the gate: declared by the client, admitted by a pattern, not a
+    # server tool's name, not in the MCP namespace, and not a case/look-alike variant of a server tool.
+    frontend = {
+        name for name in client
+        if frontend_allowed(name, patterns or []) and name not in system and not name.startswith("mcp__")
+        and name.casefold() not in {s.casefold() for s in system}
+    }
+    offered = {spec.name for spec in gate.effective_tools()}
+    assert offered == intersection | frontend
+    assert gate.frontend_names == frontend and not (gate.frontend_names & system)
     executed: list[str] = []
     for raw_name, arguments in calls:
         decision = gate.authorize(raw_name, arguments, CTX)
         assert_complete_audit(decision, raw_name, arguments)
         if decision.allowed:
             assert decision.canonical_name == raw_name
+            if raw_name not in intersection | frontend:
+                seen["escapes"] += 1
+            assert decision.kind == ("frontend" if raw_name in frontend else
+                                     "mcp" if raw_name.startswith("mcp__") else "server")
+            seen["frontend_allowed"] += decision.kind == "frontend"
             executed.append(decision.canonical_name)
             continue
         seen["refusals"] += 1
@@ -141,7 +169,9 @@ def check_case(system: frozenset[str], allowlist: list[str] | None, declared: fr
             else "declared"
         )
         assert decision.layer == expected_layer
-    assert set(executed) <= intersection
+    assert set(executed) <= intersection | frontend
+    for record in gate.offer_audit(CTX):
+        assert record.details["decision"] == "refused" and record.details["tool_name"] in client - frontend
 
 
 def random_lookalike(rng: random.Random, name: str) -> str:
@@ -170,30 +200,37 @@ def random_lookalike(rng: random.Random, name: str) -> str:
 
 def random_name(rng: random.Random) -> str:
     roll = rng.random()
-    if roll < 0.4:
+    if roll < 0.3:
         return rng.choice(POOL)
+    if roll < 0.4:
+        return rng.choice(CLIENT_POOL)
     if roll < 0.8:
-        return random_lookalike(rng, rng.choice(POOL))
+        return random_lookalike(rng, rng.choice(POOL + CLIENT_POOL))
     alphabet = "abcdefghijklmnopqrstuvwxyz_ \u200bАЕ\x00é-" if roll < 0.9 else "abcdefghijklmnopqrstuvwxyz_"
     return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
 
 
-def random_subset(rng: random.Random) -> frozenset[str]:
-    return frozenset(name for name in POOL if rng.random() < 0.5)
+def random_subset(rng: random.Random, pool: tuple[str, ...] = POOL) -> frozenset[str]:
+    return frozenset(name for name in pool if rng.random() < 0.5)
 
 
 def test_no_tool_outside_the_intersection_is_ever_allowed_over_10000_cases() -> None:
     # GIVEN 10,000 seeded random cases: system, profile and declared sets, and tool-call sequences whose names are
     # real, look-alike (case, homoglyph, full-width, invisible, padded, control) or random
+    # AND client-declared (front-end) tools, some shadowing server or MCP tools, under random frontend_allowlists
     rng = random.Random(20250310)
-    seen = {"refusals": 0, "lookalikes": 0}
+    seen = {"refusals": 0, "lookalikes": 0, "escapes": 0, "frontend_allowed": 0}
     for _ in range(10_000):
         allowlist = None if rng.random() < 0.25 else sorted(random_subset(rng))
         declared = None if rng.random() < 0.25 else random_subset(rng)
+        client = random_subset(rng, CLIENT_POOL) if rng.random() < 0.7 else frozenset()
+        patterns = sorted(random_subset(rng, FRONTEND_PATTERNS)) if rng.random() < 0.7 else []
         calls = [(random_name(rng), rng.choice(["{}", '{"a": 1}', "not json", ""])) for _ in range(rng.randint(1, 6))]
-        # WHEN the gate decides THEN only the intersection is allowed and every refusal is audited
-        check_case(random_subset(rng), allowlist, declared, calls, seen)
+        # WHEN the gate decides THEN only the offered set is allowed and every refusal is audited
+        check_case(random_subset(rng), allowlist, declared, calls, seen, client, patterns)
+    assert seen["escapes"] == 0
     assert seen["lookalikes"] > 5_000, "the generator must produce many look-alike names"
+    assert seen["frontend_allowed"] > 500, "the generator must exercise allowed front-end calls"
 
 
 @settings(max_examples=1_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -201,13 +238,18 @@ def test_no_tool_outside_the_intersection_is_ever_allowed_over_10000_cases() -> 
     system=SETS,
     allowlist=st.none() | st.lists(st.sampled_from(POOL), unique=True),
     declared=st.none() | SETS,
-    calls=st.lists(st.tuples(NAMES, st.text(max_size=40)), min_size=1, max_size=6),
+    calls=st.lists(st.tuples(NAMES | st.sampled_from(CLIENT_POOL), st.text(max_size=40)), min_size=1, max_size=6),
+    client=st.frozensets(st.sampled_from(CLIENT_POOL) | st.sampled_from(POOL).flatmap(lookalike)),
+    patterns=st.lists(st.sampled_from(FRONTEND_PATTERNS), unique=True),
 )
 def test_no_tool_outside_the_intersection_is_allowed_for_hypothesis_cases(
-    system: frozenset[str], allowlist: list[str] | None, declared: frozenset[str] | None, calls: list[tuple[str, str]]
+    system: frozenset[str], allowlist: list[str] | None, declared: frozenset[str] | None, calls: list[tuple[str, str]],
+    client: frozenset[str], patterns: list[str]
 ) -> None:
-    # the same property with hypothesis's generation and shrinking, on fewer cases
-    check_case(system, allowlist, declared, calls, {"refusals": 0, "lookalikes": 0})
+    # the same property with hypothesis's generation and shrinking, on fewer cases, front-end and MCP names included
+    seen = {"refusals": 0, "lookalikes": 0, "escapes": 0, "frontend_allowed": 0}
+    check_case(system, allowlist, declared, calls, seen, client, patterns)
+    assert seen["escapes"] == 0
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -340,3 +382,55 @@ def test_gate_context_from_a_tool_context_and_a_bounded_summary() -> None:
     ctx = GateContext.for_tool_context(ToolContext("t", "u", "th", "r"), summarize_request("a\n  b " * 100, 20))
     assert (ctx.tenant_id, ctx.user_id, ctx.thread_id, ctx.run_id) == ("t", "u", "th", "r")
     assert ctx.summary == "a b a b a b a b a b…"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Front-end (client-declared) tools
+# ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "patterns", "allowed"),
+    [
+        ("confirm_booking", ["confirm_booking"], True),
+        ("confirm_booking", ["confirm_*"], True),
+        ("confirm_", ["confirm_*"], True),
+        ("Confirm_booking", ["confirm_*"], False),
+        ("xconfirm_booking", ["confirm_*"], False),
+        ("confirm_booking", ["*_booking"], True),
+        ("confirm.booking", ["confirm?booking"], False),
+        ("confirm_booking", ["confirm"], False),
+        ("confirm_booking", [], False),
+        ("anything-goes_1", ["*"], True),
+        ("confirm booking", ["*"], False),
+    ],
+)
+def test_frontend_allowlist_semantics(name: str, patterns: list[str], allowed: bool) -> None:
+    assert frontend_allowed(name, patterns) is allowed
+
+
+def test_a_frontend_tool_is_offered_allowed_and_marked_as_such() -> None:
+    gate = ToolGate(registry({"get_current_time"}), profile(["get_current_time"], frontend_allowlist=["confirm_*"]),
+                    None, frontend=client_specs({"confirm_booking", "delete_all"}))
+    assert [spec.name for spec in gate.effective_tools()] == ["confirm_booking", "get_current_time"]
+    decision = gate.authorize("confirm_booking", "{}", CTX)
+    assert (decision.allowed, decision.kind) == (True, "frontend")
+    assert decision.audit.details["tool_kind"] == "frontend"
+    assert gate.authorize("delete_all", "{}", CTX).allowed is False
+    assert gate.authorize("Confirm_booking", "{}", CTX).reason == "lookalike_name"
+    (refused,) = gate.offer_audit(CTX)
+    assert (refused.details["tool_name"], refused.details["reason"], refused.details["layer"]) == (
+        "delete_all", "not_in_frontend_allowlist", "profile")
+
+
+def test_a_client_tool_never_shadows_a_server_or_mcp_tool_even_when_allowlisted() -> None:
+    # GIVEN a careless profile that allows every client tool, and a client declaring server and MCP names
+    gate = ToolGate(registry({"get_current_time", "mcp__files__read"}), profile(None, frontend_allowlist=["*"]), None,
+                    frontend=client_specs({"get_current_time", "mcp__files__read", "GET_CURRENT_TIME"}))
+    # THEN none of them is a front-end tool: calls go to the server tools, and the shadows are audited
+    assert gate.frontend_names == frozenset()
+    assert gate.authorize("get_current_time", "{}", CTX).kind == "server"
+    assert gate.authorize("mcp__files__read", "{}", CTX).kind == "mcp"
+    reasons = {r.details["tool_name"]: r.details["reason"] for r in gate.offer_audit(CTX)}
+    assert reasons == {"get_current_time": "shadows_server_tool", "mcp__files__read": "shadows_server_tool",
+                       "GET_CURRENT_TIME": "lookalike_of_server_tool"}
