@@ -53,8 +53,8 @@ class ExecutionResult:
     tool_calls: int = 0
     tool_refusals: int = 0
     window_repairs: int = 0
-    frontend_calls: int = 0
-    """Front-end tool calls handed to the client; the run ended after the turn that made them."""
+    pending_tool_call_ids: list[str] = field(default_factory=list)
+    """Front-end tool calls handed to the client, in call order; the run ended after the turn that made them."""
     cancelled: bool = False
     memory_note: str | None = None
     started_at: float = field(default_factory=time.monotonic)
@@ -171,7 +171,7 @@ class WorkerExecutor:
                         await self._run_tool(ctx, emitter, gate, registry, turn_result, call, result)
                     unanswered.pop(0)
                 if handed:
-                    result.frontend_calls = len(handed)
+                    result.pending_tool_call_ids = [c.id for c in turn_result.tool_calls if c.id in handed]
                     break
             else:
                 raise AgentError("the tool loop reached its limit", code="tool_loop_limit")

@@ -33,7 +33,7 @@ LOOKBACK = 50
 SUPERSEDED = "the user sent a new message instead of a result for this tool call"
 
 
-def _refuse(code: str, message: str, call_id: str | None) -> InvalidRequest:
+def _refuse(message: str, call_id: str | None, *, code: str) -> InvalidRequest:
     return InvalidRequest(
         message,
         code=code,
@@ -83,14 +83,14 @@ async def settle_pending_calls(
             answers[call_id] = result
         elif calls.get(call_id) is False:
             raise _refuse(
-                "not_a_frontend_tool_call",
                 f"tool call {call_id!r} is a server tool's call; the client does not answer it",
                 call_id,
+                code="not_a_frontend_tool_call",
             )
         elif call_id in answers or call_id in answered or call_id in calls:
-            raise _refuse("tool_call_already_answered", f"tool call {call_id!r} already has a result", call_id)
+            raise _refuse(f"tool call {call_id!r} already has a result", call_id, code="tool_call_already_answered")
         else:
-            raise _refuse("unknown_tool_call", f"no pending tool call {call_id!r} on this thread", call_id)
+            raise _refuse(f"no pending tool call {call_id!r} on this thread", call_id, code="unknown_tool_call")
     settled: list[Message] = []
     for call_id in pending:
         answer = answers.get(call_id)

@@ -361,11 +361,15 @@ class RunService:
             finally:
                 self._inner.pop((tenant, ctx.run_id), None)
             cancelled = result.cancelled
+            outcome: dict[str, Any] = {"type": "cancelled" if cancelled else "success"}
+            if result.pending_tool_call_ids and not cancelled:
+                # Front-end tool calls handed to the client (AG-UI's success outcome names them).
+                outcome["pendingToolCallIds"] = list(result.pending_tool_call_ids)
             await emitter.emit(
                 RunFinishedEvent(
                     thread_id=ctx.thread_id,
                     run_id=ctx.run_id,
-                    outcome={"type": "cancelled" if cancelled else "success"},
+                    outcome=outcome,
                     usage=usage_to_agui(result.usage),
                 )
             )

@@ -178,6 +178,7 @@ def test_js_client_round_trip_of_a_front_end_tool(live_frontend: str, model_serv
     # THEN run 1 streamed the call and ended with RUN_FINISHED, without a result (the client runs the tool)
     types = [e["type"] for e in first["events"]]
     assert types[-1] == "RUN_FINISHED" and "TOOL_CALL_END" in types and "TOOL_CALL_RESULT" not in types
+    assert first["events"][-1]["event"]["outcome"] == {"type": "success", "pendingToolCallIds": ["call_confirm"]}
     call = next(m for m in first["messages"] if m["role"] == "assistant" and m.get("toolCalls"))["toolCalls"][0]
     assert (call["id"], call["function"]["name"]) == ("call_confirm", "confirm_booking")
     assert json.loads(call["function"]["arguments"]) == {"hotel": "Ritz", "nights": 2}

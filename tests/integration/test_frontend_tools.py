@@ -93,7 +93,7 @@ async def test_a_front_end_tool_call_is_streamed_not_executed_and_ends_the_run(
     assert types == ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
                      "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED",
                      "RUN_FINISHED"]
-    assert events[-1]["outcome"] == {"type": "success"}
+    assert events[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["call_confirm_1"]}
     start = next(e for e in events if e["type"] == "TOOL_CALL_START")
     assert (start["toolCallId"], start["toolCallName"]) == ("call_confirm_1", "confirm_booking")
     assert len(model.requests) == 1

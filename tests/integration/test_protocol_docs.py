@@ -97,10 +97,15 @@ def error_codes_in_source() -> set[str]:
 
 
 def tool_error_codes_in_source() -> set[str]:
-    """The codes a chat run can put in a tool result: the gate's refusal and the worker's errors and salvage."""
+    """The codes a chat run can put in a tool result: the gate's refusal, the tool runner's errors, and the worker's
+    errors and salvage."""
     found: set[str] = set()
-    for path in (ROOT / "shared" / "tool_gate.py", ROOT / "shared" / "executors" / "worker.py"):
+    for path in (ROOT / "shared" / "tool_gate.py", ROOT / "shared" / "executors" / "worker.py",
+                 ROOT / "shared" / "tools" / "runner.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "tool_error":
+                if node.args and _string(node.args[0]):
+                    found.add(str(_string(node.args[0])))
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values, strict=True):
                     if _string(key) in ("code", "error") and _string(value):
