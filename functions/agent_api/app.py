@@ -102,6 +102,7 @@ def create_app(services: Services | None = None) -> FastAPI:
 
         configure_logging()
     svc = services or Services(Settings.from_env())
+    _ = svc.tools  # server tools (plugins included) register at start: a duplicate or broken one stops it here
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

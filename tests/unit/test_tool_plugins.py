@@ -116,3 +116,10 @@ async def test_units_convert_refuses_what_its_strict_schema_does_not_allow(
 ) -> None:
     result = json.loads(await run_tool(UNITS, json.dumps(arguments), CTX))
     assert result["error"]["code"] == code
+
+
+def test_the_app_does_not_start_with_a_duplicate_plugin() -> None:
+    from functions.agent_api.app import create_app
+
+    with pytest.raises(ConfigurationError, match="registered twice"):
+        create_app(services("tests.support.plugins:CLOCK_AGAIN"))
