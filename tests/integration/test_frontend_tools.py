@@ -288,3 +288,19 @@ async def test_a_bad_client_schema_gets_422_naming_the_tool_and_stores_nothing(
     assert tool["name"] in error["message"] and fragment in error["message"]
     assert error["details"][0]["loc"][:3] == ["body", "tools", 0]
     assert missing.status_code == 404 and model.requests == []
+
+
+async def test_another_user_cannot_answer_a_pending_call(services: Any, asgi_client: Any) -> None:
+    model = ScriptedModel(Turn(tool_calls=[CONFIRM_CALL]))
+    async with asgi_client(services(model)) as client:
+        await first_run(client)
+        before = await history(client)
+        # WHEN another user of the tenant, and a user of another tenant, answer the call on this thread
+        for headers in (bearer(user="user-2"), bearer(tenant="tenant-2")):
+            resp = await client.post("/api/v1/agent", json=body("run-x", [tool_result("t-evil", "call_confirm_1")]),
+                                     headers=headers)
+            # THEN the first sees no such thread; the second has its own, empty thread with no such call
+            assert resp.status_code in (404, 422)
+            assert resp.json()["error"]["code"] in ("not_found", "unknown_tool_call")
+        after = await history(client)
+    assert after == before
