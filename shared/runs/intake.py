@@ -147,7 +147,13 @@ def tool_results(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message]
         if not isinstance(msg, ToolMessage):
             continue
         check_id("messages[].id", msg.id)
-        check_id("messages[].toolCallId", msg.tool_call_id)
+        if not 0 < len(msg.tool_call_id) <= 256:
+            # Only bounded, not pattern-checked: the id is the model provider's, and must only equal a pending one.
+            raise InvalidRequest(
+                "toolCallId must be 1-256 characters",
+                details=[{"loc": ["body", "messages", index, "toolCallId"], "msg": "invalid identifier",
+                          "type": "value_error"}],
+            )
         content = msg.content if isinstance(msg.content, str) else str(msg.content)
         if not content and msg.error:
             content = json.dumps({"error": {"code": "client_tool_error", "message": msg.error}})

@@ -304,3 +304,16 @@ async def test_another_user_cannot_answer_a_pending_call(services: Any, asgi_cli
             assert resp.json()["error"]["code"] in ("not_found", "unknown_tool_call")
         after = await history(client)
     assert after == before
+
+
+async def test_a_provider_call_id_outside_our_id_pattern_can_still_be_answered(
+    services: Any, asgi_client: Any
+) -> None:
+    odd = "call|7/x=="
+    model = ScriptedModel(Turn(tool_calls=[(odd, "confirm_booking", '{"hotel": "Ritz", "nights": 1}')]),
+                          Turn(text=["Booked."]))
+    async with asgi_client(services(model)) as client:
+        await first_run(client)
+        status, events = await post(client, body("run-2", [tool_result("t1", odd)]))
+    assert status == 200 and events[-1]["type"] == "RUN_FINISHED"
+    assert model.requests[1].messages[-1].tool_call_id == odd
