@@ -148,6 +148,21 @@ class ToolPolicy(BaseModel):
         return value
 
 
+class MemoryPolicy(BaseModel):
+    """When a thread's memory extraction fires (memory profiles; see docs/memory.md "Coalesced extraction").
+
+    One extraction per thread per quiet period: it fires when the thread has been idle for ``idle_s`` or as
+    soon as ``max_pending_user_messages`` user messages wait after the extraction cursor, whichever comes first.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    idle_s: int = Field(default=120, ge=1, le=900)
+    """Quiet period before extraction. At most 900 s: the delay is an SQS ``DelaySeconds``, whose limit that is."""
+    max_pending_user_messages: int = Field(default=6, ge=1, le=100)
+    """Extract at once when this many user messages are pending (at most 100: one run reads at most 100)."""
+
+
 class ExecutionProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -159,6 +174,8 @@ class ExecutionProfile(BaseModel):
     model: ModelConfig
     history_policy: HistoryPolicy = Field(default_factory=HistoryPolicy)
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
+    memory_policy: MemoryPolicy = Field(default_factory=MemoryPolicy)
+    """Only memory profiles use it (when their thread's extraction fires)."""
     intent_variant: Literal["A", "B"] = "B"
     """Which intent-recognition prompt the worker uses (``shared.intent``)."""
     enable_router: bool | None = Field(default=None, exclude=True)
@@ -285,6 +302,10 @@ def _fix_for(error: Mapping[str, Any]) -> str:
         bound = ctx.get("ge", ctx.get("gt"))
         hint = " (20 is the default)" if field == "history_policy.n" else ""
         return f"use an integer >= {bound}{hint}"
+    if kind in {"less_than_equal", "less_than"}:
+        bound = ctx.get("le", ctx.get("lt"))
+        hint = " (SQS DelaySeconds cannot exceed 900)" if field == "memory_policy.idle_s" else ""
+        return f"use an integer <= {bound}{hint}"
     if kind == "string_pattern_mismatch":
         return "use lower-case letters, digits, '_', '-' or '.', starting with a letter or digit"
     if field.endswith("timezone"):

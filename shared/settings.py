@@ -32,6 +32,10 @@ class Settings(BaseModel):
 
     window_n_override: int | None = Field(default=None, ge=1)
     memory_confidence_threshold: float = 0.7
+    memory_queue_url: str | None = None
+    """Where delayed "extraction due" messages go (the memory queue itself)."""
+    memory_idle_s: int | None = Field(default=None, ge=0, le=900)
+    """Overrides every memory profile's ``memory_policy.idle_s`` (``make dev`` shortens the quiet period)."""
     profile_rollout: str | None = None
     tool_plugins: str | None = None
     """Comma-separated ``module:attribute`` paths of server tools to register (shared.tools.plugins)."""
@@ -81,6 +85,8 @@ class Settings(BaseModel):
             "memory_model_id": opt("MEMORY_MODEL_ID"),
             "window_n_override": opt("WINDOW_N_OVERRIDE"),
             "memory_confidence_threshold": opt("MEMORY_CONFIDENCE_THRESHOLD"),
+            "memory_queue_url": opt("MEMORY_QUEUE_URL"),
+            "memory_idle_s": opt("MEMORY_IDLE_S"),
             "profile_rollout": opt("PROFILE_ROLLOUT"),
             "tool_plugins": opt("TOOL_PLUGINS"),
             "mcp_servers": opt("MCP_SERVERS"),

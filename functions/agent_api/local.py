@@ -28,6 +28,8 @@ def main() -> None:
         level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     os.environ.setdefault("JWT_SECRET", LOCAL_JWT_SECRET)
+    # A thread's memory extraction waits for a quiet period (120 s by the profile); locally a few seconds.
+    os.environ.setdefault("MEMORY_IDLE_S", "5")
     settings = Settings.from_env().model_copy(update={"embedded": True})
     aws = EmbeddedAws(settings)
     aws.start()
@@ -37,8 +39,8 @@ def main() -> None:
 
         overrides["stream"] = RedisEventStream(embedded_stream_client())
     services = Services(settings, overrides=overrides)
-    # The memory worker runs in-process: run-completed events go straight to the same extraction code the memory
-    # Lambda runs (the scheduler's counterpart is `functions.automation.handler`, invoked by hand locally).
+    # The memory worker runs in-process: run-completed events go to the same coalescer the memory Lambda runs,
+    # and its delayed "extraction due" messages are in-process timers (MEMORY_IDLE_S long).
     from shared.local.memory_worker import InProcessMemoryWorker
     from shared.memory.trigger import RunCompletedPublisher
 

@@ -1,14 +1,21 @@
 """SQS batch handler for memory extraction (``template.yaml``: ``MemoryFunction``).
 
+The queue carries two kinds of record: ``agent.run.completed`` events (from the EventBridge rule) and the
+delayed ``memory.extraction.due`` messages that :class:`shared.memory.coalescing.ExtractionCoalescer` sends to
+this same queue. The first are noted (and extracted at once only when enough user messages wait); the second
+fire one coalesced extraction per quiet period.
+
 - **Batch**: Powertools ``BatchProcessor`` with a Parser model of an SQS record wrapping an EventBridge event;
   the response lists exactly the records that failed (``ReportBatchItemFailures``), including records that do
   not parse. ``raise_on_entire_batch_failure=False``: a batch in which every record failed is answered the same
   way rather than by an exception.
-- **Idempotency**: each event is processed through ``@idempotent_function`` keyed by the EventBridge event id
-  (``DynamoDBPersistenceLayer`` on the idempotency table), so a redelivered message returns the stored result
-  without running again. A failed record leaves no idempotency record and is retried by SQS (then the DLQ).
-- The work itself is :class:`shared.memory.job.MemoryExtraction`. ``Services`` is created on first use, once per
-  container, with one event loop for the container's life (the Redis client must not move between loops).
+- **Idempotency**: each record is processed through ``@idempotent_function`` keyed by the EventBridge event id
+  or the due message's id (``DynamoDBPersistenceLayer`` on the idempotency table), so a redelivered message
+  returns the stored result without running again. A failed record leaves no idempotency record and is retried
+  by SQS (then the DLQ).
+- The work itself is :class:`shared.memory.coalescing.ExtractionCoalescer`. ``Services`` is created on first use,
+  once per container, with one event loop for the container's life (the Redis client must not move between
+  loops).
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from shared.adapters.aws.clients import client_factory
-from shared.memory.job import MemoryExtraction, RunCompleted
+from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue, coalescer_for
+from shared.memory.job import RunCompleted
 from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
 from shared.settings import Settings
 from shared.wiring import Services
@@ -48,8 +56,8 @@ class RunCompletedEvent(EventBridgeModel):
     detail: RunCompleted
 
 
-class RunCompletedRecord(SqsRecordModel):
-    body: Json[RunCompletedEvent]
+class MemoryQueueRecord(SqsRecordModel):
+    body: Json[RunCompletedEvent | ExtractionDue]
 
 
 class UnexpectedEvent(ValueError):
@@ -62,9 +70,9 @@ class MemoryExtractHandler:
     def __init__(self, services: Services) -> None:
         self._services = services
         self._loop = asyncio.new_event_loop()
-        self._extraction: MemoryExtraction | None = None
+        self._coalescer: ExtractionCoalescer | None = None
         self._processor = BatchProcessor(
-            event_type=EventType.SQS, model=RunCompletedRecord, raise_on_entire_batch_failure=False
+            event_type=EventType.SQS, model=MemoryQueueRecord, raise_on_entire_batch_failure=False
         )
         self._config = IdempotencyConfig(
             event_key_jmespath="id", raise_on_no_idempotency_key=True, expires_after_seconds=IDEMPOTENCY_TTL_S
@@ -93,23 +101,27 @@ class MemoryExtractHandler:
             self._loop.run_until_complete(self._services.stream.close())
         self._loop.close()
 
-    def _record(self, record: RunCompletedRecord) -> dict[str, Any]:
-        event = record.body
-        if event.source != EVENT_SOURCE or event.detail_type != RUN_COMPLETED:
-            raise UnexpectedEvent(f"unexpected event {event.source}/{event.detail_type}")
+    def _record(self, record: MemoryQueueRecord) -> dict[str, Any]:
+        body = record.body
         attempt = int(record.attributes.ApproximateReceiveCount)
-        result: dict[str, Any] = self._process_once(
-            event={"id": event.id, "detail": event.detail.model_dump(by_alias=True), "attempt": attempt}
-        )
+        if isinstance(body, ExtractionDue):
+            event = {"id": body.id, "due": body.model_dump(by_alias=True), "attempt": attempt}
+        else:
+            if body.source != EVENT_SOURCE or body.detail_type != RUN_COMPLETED:
+                raise UnexpectedEvent(f"unexpected event {body.source}/{body.detail_type}")
+            event = {"id": body.id, "detail": body.detail.model_dump(by_alias=True), "attempt": attempt}
+        result: dict[str, Any] = self._process_once(event=event)
         return result
 
     def _process_event(self, event: dict[str, Any]) -> dict[str, Any]:
-        if self._extraction is None:
-            self._extraction = MemoryExtraction.from_services(self._services)
-        detail = RunCompleted.model_validate(event["detail"])
-        report = self._loop.run_until_complete(
-            self._extraction.on_run_completed(detail, attempt=int(event.get("attempt", 1)))
-        )
+        if self._coalescer is None:
+            self._coalescer = coalescer_for(self._services)
+        if "due" in event:
+            due = ExtractionDue.model_validate(event["due"])
+            work = self._coalescer.on_due(due, attempt=int(event.get("attempt", 1)))
+        else:
+            work = self._coalescer.on_run_completed(RunCompleted.model_validate(event["detail"]))
+        report = self._loop.run_until_complete(work)
         logger.info("memory extraction", extra={"event_id": event["id"], **report.to_dict()})
         return report.to_dict()
 

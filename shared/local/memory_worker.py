@@ -1,14 +1,17 @@
 """The memory worker of the local runner: "run completed" events go to an in-process queue instead of
-EventBridge/SQS, and the same ``MemoryExtraction`` the memory Lambda uses consumes them in the background."""
+EventBridge/SQS, and the same :class:`~shared.memory.coalescing.ExtractionCoalescer` the memory Lambda uses
+consumes them in the background. Delayed "extraction due" messages are in-process timers standing in for SQS
+``DelaySeconds``; ``MEMORY_IDLE_S`` shortens the quiet period (the local runner defaults it to a few seconds)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
-from shared.memory.job import MemoryExtraction, RunCompleted
+from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue, coalescer_for
+from shared.memory.job import ExtractionReport, RunCompleted
 from shared.memory.trigger import BusEvent, PublishFailure
 
 if TYPE_CHECKING:
@@ -18,22 +21,54 @@ logger = logging.getLogger(__name__)
 
 
 class InProcessMemoryWorker:
-    """An ``EventPublisher`` whose events are extracted by a background task of the same process."""
+    """An ``EventPublisher`` (events) and a ``DueQueue`` (delayed due messages) served by background tasks."""
 
     def __init__(self, services: Services) -> None:
         self._services = services
         self._tasks: set[asyncio.Task[None]] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._coalescer: ExtractionCoalescer | None = None
+
+    @property
+    def coalescer(self) -> ExtractionCoalescer:
+        if self._coalescer is None:
+            self._coalescer = coalescer_for(self._services, queue=self)
+        return self._coalescer
 
     async def publish(self, events: Sequence[BusEvent]) -> list[PublishFailure]:
         for event in events:
-            task = asyncio.create_task(self._extract(RunCompleted.model_validate(event.detail)))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            detail = RunCompleted.model_validate(event.detail)
+            self._spawn(self.coalescer.on_run_completed(detail), detail.thread_id)
         return []
 
-    async def _extract(self, event: RunCompleted) -> None:
+    async def send(self, due: ExtractionDue, *, delay_s: int) -> None:
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            self._spawn(self.coalescer.on_due(due), due.thread_id)
+
+        handle = loop.call_later(max(delay_s, 0), fire)
+        self._timers.add(handle)
+
+    async def drain(self) -> None:
+        """Wait for the background tasks started so far (tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def close(self) -> None:
+        for handle in list(self._timers):
+            handle.cancel()
+        self._timers.clear()
+
+    def _spawn(self, work: Coroutine[Any, Any, ExtractionReport], thread_id: str) -> None:
+        task = asyncio.create_task(self._log(work, thread_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _log(self, work: Coroutine[Any, Any, ExtractionReport], thread_id: str) -> None:
         try:
-            report = await MemoryExtraction.from_services(self._services).on_run_completed(event)
-            logger.info("memory extraction", extra={"run_id": event.run_id, "status": report.status})
+            report = await work
+            logger.info("memory extraction", extra={"thread_id": thread_id, **report.to_dict()})
         except Exception:
-            logger.exception("memory extraction failed", extra={"run_id": event.run_id})
+            logger.exception("memory extraction failed", extra={"thread_id": thread_id})

@@ -1,19 +1,17 @@
-"""One memory extraction as a run: from a run-completed event (or a scheduled memory task) to a hidden run.
+"""One memory extraction as a run: a thread's unprocessed messages, read by a hidden memory run.
 
-:class:`MemoryExtraction` is what ``functions/memory_extract`` and the automation handler call. It
+:class:`MemoryExtraction` is what the coalescer (:mod:`shared.memory.coalescing`, fed by ``functions/memory_extract``
+and the local runner) and the automation handler call. :meth:`MemoryExtraction.extract`
 
-- ignores events that are not about worker runs (memory runs never trigger memory runs) and threads the user
-  does not own;
-- skips, without a run, a thread with no new message written by the user (the cursor makes a duplicate event
-  for an already processed run a no-op);
+- skips threads the user does not own;
+- skips, without a run, a thread with no new message written by the user (the cursor makes a second extraction
+  over already processed messages a no-op);
 - otherwise admits a run through :class:`~shared.runs.service.RunService` (so it has a run record, a run stream
   and a ``memory`` step on the thread stream) with ``claim_thread=False`` (it only reads the thread and must
   never make it busy) and the meta ``origin=automation, executor=memory,
   execution_profile_name=automation_memory_default, hidden_from_user=true``.
 
-The memory run id is derived from the triggering run and the delivery attempt (``mem_{runId}_{attempt}``): two
-events about the same run that arrive together attach to one memory run instead of extracting twice, and a
-retry after a failure gets a fresh run.
+The caller chooses the run id: an id that already exists attaches to that run instead of extracting twice.
 """
 
 from __future__ import annotations
@@ -64,7 +62,7 @@ class MemoryRunFailed(AgentError):
 
 @dataclass(frozen=True)
 class ExtractionReport:
-    status: Literal["extracted", "skipped", "already_done"]
+    status: Literal["extracted", "skipped", "already_done", "scheduled"]
     reason: str
     run_id: str | None = None
     decisions: dict[str, int] = field(default_factory=dict)
@@ -115,23 +113,23 @@ class MemoryExtraction:
             model_name=settings.memory_model_id,
         )
 
-    async def on_run_completed(self, event: RunCompleted, *, attempt: int = 1) -> ExtractionReport:
-        if event.executor != ExecutorKind.WORKER.value:
-            return ExtractionReport("skipped", "not_a_worker_run")
-        identity = Identity(tenant_id=event.tenant_id, user_id=event.user_id)
-        return await self.extract(
-            identity,
-            event.thread_id,
-            run_id=f"mem_{event.run_id}_{max(attempt, 1)}",
-            request_summary=f"memory extraction after run {event.run_id}"[:160],
-        )
+    async def owns_thread(self, identity: Identity, thread_id: str) -> bool:
+        try:
+            await self._store.get_thread(identity, thread_id)
+        except NotFound:
+            return False
+        return True
+
+    async def pending_user_messages(self, tenant_id: str, thread_id: str) -> int:
+        """How many messages written by the user wait after the extraction cursor (at most one run's read)."""
+        cursor = await self._memories.get_cursor(tenant_id, thread_id)
+        new = await self._store.read_forward(tenant_id, thread_id, after_seq=cursor, limit=MAX_NEW_MESSAGES)
+        return sum(1 for m in new if is_human_message(m))
 
     async def extract(
         self, identity: Identity, thread_id: str, *, run_id: str, request_summary: str = "memory extraction"
     ) -> ExtractionReport:
-        try:
-            await self._store.get_thread(identity, thread_id)
-        except NotFound:
+        if not await self.owns_thread(identity, thread_id):
             logger.warning("memory extraction for an unknown thread skipped", extra={"run_id": run_id})
             return ExtractionReport("skipped", "thread_not_found")
         tenant = identity.tenant_id

@@ -96,6 +96,19 @@ def test_memory_event_source_reports_batch_item_failures(expanded_template: Temp
     assert checks.check_sqs_sources_report_batch_item_failures(expanded_template) == []
 
 
+def test_memory_function_can_delay_extraction_on_its_own_queue(expanded_template: Template) -> None:
+    """Coalesced extraction: the memory function sends "extraction due" messages (DelaySeconds) to its queue."""
+    env = _props(expanded_template, "MemoryFunction")["Environment"]["Variables"]
+    assert env["MEMORY_QUEUE_URL"] == {"Ref": "MemoryQueue"}
+    statements = [
+        st
+        for policy in _props(expanded_template, "MemoryRole")["Policies"]
+        for st in policy["PolicyDocument"]["Statement"]
+    ]
+    sends = [st for st in statements if "sqs:SendMessage" in checks.flatten(st["Action"])]
+    assert [st["Resource"] for st in sends] == [{"Fn::GetAtt": ["MemoryQueue", "Arn"]}]
+
+
 def test_every_cron_expression_has_six_fields(expanded_template: Template) -> None:
     expressions = checks.schedule_expressions(expanded_template)
     assert "cron(0 6 * * ? *)" in expressions

@@ -1,5 +1,7 @@
-"""The memory_extract Lambda handler end to end: SQS records wrapping EventBridge events, Powertools batch and
-idempotency on moto's DynamoDB, the memory run on a real redis-server stream, a scripted model."""
+"""The memory_extract Lambda handler end to end: SQS records wrapping EventBridge events (and the delayed
+"extraction due" messages they cause, on moto's SQS), Powertools batch and idempotency on moto's DynamoDB, the
+memory run on a real redis-server stream, a scripted model. The quiet period is 0 s here (``MEMORY_IDLE_S``):
+coalescing itself is tested in ``test_memory_coalescing.py``."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 from shared.adapters.redis_stream import thread_stream_key
 from shared.errors import ModelError
 from shared.llm.types import ChatRequest
+from shared.memory.coalescing import memory_run_id
 from shared.memory.models import Memory
 from shared.models import Identity, Message, Role, RunStatus
 from shared.wiring import Services
@@ -135,8 +138,21 @@ async def seed(store: DynamoDBStore, user: str, thread: str, said: str) -> None:
     )
 
 
+def due_records() -> list[dict[str, Any]]:
+    """The "extraction due" messages waiting on the memory queue, as SQS records (removed from the queue)."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    url = sqs.get_queue_url(QueueName="agent-memory")["QueueUrl"]
+    records = []
+    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+        for m in messages:
+            records.append(sqs_record(m["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    return records
+
+
 @pytest.fixture
 def handler_env(aws: Any, store: DynamoDBStore, redis_url: str) -> Iterator[tuple[MemoryExtractHandler, Any]]:
+    queue_url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="agent-memory")["QueueUrl"]
     aws.create_table(
         TableName=IDEMPOTENCY_TABLE,
         BillingMode="PAY_PER_REQUEST",
@@ -145,7 +161,9 @@ def handler_env(aws: Any, store: DynamoDBStore, redis_url: str) -> Iterator[tupl
     )
     model = RaisingScriptedModel()
     services = Services(
-        make_settings(redis_url=redis_url, idempotency_table_name=IDEMPOTENCY_TABLE),
+        make_settings(
+            redis_url=redis_url, idempotency_table_name=IDEMPOTENCY_TABLE, memory_queue_url=queue_url, memory_idle_s=0
+        ),
         overrides={"store": store, "model": model},
     )
     handler = MemoryExtractHandler(services)
@@ -195,10 +213,18 @@ def test_batch_reports_exactly_the_failed_records_and_a_replay_writes_nothing(
     # WHEN the handler processes the batch
     response = handler.handle(batch, FakeLambdaContext())  # type: ignore[arg-type]
 
-    # THEN the response lists exactly the malformed and the failing record
-    assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == sorted(
-        [malformed["messageId"], failing["messageId"]]
-    )
+    # THEN the response lists exactly the malformed record (the events are noted, each thread's due message sent)
+    assert [f["itemIdentifier"] for f in response["batchItemFailures"]] == [malformed["messageId"]]
+    assert memories_of("u-1") == []
+    dues = due_records()
+    assert len(dues) == 5, "one per noted event: th-a (twice: two event ids), th-b, th-fail, th-c"
+
+    # WHEN the due messages arrive
+    due_response = handler.handle({"Records": dues}, FakeLambdaContext())  # type: ignore[arg-type]
+
+    # THEN exactly the failing thread's due message fails
+    [failing] = [r for r in dues if json.loads(r["body"])["threadId"] == "th-fail"]
+    assert [f["itemIdentifier"] for f in due_response["batchItemFailures"]] == [failing["messageId"]]
     # AND each good thread's fact was written once (the duplicate event and the second event wrote nothing)
     assert [m.content for m in memories_of("u-1")] in (
         ["我对花生过敏。", "I am a nurse and I work night shifts."],
@@ -207,7 +233,8 @@ def test_batch_reports_exactly_the_failed_records_and_a_replay_writes_nothing(
     assert [m.content for m in memories_of("u-2")] == ["I prefer answers in bullet points."]
     assert memories_of("u-3") == []
     [nurse] = [m for m in memories_of("u-1") if "nurse" in m.content]
-    assert (nurse.run_id, nurse.thread_id, nurse.source_message_ids) == ("mem_run-a_1", "th-a", ("th-a-u1",))
+    run_a = memory_run_id(TENANT, "th-a", 2, 1)  # generation 2: the second event (new id) superseded the first
+    assert (nurse.run_id, nurse.thread_id, nurse.source_message_ids) == (run_a, "th-a", ("th-a-u1",))
 
     # AND the memory run is a hidden automation run, seen on the thread stream only as a `memory` step
     events = thread_events(redis_url, "th-a")
@@ -218,11 +245,11 @@ def test_batch_reports_exactly_the_failed_records_and_a_replay_writes_nothing(
         "executor": "memory",
         "executionProfileName": "automation_memory_default",
         "hiddenFromUser": True,
-        "runId": "mem_run-a_1",
+        "runId": run_a,
     }
-    run = asyncio.run(store.get_run(TENANT, "mem_run-a_1"))
+    run = asyncio.run(store.get_run(TENANT, run_a))
     assert run is not None and run.status is RunStatus.SUCCEEDED and run.meta.hidden_from_user
-    failed_run = asyncio.run(store.get_run(TENANT, "mem_run-fail_1"))
+    failed_run = asyncio.run(store.get_run(TENANT, memory_run_id(TENANT, "th-fail", 1, 1)))
     assert failed_run is not None and failed_run.status is RunStatus.FAILED
     # AND it is in audit, and wrote nothing into the thread's history
     audit = asyncio.run(store.list_for_thread(TENANT, "th-a", limit=50))
@@ -231,14 +258,16 @@ def test_batch_reports_exactly_the_failed_records_and_a_replay_writes_nothing(
     history = asyncio.run(store.read_forward(TENANT, "th-a", after_seq=0, limit=50))
     assert [m.id for m in history] == ["th-a-u1", "th-a-a1"]
 
-    # WHEN the whole batch is delivered again
+    # WHEN both batches are delivered again
     items_before, requests_before = count_table_items(), len(model.requests)
     replay = handler.handle(batch, FakeLambdaContext())  # type: ignore[arg-type]
+    due_replay = handler.handle({"Records": dues}, FakeLambdaContext())  # type: ignore[arg-type]
 
-    # THEN the same records fail, and nothing new is written anywhere, and the model is not asked again
-    assert sorted(f["itemIdentifier"] for f in replay["batchItemFailures"]) == sorted(
-        [malformed["messageId"], failing["messageId"]]
-    )
+    # THEN the same records fail, no new due message is sent, nothing new is written anywhere, and the model is
+    # not asked again
+    assert [f["itemIdentifier"] for f in replay["batchItemFailures"]] == [malformed["messageId"]]
+    assert [f["itemIdentifier"] for f in due_replay["batchItemFailures"]] == [failing["messageId"]]
+    assert due_records() == []
     assert count_table_items() == items_before
     assert len(model.requests) == requests_before
     assert len(memories_of("u-1")) == 2
@@ -249,11 +278,13 @@ def test_a_retry_after_a_failure_extracts_with_a_fresh_run(
 ) -> None:
     handler, model = handler_env
     asyncio.run(seed(store, "u-9", "th-retry", "I run marathons every spring."))
-    body = run_completed("u-9", "th-retry", "run-r")
+    noted = handler.handle({"Records": [sqs_record(run_completed("u-9", "th-retry", "run-r"))]}, FakeLambdaContext())  # type: ignore[arg-type]
+    assert noted["batchItemFailures"] == []
+    [due] = due_records()
     model.turns.append(Turn(raise_error=ModelError("the model endpoint is down", code="model_unavailable")))
-    first = handler.handle({"Records": [sqs_record(body)]}, FakeLambdaContext())  # type: ignore[arg-type]
+    first = handler.handle({"Records": [due]}, FakeLambdaContext())  # type: ignore[arg-type]
     assert len(first["batchItemFailures"]) == 1 and memories_of("u-9") == []
     # SQS delivers the same message again (receive count 2): the idempotency record was not kept for a failure
-    second = handler.handle({"Records": [sqs_record(body, receive_count=2)]}, FakeLambdaContext())  # type: ignore[arg-type]
+    second = handler.handle({"Records": [sqs_record(due["body"], receive_count=2)]}, FakeLambdaContext())  # type: ignore[arg-type]
     assert second["batchItemFailures"] == []
-    assert [m.run_id for m in memories_of("u-9")] == ["mem_run-r_2"]
+    assert [m.run_id for m in memories_of("u-9")] == [memory_run_id(TENANT, "th-retry", 1, 2)]

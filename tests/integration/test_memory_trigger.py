@@ -12,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from functions.memory_extract.handler import RunCompletedRecord
+from functions.memory_extract.handler import MemoryQueueRecord
 from shared.adapters.aws.eventbridge import EventBridgePublisher
 from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
@@ -105,7 +105,7 @@ async def test_run_completed_event_arrives_on_the_queue_and_parses(bus_to_queue:
         "executor": "worker",
         "status": "succeeded",
     }
-    record = RunCompletedRecord.model_validate(
+    record = MemoryQueueRecord.model_validate(
         {
             "messageId": message["MessageId"],
             "receiptHandle": message["ReceiptHandle"],

@@ -102,6 +102,28 @@ def test_n_below_one_is_refused_with_the_field_path(tmp_path: Path) -> None:
     assert "Fix: use an integer >= 1" in error.message
 
 
+def test_memory_policy_values_are_validated_with_field_and_fix(tmp_path: Path) -> None:
+    # GIVEN a memory profile whose quiet period is longer than an SQS delay can be, and a zero message limit
+    write(tmp_path, memory_profile(memory_policy={"idle_s": 3600, "max_pending_user_messages": 0}))
+    # WHEN the catalog loads THEN both fields are named, each with its fix
+    error = load_error(tmp_path)
+    assert "automation_memory_default.json: field 'memory_policy.idle_s'" in error.message
+    assert "Fix: use an integer <= 900 (SQS DelaySeconds cannot exceed 900)" in error.message
+    assert "field 'memory_policy.max_pending_user_messages'" in error.message
+    assert "Fix: use an integer >= 1" in error.message
+
+
+def test_memory_policy_misspelt_field_is_refused(tmp_path: Path) -> None:
+    write(tmp_path, memory_profile(memory_policy={"idle_seconds": 60}))
+    error = load_error(tmp_path)
+    assert "field 'memory_policy.idle_seconds'" in error.message
+
+
+def test_shipped_memory_profile_coalesces_after_120_s_or_6_user_messages() -> None:
+    policy = default_catalog().get("automation_memory_default").memory_policy
+    assert (policy.idle_s, policy.max_pending_user_messages) == (120, 6)
+
+
 def test_allowlist_naming_a_tool_that_does_not_exist_is_refused(tmp_path: Path) -> None:
     write(tmp_path, chat_profile(tool_policy={"allowlist": ["get_current_time", "send_email"]}))
     error = load_error(tmp_path)

@@ -1,0 +1,201 @@
+"""One memory extraction per thread per quiet period.
+
+A worker run's ``agent.run.completed`` event no longer starts a memory run by itself. :class:`ExtractionCoalescer`
+
+1. notes the event on the thread's pending marker (:mod:`shared.memory.pending`): the thread's generation goes up
+   by one;
+2. counts the human user messages waiting after the extraction cursor. When there are at least
+   ``memory_policy.max_pending_user_messages`` (K), it extracts at once;
+3. otherwise sends an :class:`ExtractionDue` message for that generation with a delay of ``memory_policy.idle_s``
+   (T) (production: SQS ``DelaySeconds`` on the memory queue; ``make dev``: an in-process timer).
+
+When a due message arrives (:meth:`ExtractionCoalescer.on_due`), it fires only if its generation is still the
+thread's current one, i.e. no turn finished in the T seconds since: of a burst of turns, only the last turn's
+message extracts, and that one run reads every message since the cursor. A due message for a thread whose marker
+was cancelled (thread deletion) or whose user was deleted after the turn is dropped.
+
+Running is guarded by the marker's lease (at most one memory run per thread). When the lease is held, the due
+message is sent again for a later try, so the turns that arrived while a run was in flight are not forgotten.
+The run reads after the cursor and moves it only when it succeeds, so two runs never read the same new
+messages, whatever the order or the number of copies in which events arrive; the memory run's id is derived from
+the thread and generation, so two copies of the same due message attach to one run.
+
+Nothing here waits: every step is a few store calls and one queue send, done inside the invocation that handles
+the event (no background work after a Lambda response).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.errors import ConfigurationError
+from shared.memory.job import MEMORY_PROFILE, ExtractionReport, MemoryExtraction, RunCompleted
+from shared.memory.pending import PendingExtractions
+from shared.models import ExecutorKind, Identity, digest, utc_now
+from shared.profiles import MemoryPolicy, ProfileCatalog
+
+if TYPE_CHECKING:
+    from shared.wiring import Services
+
+logger = logging.getLogger(__name__)
+
+EXTRACTION_DUE: Literal["memory.extraction.due"] = "memory.extraction.due"
+DEFAULT_LEASE_S = 900
+"""How long a memory run holds its thread: above the memory function's timeout, so a crashed run's lease ends."""
+BUSY_RETRY_S = 30
+"""When a due message finds a run in flight, it is sent again after this long (or T, if shorter)."""
+
+
+class ExtractionDue(BaseModel):
+    """The body of a delayed "extraction due" message (same queue as the run-completed events)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True)
+
+    type: Literal["memory.extraction.due"] = EXTRACTION_DUE
+    id: str = Field(default_factory=lambda: f"due_{uuid.uuid4().hex}", min_length=1)
+    """Unique per message sent (the idempotency key: a redelivered copy is recognised)."""
+    tenant_id: str = Field(alias="tenantId", min_length=1)
+    user_id: str = Field(alias="userId", min_length=1)
+    thread_id: str = Field(alias="threadId", min_length=1)
+    generation: int = Field(ge=1)
+
+
+class DueQueue(Protocol):
+    async def send(self, due: ExtractionDue, *, delay_s: int) -> None:
+        """Deliver ``due`` to the memory consumer after ``delay_s`` seconds (0-900)."""
+        ...
+
+
+class ExtractionCoalescer:
+    def __init__(
+        self,
+        extraction: MemoryExtraction,
+        pending: PendingExtractions,
+        queue: DueQueue,
+        profiles: ProfileCatalog,
+        *,
+        idle_s_override: int | None = None,
+        lease_s: int = DEFAULT_LEASE_S,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._extraction = extraction
+        self._pending = pending
+        self._queue = queue
+        self._profiles = profiles
+        self._idle_override = idle_s_override
+        self._lease_s = lease_s
+        self._clock = clock
+
+    def policy(self, tenant_id: str) -> MemoryPolicy:
+        policy = self._profiles.resolve(MEMORY_PROFILE, tenant_id=tenant_id).memory_policy
+        if self._idle_override is not None:
+            policy = policy.model_copy(update={"idle_s": self._idle_override})
+        return policy
+
+    async def on_run_completed(self, event: RunCompleted) -> ExtractionReport:
+        if event.executor != ExecutorKind.WORKER.value:
+            return ExtractionReport("skipped", "not_a_worker_run")
+        identity = Identity(tenant_id=event.tenant_id, user_id=event.user_id)
+        if not await self._extraction.owns_thread(identity, event.thread_id):
+            return ExtractionReport("skipped", "thread_not_found")
+        generation = await self._pending.note(event.tenant_id, event.user_id, event.thread_id, now=self._clock())
+        policy = self.policy(event.tenant_id)
+        waiting = await self._extraction.pending_user_messages(event.tenant_id, event.thread_id)
+        due = ExtractionDue(
+            tenant_id=event.tenant_id, user_id=event.user_id, thread_id=event.thread_id, generation=generation
+        )
+        if waiting >= policy.max_pending_user_messages:
+            logger.info(
+                "memory extraction: enough user messages pending",
+                extra={"thread_id": event.thread_id, "pending": waiting, "generation": generation},
+            )
+            return await self._run(due, attempt=1, policy=policy)
+        await self._queue.send(due, delay_s=policy.idle_s)
+        return ExtractionReport("scheduled", f"due_in_{policy.idle_s}s", decisions={"pending": waiting})
+
+    async def on_due(self, due: ExtractionDue, *, attempt: int = 1) -> ExtractionReport:
+        marker = await self._pending.get(due.tenant_id, due.thread_id)
+        if marker is None:
+            return ExtractionReport("skipped", "cancelled")
+        cancelled_at = await self._pending.user_cancelled_at(due.tenant_id, due.user_id)
+        if cancelled_at is not None and marker.noted_at <= cancelled_at:
+            return ExtractionReport("skipped", "user_cancelled")
+        if marker.generation != due.generation:
+            return ExtractionReport("skipped", "superseded_by_a_later_turn")
+        return await self._run(due, attempt=attempt, policy=self.policy(due.tenant_id))
+
+    async def _run(self, due: ExtractionDue, *, attempt: int, policy: MemoryPolicy) -> ExtractionReport:
+        run_id = memory_run_id(due.tenant_id, due.thread_id, due.generation, attempt)
+        now = self._clock()
+        acquired = await self._pending.acquire(
+            due.tenant_id, due.thread_id, run_id, now=now, lease_until=now + timedelta(seconds=self._lease_s)
+        )
+        if not acquired:
+            marker = await self._pending.get(due.tenant_id, due.thread_id)
+            if marker is None:
+                return ExtractionReport("skipped", "cancelled")
+            # Another run is in flight: try again later, for the same generation (still the newest unless a
+            # later turn sent its own due message, in which case this one will be dropped as superseded).
+            await self._queue.send(due.model_copy(update={"id": f"due_{uuid.uuid4().hex}"}), delay_s=min(
+                policy.idle_s, BUSY_RETRY_S
+            ))
+            return ExtractionReport("scheduled", "run_in_flight")
+        try:
+            identity = Identity(tenant_id=due.tenant_id, user_id=due.user_id)
+            return await self._extraction.extract(
+                identity,
+                due.thread_id,
+                run_id=run_id,
+                request_summary=f"memory extraction, generation {due.generation}"[:160],
+            )
+        finally:
+            await self._pending.release(due.tenant_id, due.thread_id, run_id)
+
+
+def memory_run_id(tenant_id: str, thread_id: str, generation: int, attempt: int) -> str:
+    """``mem_{thread digest}_{generation}_{attempt}``: two copies of one due message attach to one run; a retry
+    after a failure (the queue's receive count) gets a fresh one."""
+    return f"mem_{digest(f'{tenant_id}/{thread_id}')[:16]}_{generation}_{max(attempt, 1)}"
+
+
+def pending_extractions_for(services: Services) -> PendingExtractions:
+    """The pending markers of a process: ``overrides["pending_extractions"]`` in tests, else DynamoDB."""
+    override = services.overrides.get("pending_extractions")
+    if override is not None:
+        pending: PendingExtractions = override
+        return pending
+    from shared.adapters.aws.clients import client_factory
+    from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
+
+    settings = services.settings
+    return DynamoDBPendingExtractions(
+        settings.table_name,
+        client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+    )
+
+
+def coalescer_for(services: Services, queue: DueQueue | None = None) -> ExtractionCoalescer:
+    """The coalescer of a process; ``queue`` (or ``overrides["due_queue"]``) else SQS at ``MEMORY_QUEUE_URL``."""
+    settings = services.settings
+    if queue is None:
+        queue = services.overrides.get("due_queue")
+    if queue is None:
+        if not settings.memory_queue_url:
+            raise ConfigurationError("MEMORY_QUEUE_URL is not set: delayed memory extraction has no queue")
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.sqs_due_queue import SqsDueQueue
+
+        queue = SqsDueQueue(settings.memory_queue_url, client_factory("sqs", region=settings.aws_region))
+    return ExtractionCoalescer(
+        MemoryExtraction.from_services(services),
+        pending_extractions_for(services),
+        queue,
+        services.profiles,
+        idle_s_override=settings.memory_idle_s,
+    )
