@@ -4,10 +4,13 @@ One run (step ``memory``):
 
 1. Read the thread's messages after the extraction cursor (:meth:`MemoryStore.get_cursor`), oldest first. When
    none of them is a user message written by the human, there is nothing to extract: only the cursor moves.
-2. Build the model's view: the window (``resolve_window`` with the profile's history policy, up to the newest
-   unprocessed message) for context, each message marked new or not; tool output shortened; memory-injected
-   text omitted; plus the user's ~10 active memories most related to the new messages (lexical relevance),
-   marked as existing memories with their ids so the model can avoid duplicates and forget or supersede them.
+2. Build the model's view: the new messages (user messages whole, marked ``new="true"``; assistant text cut to
+   :data:`MAX_SHOWN_OTHER_CHARS`, tool output to :data:`MAX_SHOWN_TOOL_CHARS`), preceded by a small fixed amount
+   of context: the :data:`CONTEXT_USER_TURNS` turns before the cursor, each message cut to
+   :data:`MAX_CONTEXT_CHARS` (never the whole history window again: a coalesced run already covers every turn
+   since the last extraction); memory-injected text omitted; plus the user's ~10 active memories most related to
+   the new messages, marked as existing memories with their ids so the model can avoid duplicates and forget or
+   supersede them.
 3. Call the memory profile's model (``qwen3.5-flash``, thinking off) offering exactly ``memory_write`` and
    ``memory_forget``, authorised per call by the same :class:`~shared.tool_gate.ToolGate` as the worker's. Every
    call is a proposal for :class:`~shared.memory.gate.MemoryGate`; its decision (``stored``, ``merged``,
@@ -34,7 +37,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
 
-from shared.context_window import resolve_window
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, new_id
 from shared.executors.worker import ExecutionResult
@@ -60,7 +62,15 @@ MAX_NEW_MESSAGES = 100
 """Unprocessed messages read per run; a longer backlog is taken by the next run (the cursor stops here)."""
 RELATED_MEMORIES = 10
 MAX_SHOWN_CHARS = 4_000
+"""A new user message is shown up to this long (the quote must be in what the model saw)."""
+MAX_SHOWN_OTHER_CHARS = 400
+"""Assistant and automation text among the new messages: enough to see what the user answered, no more."""
 MAX_SHOWN_TOOL_CHARS = 300
+CONTEXT_USER_TURNS = 2
+"""Turns before the cursor shown as context (already processed: never a source)."""
+MAX_CONTEXT_CHARS = 200
+MAX_CONTEXT_READ = 20
+"""Messages read back for that context (one store request; tool-heavy turns may leave fewer than 2 turns)."""
 
 SYSTEM_PROMPT = """\
 You maintain long-term memories about a user for their personal assistant. You read part of a conversation \
@@ -178,10 +188,8 @@ class MemoryExecutor:
         self, ctx: RunContext, emitter: RunEmitter, new: list[Message], result: MemoryExecutionResult
     ) -> None:
         tenant, user, thread = ctx.identity.tenant_id, ctx.identity.user_id, ctx.thread_id
-        window = await resolve_window(
-            self._messages, tenant, thread, ctx.profile.history_policy, now=self._clock(), upto_seq=new[-1].seq
-        )
-        shown = sorted({m.id: m for m in [*window.messages, *new]}.values(), key=lambda m: (m.seq, m.id))
+        context = await self._preceding_context(tenant, thread, new[0].seq)
+        shown = sorted({m.id: m for m in [*context, *new]}.values(), key=lambda m: (m.seq, m.id))
         new_ids = frozenset(m.id for m in new)
         scope = ExtractionScope(tenant, user, thread, ctx.run_id, tuple(shown), new_ids)
         query = "\n".join(m.content for m in new if is_human_message(m))
@@ -225,6 +233,19 @@ class MemoryExecutor:
                     ToolCallResultEvent(message_id=new_id("msg"), tool_call_id=call.id, content=content, role="tool")
                 )
         logger.info("memory extraction reached its turn limit", extra={"run_id": ctx.run_id})
+
+    async def _preceding_context(self, tenant: str, thread: str, first_new_seq: int) -> list[Message]:
+        """The last :data:`CONTEXT_USER_TURNS` turns before the new messages, oldest first."""
+        older = await self._messages.read_back(tenant, thread, before_seq=first_new_seq, limit=MAX_CONTEXT_READ)
+        kept: list[Message] = []
+        turns = 0
+        for message in older:  # newest first
+            if turns >= CONTEXT_USER_TURNS:
+                break
+            kept.append(message)
+            if is_human_message(message):
+                turns += 1
+        return list(reversed(kept))
 
     async def _close_turn(self) -> None:
         """Close what an interrupted model turn left open (text message, tool calls) on the run's stream."""
@@ -296,20 +317,23 @@ def render_input(messages: Sequence[Message], new_ids: frozenset[str], memories:
     return "\n".join(lines)
 
 
+def _cut(text: str, limit: int) -> str:
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
 def _render_message(message: Message, new: bool) -> str:
     role = message.role.value
     if message_is_memory_injection(message):
         body = "(memory-injected text omitted: never a source)"
     elif message.role is Role.TOOL:
-        text = message.content
-        body = f"(tool output, not a source) {text[:MAX_SHOWN_TOOL_CHARS]}" + (
-            "…" if len(text) > MAX_SHOWN_TOOL_CHARS else ""
-        )
+        body = f"(tool output, not a source) {_cut(message.content, MAX_SHOWN_TOOL_CHARS if new else 80)}"
     elif message.role is Role.USER and message.meta.origin is Origin.AUTOMATION:
         role = "automation"
-        body = message.content[:MAX_SHOWN_CHARS]
+        body = _cut(message.content, MAX_SHOWN_OTHER_CHARS if new else MAX_CONTEXT_CHARS)
+    elif is_human_message(message):
+        body = _cut(message.content, MAX_SHOWN_CHARS if new else MAX_CONTEXT_CHARS)
     else:
-        body = message.content[:MAX_SHOWN_CHARS]
+        body = _cut(message.content, MAX_SHOWN_OTHER_CHARS if new else MAX_CONTEXT_CHARS)
         if message.role is Role.ASSISTANT and message.tool_calls:
             body += "".join(f" (called {c.name})" for c in message.tool_calls)
     flag = ' new="true"' if new and is_human_message(message) else ""

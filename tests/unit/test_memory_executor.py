@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -97,6 +98,32 @@ async def test_the_model_sees_new_messages_marked_related_memories_and_no_inject
     assert '<message id="m1" role="user">I live in Lyon.</message>' in prompt  # context, not new
     assert '<memory id="mem_cello" kind="preference">Wants to play the cello in an orchestra</memory>' in prompt
     assert "green tea" not in prompt and MEMORY_INJECTION_SENTINEL not in prompt
+
+
+async def test_the_input_is_the_new_messages_plus_two_cut_turns_of_context_not_the_whole_window() -> None:
+    # GIVEN a thread of 30 processed turns with long answers, then two new turns
+    messages: list[Message] = []
+    for i in range(1, 33):
+        messages.append(
+            Message(id=f"u{i}", thread_id=THREAD, role=Role.USER, content=f"question {i} " + "q" * 300, seq=2 * i - 1)
+        )
+        messages.append(
+            Message(id=f"a{i}", thread_id=THREAD, role=Role.ASSISTANT, content=f"answer {i} " + "x" * 900, seq=2 * i)
+        )
+    store = InMemoryMemoryStore()
+    await store.advance_cursor(TENANT, THREAD, 60)  # turns 1-30 were processed
+    model = ScriptedModel(Turn(text=["none"]))
+    executor = MemoryExecutor(model, CaseThread(messages), store, ListAuditLog(), confidence_threshold=0.7)
+    await executor.execute(ctx(), RunEmitter(ListStream(), "run:mem_run"))
+    prompt = model.requests[0].messages[-1].content or ""
+    shown = re.findall(r'<message id="([^"]+)"', prompt)
+    # THEN it sees turns 29-30 as context and turns 31-32 as new, nothing older
+    assert shown == ["u29", "a29", "u30", "a30", "u31", "a31", "u32", "a32"]
+    assert re.findall(r'<message id="([^"]+)" role="user" new="true">', prompt) == ["u31", "u32"]
+    # AND the new user messages are whole; context and assistant text are cut
+    assert "question 31 " + "q" * 300 + "</message>" in prompt
+    assert "question 29 " + "q" * 300 not in prompt and "answer 31 " + "x" * 900 not in prompt
+    assert len(prompt) < 3_000
 
 
 async def test_proposals_go_through_the_gate_and_results_are_fed_back_then_the_cursor_moves() -> None:
