@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from bench import cold_start, context_assembly, input_tokens, server_overhead
+from bench import cold_start, context_assembly, input_tokens, memory_tokens, server_overhead
 
 
 def test_input_tokens_smoke_reports_every_policy_with_billed_never_above_raw() -> None:
@@ -34,6 +34,32 @@ def test_input_tokens_smoke_reports_every_policy_with_billed_never_above_raw() -
     plain = result.reports["last_n N=20"].window_user_messages
     assert all(b >= p for b, p in zip(blocked, plain, strict=True))  # never fewer user messages than last-N
     assert all(row["today_yesterday"] == pytest.approx(1.0) for row in result.ttl_sensitivity.values())
+
+
+def test_memory_tokens_smoke_coalescing_runs_less_often_on_less_input() -> None:
+    result = memory_tokens.main(["--smoke"])
+    turns = result.user_turns
+    assert turns == result.traffic["runs"] > 0
+    assert result.before.runs == turns, "before: one memory run per finished worker run"
+    assert 0 < result.after.runs < result.before.runs
+    assert sum(result.after.inputs) < sum(result.before.inputs)
+    assert max(result.after.inputs) < max(result.before.inputs)
+    # the goal: memory input per user turn at most a quarter of the worker's
+    assert sum(result.after.inputs) / turns <= 0.25 * result.worker_per_turn
+
+
+def test_coalesced_rule_fires_on_the_kth_user_message_or_after_a_quiet_period() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from shared.profiles import MemoryPolicy
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    # 8 turns 30 s apart, then a 10-minute pause, then 2 turns
+    times = [t0 + timedelta(seconds=30 * i) for i in range(8)] + [t0 + timedelta(minutes=14 + i) for i in range(2)]
+    turns = [memory_tokens.Turn(at, 3 * (i + 1)) for i, at in enumerate(times)]
+    fired = memory_tokens.coalesced(turns, MemoryPolicy(idle_s=120, max_pending_user_messages=6), list(range(1, 11)))
+    assert [f.upto for f in fired] == [18, 24, 30]
+    assert fired[1].at == times[7] + timedelta(seconds=120)
 
 
 def test_context_assembly_smoke_sends_identical_requests_for_every_thread_length() -> None:
