@@ -14,7 +14,9 @@ The model proposes; the gate decides. A proposal is persisted only when all of t
    (compared letters-and-digits only, case-folded; ``...`` may join fragments that appear in order). When it
    does not, the reason says where the quote was found instead (an assistant, tool or system message, the
    memory injection) or that it was found nowhere (invented).
-5. **Not a duplicate** (writes): a proposal whose text equals, or nearly equals
+5. **Stated as a fact about the user** (writes): the sentence around the quote in the cited message is not a
+   hypothetical, a question or about a third party (:mod:`shared.memory.junk_rules`).
+6. **Not a duplicate** (writes): a proposal whose text equals, or nearly equals
    (:func:`shared.memory.text.near_duplicate`), an active memory is merged into it (source ids added,
    confidence raised to the higher one, ``merge_count`` + 1) instead of added.
 
@@ -34,6 +36,7 @@ from pydantic import ValidationError
 
 from shared.executors.model_turn import new_id
 from shared.memory.injection import message_is_memory_injection
+from shared.memory.junk_rules import judge
 from shared.memory.models import MAX_KEPT_SOURCE_IDS, ForgetProposal, Memory, MemoryStatus, WriteProposal
 from shared.memory.store import MemoryStore
 from shared.memory.text import NEAR_DUPLICATE_JACCARD, compact, near_duplicate, quote_appears_in, quote_long_enough
@@ -164,6 +167,7 @@ class MemoryGate:
         if proposal.supersedes is not None:
             target = await self._active_target(scope, proposal.supersedes)
         _check_grounding(proposal.evidence_quote, proposal.source_message_ids, scope)
+        _check_context(proposal.evidence_quote, proposal.source_message_ids, scope)
         now = self._clock()
         for existing in await self._store.list_memories(scope.tenant_id, scope.user_id):
             if target is not None and existing.id == target.id:
@@ -336,6 +340,18 @@ def _check_grounding(quote: str, source_ids: Sequence[str], scope: ExtractionSco
             "the quote is in a user message that was not cited: " + ", ".join(m.id for m in elsewhere),
         )
     raise _Rejected("evidence_not_found", "the quote appears in no message of the conversation (invented)")
+
+
+def _check_context(quote: str, source_ids: Sequence[str], scope: ExtractionScope) -> None:
+    """Reject a write whose quote, read in its sentence, is a hypothetical, a question or about someone else."""
+    for source_id in dict.fromkeys(source_ids):
+        message = scope.message(source_id)
+        if message is None or not quote_appears_in(quote, message.content):
+            continue
+        finding = judge(message.content, quote)
+        if finding is not None:
+            raise _Rejected(finding.reason, finding.why, context_marker=finding.marker[:40])
+        return
 
 
 def _merge_ids(existing: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:

@@ -40,12 +40,12 @@ def test_scripted_evaluation_prints_its_metrics_table(capsys: pytest.CaptureFixt
     assert "scripted model (recorded proposals replayed" in out
     metrics = json.loads(out.strip().splitlines()[-1])
     # AND the gate stopped every adversarial proposal it can judge: no duplicates, no wrong forgets, every
-    # expected write kept; the only junk is what only a model can avoid (a correctly quoted hypothetical and a
-    # third party's fact), listed by case
+    # expected write kept, and junk at most 2 % (the correctly quoted hypothetical and third party's fact are
+    # caught by reading the sentence around the quote)
     assert metrics["write_recall"] == 1.0
     assert metrics["duplicate_rate"] == 0.0 and metrics["wrong_forget_rate"] == 0.0
-    assert metrics["junk_write_rate"] < 0.1
-    assert "en-junk-06: junk 1" in out and "zh-junk-08: junk 1" in out
+    assert metrics["junk_write_rate"] <= 0.02
+    assert "en-junk-06" not in out and "zh-junk-08" not in out
     assert metrics["merged_duplicates"] >= 6
     for reason in (
         "below_confidence_threshold",
@@ -56,6 +56,8 @@ def test_scripted_evaluation_prints_its_metrics_table(capsys: pytest.CaptureFixt
         "not_a_memory_of_this_user",
         "evidence_not_found",
         "source_already_processed",
+        "hypothetical_context",
+        "third_party_context",
     ):
         assert metrics["rejections"].get(reason, 0) >= 1, reason
     assert metrics["tokens_per_extraction"] > 0 and metrics["tokens_estimated"] is True
