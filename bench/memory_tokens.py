@@ -7,8 +7,9 @@ power users) and compares two ways of triggering memory extraction:
   history window again (the last 20 user messages up to the newest message, each whole) with the new messages
   marked, as the executor did before coalescing (reproduced here by :func:`window_input`);
 - **after** (coalesced): the rule of :class:`~shared.memory.coalescing.ExtractionCoalescer`, replayed on the
-  turns' end times by :func:`coalesced` (no queue, no store: extraction is taken as instantaneous): one extraction when a thread has been quiet for ``idle_s`` (120 s) or when
-  ``max_pending_user_messages`` (6) user messages wait, whichever comes first; each extraction runs the real
+  turns' end times by :func:`coalesced` (no queue, no store: extraction is taken as instantaneous): one
+  extraction when a thread has been quiet for ``idle_s`` (120 s) or when ``max_pending_user_messages`` (6) user
+  messages wait, whichever comes first; each extraction runs the real
   :class:`~shared.memory.executor.MemoryExecutor` (new messages plus two cut turns of context) against a model
   that records its request and answers "none".
 
