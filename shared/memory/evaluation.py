@@ -20,7 +20,7 @@ expected write) or junk (anything else). Metrics:
 - junk-write rate = junk / stored, duplicate rate = duplicates / stored (the three shares add up to 1);
 - wrong-forget rate = memories deactivated (forget or supersede) that the case did not expect / all deactivated;
 - tokens per extraction = model input + output tokens / cases in which the model was called (estimated in
-  scripted mode).
+  scripted mode); input tokens per extraction = the model input alone (every model turn of the run).
 """
 
 from __future__ import annotations
@@ -208,7 +208,9 @@ class CaseResult:
     deactivated: list[str] = field(default_factory=list)
     rejections: list[str] = field(default_factory=list)
     merges: int = 0
+    merge_reasons: list[str] = field(default_factory=list)
     tokens: int = 0
+    input_tokens: int = 0
     model_called: bool = False
     estimated_tokens: bool = False
     error: str | None = None
@@ -314,6 +316,7 @@ async def run_case(case: EvalCase, model: ChatModel, *, threshold: float, model_
         return result
     result.model_called = outcome.model_turns > 0
     result.tokens = sum(u.input_tokens + u.output_tokens for u in outcome.usage)
+    result.input_tokens = sum(u.input_tokens for u in outcome.usage)
     result.estimated_tokens = any(u.estimated for u in outcome.usage)
     for decision in outcome.outcomes:
         if decision.decision == "stored" and decision.memory_id is not None:
@@ -322,6 +325,7 @@ async def run_case(case: EvalCase, model: ChatModel, *, threshold: float, model_
                 result.stored.append(memory.content)
         elif decision.decision == "merged":
             result.merges += 1
+            result.merge_reasons.append(decision.reason)
         elif decision.decision == "rejected":
             result.rejections.append(decision.reason)
     seeded_ids = {m.id for m in case.existing}
@@ -346,9 +350,11 @@ class Metrics:
     right_forgets: int
     extractions: int
     tokens: int
+    input_tokens: int
     estimated_tokens: bool
     errors: int
     merges: int
+    merge_reasons: dict[str, int]
     rejections: dict[str, int]
 
     @staticmethod
@@ -365,10 +371,13 @@ class Metrics:
             "wrong_forget_rate": self._ratio(self.wrong_forgets, self.deactivated),
             "forget_recall": self._ratio(self.right_forgets, self.expected_forgets),
             "tokens_per_extraction": self.tokens / self.extractions if self.extractions else None,
+            "input_tokens_per_extraction": self.input_tokens / self.extractions if self.extractions else None,
+            "input_tokens_total": self.input_tokens,
             "tokens_estimated": self.estimated_tokens,
             "stored_writes": self.stored,
             "errors": self.errors,
             "merged_duplicates": self.merges,
+            "merges": self.merge_reasons,
             "rejections": self.rejections,
         }
 
@@ -387,9 +396,11 @@ def score(results: Sequence[CaseResult]) -> Metrics:
         right_forgets=sum(r.right_forgets for r in results),
         extractions=sum(1 for r in results if r.model_called),
         tokens=sum(r.tokens for r in results),
+        input_tokens=sum(r.input_tokens for r in results),
         estimated_tokens=any(r.estimated_tokens for r in results),
         errors=sum(1 for r in results if r.error),
         merges=sum(r.merges for r in results),
+        merge_reasons=dict(Counter(reason for r in results for reason in r.merge_reasons).most_common()),
         rejections=dict(Counter(reason for r in results for reason in r.rejections).most_common()),
     )
 
@@ -399,6 +410,7 @@ def render(metrics: Metrics, results: Sequence[CaseResult], *, mode: str, thresh
         return f"{num / den:6.3f}  ({num}/{den})" if den else "   n/a  (0/0)"
 
     tokens = f"{metrics.tokens / metrics.extractions:8.1f}" if metrics.extractions else "     n/a"
+    inputs = f"{metrics.input_tokens / metrics.extractions:8.1f}" if metrics.extractions else "     n/a"
     lines = [
         f"memory extraction evaluation: {metrics.cases} cases, {mode}, confidence threshold {threshold:.2f}",
         "",
@@ -412,9 +424,12 @@ def render(metrics: Metrics, results: Sequence[CaseResult], *, mode: str, thresh
         f"{'tokens per extraction':<24}{tokens}"
         + ("  (estimated)" if metrics.estimated_tokens else "")
         + f"  ({metrics.extractions} model extractions)",
+        f"{'input tokens per extr.':<24}{inputs}" + ("  (estimated)" if metrics.estimated_tokens else "")
+        + f"  ({metrics.input_tokens} in all)",
         f"{'merged, not added':<24}{metrics.merges:>6}",
         f"{'errors':<24}{metrics.errors:>6}",
         "",
+        "merged by the gate: " + (", ".join(f"{reason} {n}" for reason, n in metrics.merge_reasons.items()) or "none"),
         "rejected by the gate: " + (", ".join(f"{reason} {n}" for reason, n in metrics.rejections.items()) or "none"),
         "",
         f"{'category':<16}{'cases':>6}{'expected':>10}{'stored':>8}{'correct':>9}{'junk':>6}{'dup':>5}"

@@ -17,8 +17,10 @@ The model proposes; the gate decides. A proposal is persisted only when all of t
 5. **Stated as a fact about the user** (writes): the sentence around the quote in the cited message is not a
    hypothetical, a question or about a third party (:mod:`shared.memory.junk_rules`).
 6. **Not a duplicate** (writes): a proposal whose text equals, or nearly equals
-   (:func:`shared.memory.text.near_duplicate`), an active memory is merged into it (source ids added,
-   confidence raised to the higher one, ``merge_count`` + 1) instead of added.
+   (:func:`shared.memory.text.near_duplicate`), an active memory, or says the same in other words or another
+   language (cosine similarity of :mod:`shared.memory.embeddings` vectors at least the embedder's
+   ``duplicate_similarity``, same numbers), is merged into it (source ids added, confidence raised to the higher
+   one, ``merge_count`` + 1) instead of added.
 
 A forget marks the memory ``retracted`` or ``superseded`` with reason and provenance, never deletes it. Every
 decision, accepted or not, becomes an :class:`~shared.models.AuditRecord` of kind ``memory_decision`` saying why.
@@ -27,6 +29,7 @@ decision, accepted or not, becomes an :class:`~shared.models.AuditRecord` of kin
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,16 +38,25 @@ from typing import Any, Literal, TypeVar
 from pydantic import ValidationError
 
 from shared.executors.model_turn import new_id
+from shared.memory.embeddings import Embedder, LexiconEmbedder, cosine
 from shared.memory.injection import message_is_memory_injection
 from shared.memory.junk_rules import judge
 from shared.memory.models import MAX_KEPT_SOURCE_IDS, ForgetProposal, Memory, MemoryStatus, WriteProposal
 from shared.memory.store import MemoryStore
-from shared.memory.text import NEAR_DUPLICATE_JACCARD, compact, near_duplicate, quote_appears_in, quote_long_enough
+from shared.memory.text import (
+    NEAR_DUPLICATE_JACCARD,
+    compact,
+    near_duplicate,
+    numbers,
+    quote_appears_in,
+    quote_long_enough,
+)
 from shared.memory.tools import MEMORY_FORGET, MEMORY_WRITE
 from shared.models import AuditRecord, Message, Origin, Role, digest, utc_now
 from shared.ports import AuditLog
 
 AUDIT_KIND = "memory_decision"
+logger = logging.getLogger(__name__)
 
 _P = TypeVar("_P", WriteProposal, ForgetProposal)
 
@@ -110,6 +122,7 @@ class MemoryGate:
         near_duplicate_threshold: float = NEAR_DUPLICATE_JACCARD,
         clock: Callable[[], datetime] = utc_now,
         new_memory_id: Callable[[], str] = lambda: new_id("mem"),
+        embedder: Embedder | None = None,
     ) -> None:
         self._store = store
         self._audit = audit
@@ -117,6 +130,7 @@ class MemoryGate:
         self._near = near_duplicate_threshold
         self._clock = clock
         self._new_id = new_memory_id
+        self._embedder: Embedder = embedder or LexiconEmbedder()
 
     async def review(self, tool_name: str, arguments: str, scope: ExtractionScope) -> GateOutcome:
         """Judge one proposal, apply it when accepted, record the decision, and return it."""
@@ -169,12 +183,23 @@ class MemoryGate:
         _check_grounding(proposal.evidence_quote, proposal.source_message_ids, scope)
         _check_context(proposal.evidence_quote, proposal.source_message_ids, scope)
         now = self._clock()
-        for existing in await self._store.list_memories(scope.tenant_id, scope.user_id):
-            if target is not None and existing.id == target.id:
-                continue
+        candidates = [
+            m
+            for m in await self._store.list_memories(scope.tenant_id, scope.user_id)
+            if target is None or m.id != target.id
+        ]
+        semantic = await self._semantic_scores(proposal.content, candidates)
+        for existing, meaning in zip(candidates, semantic, strict=True):
             same, score = near_duplicate(proposal.content, existing.content, threshold=self._near)
-            if not same:
+            by_meaning = (
+                not same
+                and meaning >= self._embedder.duplicate_similarity
+                and numbers(proposal.content) == numbers(existing.content)
+            )
+            if not same and not by_meaning:
                 continue
+            if by_meaning:
+                score = meaning
             merged = existing.model_copy(
                 update={
                     "source_message_ids": _merge_ids(existing.source_message_ids, proposal.source_message_ids),
@@ -187,13 +212,14 @@ class MemoryGate:
             if target is not None:
                 await self._supersede(target, merged.id, proposal, scope)
             exact = compact(proposal.content) == compact(existing.content)
+            reason = "exact_duplicate" if exact else "semantic_duplicate" if by_meaning else "near_duplicate"
             return GateOutcome(
                 MEMORY_WRITE,
                 "merged",
-                "exact_duplicate" if exact else "near_duplicate",
+                reason,
                 f"the same fact is already remembered as {existing.id} (similarity {score:.2f}); merged, not added",
                 memory_id=existing.id,
-                details={"duplicate_of": existing.id, "similarity": round(score, 3)},
+                details={"duplicate_of": existing.id, "similarity": round(score, 3), "embedder": self._embedder.model},
             )
         memory = Memory(
             id=self._new_id(),
@@ -217,6 +243,20 @@ class MemoryGate:
             details["superseded_memory_id"] = target.id
             why += f"; supersedes {target.id}"
         return GateOutcome(MEMORY_WRITE, "stored", "stored", why, memory_id=memory.id, details=details)
+
+    async def _semantic_scores(self, content: str, candidates: Sequence[Memory]) -> list[float]:
+        """Cosine similarity of ``content`` to each candidate; zeros (lexical rules only) when embedding fails."""
+        if not candidates:
+            return []
+        try:
+            vectors = await self._embedder.embed([content, *(m.content for m in candidates)])
+        except Exception as exc:  # an embeddings outage must not fail the memory run: fall back to lexical rules
+            logger.warning(
+                "embedding failed; duplicates judged lexically",
+                extra={"embedder": self._embedder.model, "error": type(exc).__name__},
+            )
+            return [0.0] * len(candidates)
+        return [cosine(vectors[0], v) for v in vectors[1:]]
 
     async def _supersede(self, target: Memory, new_id_: str, proposal: WriteProposal, scope: ExtractionScope) -> None:
         await self._store.deactivate(

@@ -22,6 +22,19 @@ def test_the_case_set_covers_every_category_in_both_languages() -> None:
         assert junk in notes, junk
 
 
+def test_near_duplicate_cases_cover_paraphrase_language_change_and_difference_in_both_languages() -> None:
+    cases = load_cases()
+    by_kind = Counter(
+        (kind, c.lang)
+        for c in cases
+        for kind in ("paraphrase", "cross-language", "changed fact", "similar but different")
+        if c.note.startswith(kind)
+    )
+    assert sum(by_kind.values()) >= 12
+    for kind in ("paraphrase", "cross-language", "changed fact", "similar but different"):
+        assert by_kind[(kind, "en")] >= 1 and by_kind[(kind, "zh")] >= 1, kind
+
+
 def test_scripted_evaluation_prints_its_metrics_table(capsys: pytest.CaptureFixture[str]) -> None:
     # WHEN the evaluation runs against the scripted model (recorded proposals, adversarial ones included)
     exit_code = main(["--scripted", "--json"])
@@ -46,7 +59,9 @@ def test_scripted_evaluation_prints_its_metrics_table(capsys: pytest.CaptureFixt
     assert metrics["duplicate_rate"] == 0.0 and metrics["wrong_forget_rate"] == 0.0
     assert metrics["junk_write_rate"] <= 0.02
     assert "en-junk-06" not in out and "zh-junk-08" not in out
-    assert metrics["merged_duplicates"] >= 6
+    assert metrics["merged_duplicates"] >= 14
+    assert metrics["merges"]["semantic_duplicate"] >= 8  # the paraphrase and cross-language cases merge by meaning
+    assert metrics["write_precision"] == 1.0 and metrics["forget_recall"] == 1.0
     for reason in (
         "below_confidence_threshold",
         "evidence_not_from_user",
@@ -61,3 +76,4 @@ def test_scripted_evaluation_prints_its_metrics_table(capsys: pytest.CaptureFixt
     ):
         assert metrics["rejections"].get(reason, 0) >= 1, reason
     assert metrics["tokens_per_extraction"] > 0 and metrics["tokens_estimated"] is True
+    assert 0 < metrics["input_tokens_per_extraction"] < metrics["tokens_per_extraction"]

@@ -325,3 +325,55 @@ def test_numbers_keep_similar_facts_apart() -> None:
         near_duplicate("Has 2 children, both in primary school", "Has 3 children, both in primary school")[0] is False
     )
     assert near_duplicate("User lives in Beijing", "The user lives in Beijing.")[0] is True
+
+
+async def test_the_same_fact_in_another_language_is_merged_by_meaning(
+    setup: tuple[MemoryGate, InMemoryMemoryStore, ListAudit, ExtractionScope],
+) -> None:
+    # GIVEN "Lives in Hangzhou" is remembered; WHEN the model proposes it again in Chinese
+    gate, store, audit, scope = setup
+    await store.put(existing("mem_peanut", "Is allergic to peanuts"))
+    outcome = await gate.review("memory_write", write("用户对花生过敏", "我对花生过敏", ["m6"]), scope)
+    # THEN it is merged into the English memory (lexically they share nothing), and the audit says by what
+    assert (outcome.decision, outcome.reason, outcome.memory_id) == ("merged", "semantic_duplicate", "mem_peanut")
+    assert audit.records[-1].details["embedder"] == "lexicon-v1"
+    assert len(await store.list_memories(TENANT, USER)) == 3
+
+
+async def test_a_similar_but_different_fact_is_not_merged(
+    setup: tuple[MemoryGate, InMemoryMemoryStore, ListAudit, ExtractionScope],
+) -> None:
+    gate, store, _audit, scope = setup
+    await store.put(existing("mem_shellfish", "对海鲜过敏"))
+    outcome = await gate.review("memory_write", write("对花生过敏", "我对花生过敏", ["m6"]), scope)
+    assert (outcome.decision, outcome.reason) == ("stored", "stored")
+
+
+class BrokenEmbedder:
+    model = "broken"
+    duplicate_similarity = 0.5
+
+    async def embed(self, texts: Any) -> list[list[float]]:
+        raise ConnectionError("embeddings endpoint down")
+
+
+async def test_an_embeddings_outage_falls_back_to_the_lexical_rules(
+    setup: tuple[MemoryGate, InMemoryMemoryStore, ListAudit, ExtractionScope],
+) -> None:
+    _gate, store, audit, scope = setup
+    gate = MemoryGate(store, audit, confidence_threshold=THRESHOLD, embedder=BrokenEmbedder())
+    near = write("Works as a nurse in a hospital in Shanghai", "working as a nurse at a hospital in Shanghai", ["m3"])
+    assert (await gate.review("memory_write", near, scope)).reason == "near_duplicate"
+    assert (await gate.review("memory_write", write("对花生过敏", "我对花生过敏", ["m6"]), scope)).decision == "stored"
+
+
+async def test_a_hypothetical_quoted_correctly_is_rejected_with_its_marker(
+    setup: tuple[MemoryGate, InMemoryMemoryStore, ListAudit, ExtractionScope],
+) -> None:
+    gate, store, audit, _scope = setup
+    window = (msg("h1", 1, Role.USER, "Hypothetically, if I moved to Japan, what visa would I need?"),)
+    scope = ExtractionScope(TENANT, USER, THREAD, RUN, window, frozenset({"h1"}))
+    outcome = await gate.review("memory_write", write("Is moving to Japan", "if I moved to Japan", ["h1"]), scope)
+    assert (outcome.decision, outcome.reason) == ("rejected", "hypothetical_context")
+    assert audit.records[-1].details["context_marker"] == "Hypothetically"
+    assert len(await store.list_memories(TENANT, USER)) == 2
