@@ -36,6 +36,12 @@ class Settings(BaseModel):
     """Where delayed "extraction due" messages go (the memory queue itself)."""
     memory_idle_s: int | None = Field(default=None, ge=0, le=900)
     """Overrides every memory profile's ``memory_policy.idle_s`` (``make dev`` shortens the quiet period)."""
+    embeddings_model_id: str | None = None
+    """An OpenAI-compatible embeddings model for memory duplicate detection; unset: the offline lexicon."""
+    embeddings_base_url: str | None = None
+    """Where that model is served (default: ``LLM_BASE_URL``, with the same key)."""
+    memory_duplicate_similarity: float | None = Field(default=None, gt=0, le=1)
+    """Cosine similarity from which two memories are the same fact (default: the embedder's own)."""
     profile_rollout: str | None = None
     tool_plugins: str | None = None
     """Comma-separated ``module:attribute`` paths of server tools to register (shared.tools.plugins)."""
@@ -87,6 +93,9 @@ class Settings(BaseModel):
             "memory_confidence_threshold": opt("MEMORY_CONFIDENCE_THRESHOLD"),
             "memory_queue_url": opt("MEMORY_QUEUE_URL"),
             "memory_idle_s": opt("MEMORY_IDLE_S"),
+            "embeddings_model_id": opt("EMBEDDINGS_MODEL_ID"),
+            "embeddings_base_url": opt("EMBEDDINGS_BASE_URL"),
+            "memory_duplicate_similarity": opt("MEMORY_DUPLICATE_SIMILARITY"),
             "profile_rollout": opt("PROFILE_ROLLOUT"),
             "tool_plugins": opt("TOOL_PLUGINS"),
             "mcp_servers": opt("MCP_SERVERS"),

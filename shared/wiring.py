@@ -84,6 +84,10 @@ class Services:
         logger.warning("no LLM_BASE_URL: using the built-in offline model")
         return OfflineChatModel()
 
+    def llm_api_key(self) -> str:
+        """The key for the model endpoint (and an embeddings endpoint on the same provider)."""
+        return self._llm_api_key()
+
     def _llm_api_key(self) -> str:
         """LLM_API_KEY if set; else the secret named by LLM_API_KEY_SECRET_NAME (Powertools Parameters, cached)."""
         if self.settings.llm_api_key:

@@ -41,6 +41,7 @@ from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, new_id
 from shared.executors.worker import ExecutionResult
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest
+from shared.memory.embeddings import Embedder, embedder_for
 from shared.memory.gate import ExtractionScope, GateOutcome, MemoryGate
 from shared.memory.injection import message_is_memory_injection, rank_by_relevance
 from shared.memory.models import Memory
@@ -133,6 +134,7 @@ class MemoryExecutor:
         tools: ToolRegistry | None = None,
         model_name: str | None = None,
         clock: Callable[[], datetime] = utc_now,
+        embedder: Embedder | None = None,
     ) -> None:
         self._model = model
         self._messages = messages
@@ -141,7 +143,9 @@ class MemoryExecutor:
         self._tools = tools or ToolRegistry()
         self._model_name = model_name
         self._clock = clock
-        self.gate = MemoryGate(memories, audit, confidence_threshold=confidence_threshold, clock=clock)
+        self.gate = MemoryGate(
+            memories, audit, confidence_threshold=confidence_threshold, clock=clock, embedder=embedder
+        )
         self.last_result: MemoryExecutionResult | None = None
         self._turn: ModelTurn | None = None
 
@@ -156,6 +160,7 @@ class MemoryExecutor:
             confidence_threshold=services.settings.memory_confidence_threshold,
             tools=services.tools,
             model_name=services.settings.memory_model_id,
+            embedder=embedder_for(services),
         )
 
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> MemoryExecutionResult:

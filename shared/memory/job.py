@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.errors import AgentError, NotFound
 from shared.executors.context import RunContext
 from shared.llm.types import ChatModel
+from shared.memory.embeddings import Embedder, embedder_for
 from shared.memory.executor import MAX_NEW_MESSAGES, MemoryExecutor, ThreadReader, is_human_message
 from shared.memory.store import MemoryStore, memory_store_for
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus, Thread, digest
@@ -88,6 +89,7 @@ class MemoryExtraction:
         tools: ToolRegistry | None = None,
         model_name: str | None = None,
         profile_name: str = MEMORY_PROFILE,
+        embedder: Embedder | None = None,
     ) -> None:
         self._runs = runs
         self._store = store
@@ -98,6 +100,7 @@ class MemoryExtraction:
         self._tools = tools
         self._model_name = model_name
         self._profile_name = profile_name
+        self._embedder = embedder
 
     @classmethod
     def from_services(cls, services: Services) -> MemoryExtraction:
@@ -111,6 +114,7 @@ class MemoryExtraction:
             confidence_threshold=settings.memory_confidence_threshold,
             tools=services.tools,
             model_name=settings.memory_model_id,
+            embedder=embedder_for(services),
         )
 
     async def owns_thread(self, identity: Identity, thread_id: str) -> bool:
@@ -161,6 +165,7 @@ class MemoryExtraction:
             confidence_threshold=self._threshold,
             tools=self._tools,
             model_name=self._model_name,
+            embedder=self._embedder,
         )
         run = await self._runs.run_inline(
             ctx,
