@@ -1,14 +1,16 @@
-"""``GET /api/v1/memories`` and ``DELETE /api/v1/memories/{memoryId}``: the caller's own memories only."""
+"""``GET /api/v1/memories``, ``PATCH`` and ``DELETE /api/v1/memories/{memoryId}``: the caller's own memories only."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from functions.agent_api.deps import Caller, services_of
 from shared.errors import NotFound
-from shared.memory.models import Memory
+from shared.memory.editing import MemoryEditor
+from shared.memory.models import MAX_CONTENT_CHARS, Memory, MemoryKind
 from shared.runs.intake import check_id
 from shared.wiring import Services
 
@@ -32,6 +34,8 @@ def memory_view(memory: Memory) -> dict[str, Any]:
         ("threadId", memory.thread_id),
         ("runId", memory.run_id),
         ("supersededBy", memory.superseded_by),
+        ("supersedes", memory.supersedes),
+        ("editedBy", memory.edited_by),
         ("statusReason", memory.status_reason),
     ):
         if value:
@@ -47,6 +51,21 @@ async def list_memories(
 ) -> dict[str, Any]:
     memories = await services.memories.list_memories(caller.tenant_id, caller.user_id, include_inactive=includeInactive)
     return {"items": [memory_view(m) for m in memories]}
+
+
+class MemoryEdit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, max_length=MAX_CONTENT_CHARS, pattern=r"\S")
+    kind: MemoryKind | None = None
+
+
+@router.patch("/{memoryId}")
+async def edit_memory(caller: Caller, services: ServicesDep, memoryId: str, body: MemoryEdit) -> dict[str, Any]:
+    """A new version with the caller's text; the old one is marked superseded by it, and the edit is audited."""
+    check_id("memoryId", memoryId, where="path")
+    editor = MemoryEditor(services.memories, services.store)
+    return memory_view(await editor.edit(caller, memoryId, content=body.content, kind=body.kind))
 
 
 @router.delete("/{memoryId}", status_code=204, response_class=Response)

@@ -62,6 +62,10 @@ class Memory(BaseModel):
     merge_count: int = 0
     """How often a duplicate proposal was merged into this memory instead of being added."""
     superseded_by: str | None = None
+    supersedes: str | None = None
+    """The older version this memory replaces (a user's edit, or a superseding write)."""
+    edited_by: str | None = None
+    """The user who wrote this version by hand (``PATCH /memories/{id}``); None: written by the memory executor."""
     status_reason: str | None = None
     # Provenance of the status change (set by memory_forget or a superseding memory_write).
     status_changed_at: datetime | None = None

@@ -112,8 +112,9 @@ async def test_one_unit_vector_per_text_in_order_and_deterministic(embedder: Emb
 async def test_paraphrases_and_translations_reach_the_duplicate_similarity_and_different_facts_do_not(
     embedder: Embedder,
 ) -> None:
-    same, different = await embedder.embed(["Is allergic to peanuts", "对花生过敏"]), await embedder.embed(
-        ["对花生过敏", "对海鲜过敏"]
+    same, different = (
+        await embedder.embed(["Is allergic to peanuts", "对花生过敏"]),
+        await embedder.embed(["对花生过敏", "对海鲜过敏"]),
     )
     assert cosine(*same) >= embedder.duplicate_similarity
     assert cosine(*different) < embedder.duplicate_similarity

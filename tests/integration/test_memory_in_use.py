@@ -100,3 +100,75 @@ async def test_memories_api_lists_and_hard_deletes_only_the_callers_own(
     assert again.status_code == 404
     assert after.json()["items"] == []
     assert await memories.get("tenant-1", "user-2", "mem-b") is not None
+
+
+async def test_patch_writes_a_new_version_supersedes_the_old_and_audits_who_changed_what(
+    store: Any, redis_stream: Any, asgi_client: Any
+) -> None:
+    # GIVEN a memory the memory executor wrote from a thread, and another user's memory
+    memories = InMemoryMemoryStore()
+    original = memory("mem-a", "user-1", "likes green tea").model_copy(
+        update={"thread_id": "th-tea", "run_id": "mem_run_1", "source_message_ids": ("m-7",)}
+    )
+    await memories.put(original)
+    await memories.put(memory("mem-b", "user-2", "likes coffee"))
+    services = Services(
+        make_settings(),
+        overrides={"store": store, "stream": redis_stream, "model": ScriptedModel(), "memory_store": memories},
+    )
+    async with asgi_client(services) as client:
+        listed = await client.get("/api/v1/memories", headers=bearer())
+        # WHEN the user corrects it
+        edited = await client.patch(
+            "/api/v1/memories/mem-a", json={"content": "likes oolong tea, not green tea"}, headers=bearer()
+        )
+        # AND tries to edit the old version again, someone else's memory, and with malformed bodies
+        stale = await client.patch("/api/v1/memories/mem-a", json={"content": "x"}, headers=bearer())
+        steal = await client.patch("/api/v1/memories/mem-b", json={"content": "hacked"}, headers=bearer())
+        other_tenant = await client.patch(
+            f"/api/v1/memories/{edited.json()['id']}", json={"content": "x"}, headers=bearer(tenant="tenant-2")
+        )
+        blank = await client.patch(f"/api/v1/memories/{edited.json()['id']}", json={"content": "  "}, headers=bearer())
+        extra = await client.patch(
+            f"/api/v1/memories/{edited.json()['id']}", json={"content": "ok", "confidence": 1}, headers=bearer()
+        )
+        too_long = await client.patch(
+            f"/api/v1/memories/{edited.json()['id']}", json={"content": "x" * 501}, headers=bearer()
+        )
+        after = await client.get("/api/v1/memories", params={"includeInactive": "true"}, headers=bearer())
+    # THEN the list showed the provenance of the executor's memory
+    [shown] = listed.json()["items"]
+    assert (shown["sourceMessageIds"], shown["evidenceQuote"], shown["runId"], shown["threadId"]) == (
+        ["m-7"],
+        "likes green tea",
+        "mem_run_1",
+        "th-tea",
+    )
+    # AND the edit answered the new version, written by the user, linked to the old one
+    assert edited.status_code == 200
+    new = edited.json()
+    assert new["id"] != "mem-a" and new["content"] == "likes oolong tea, not green tea"
+    assert (new["status"], new["editedBy"], new["supersedes"], new["kind"]) == (
+        "active",
+        "user-1",
+        "mem-a",
+        "preference",
+    )
+    # AND the old version is kept, superseded by the new one
+    by_id = {m["id"]: m for m in after.json()["items"]}
+    assert by_id["mem-a"]["status"] == "superseded" and by_id["mem-a"]["supersededBy"] == new["id"]
+    assert by_id["mem-a"]["statusReason"] == "edited by the user"
+    assert [m["id"] for m in after.json()["items"] if m["status"] == "active"] == [new["id"]]
+    # AND the edit is audited in the memory's thread: who changed what
+    [record] = [r for r in await store.list_for_thread("tenant-1", "th-tea", limit=50) if r.kind == "memory_edit"]
+    assert record.user_id == "user-1" and record.details["edited_by"] == "user-1"
+    assert (record.details["supersedes"], record.details["memory_id"]) == ("mem-a", new["id"])
+    assert record.details["old_content_preview"] == "likes green tea"
+    assert record.details["new_content_preview"] == "likes oolong tea, not green tea"
+    # AND the attacks and mistakes changed nothing
+    assert stale.status_code == 409 and stale.json()["error"]["code"] == "memory_not_active"
+    assert steal.status_code == 404 and "coffee" not in steal.text
+    assert other_tenant.status_code == 404
+    assert blank.status_code == extra.status_code == too_long.status_code == 422
+    unchanged = await memories.get("tenant-1", "user-2", "mem-b")
+    assert unchanged is not None and unchanged.content == "likes coffee" and unchanged.is_active
