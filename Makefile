@@ -52,12 +52,13 @@ test: install-test system-deps node-deps sam-tools lint
 	$(PY) -m shared.memory.evaluation --scripted
 	$(PY) -m pytest -q
 
-## Run every benchmark in its full configuration (about 8 minutes; results go into docs/benchmarks.md by hand).
+## Run every benchmark in its full configuration (about 16 minutes; results go into docs/benchmarks.md by hand).
 bench: install-test
 	$(PY) -m bench.input_tokens
 	$(PY) -m bench.context_assembly
 	$(PY) -m bench.server_overhead
 	$(PY) -m bench.cold_start
+	$(PY) -m bench.memory_tokens
 
 ## The full load test (32 concurrent SSE runs for 60 s on loopback; exits 1 on any lost/duplicated/reordered event).
 load: install-test
