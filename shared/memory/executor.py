@@ -41,11 +41,12 @@ from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, new_id
 from shared.executors.worker import ExecutionResult
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest
-from shared.memory.embeddings import Embedder, embedder_for
+from shared.memory.embeddings import Embedder, cosine, embedder_for
 from shared.memory.gate import ExtractionScope, GateOutcome, MemoryGate
 from shared.memory.injection import message_is_memory_injection, rank_by_relevance
 from shared.memory.models import Memory
 from shared.memory.store import MemoryStore, memory_store_for
+from shared.memory.text import relevance, tokens
 from shared.memory.tools import MEMORY_TOOL_SPECS
 from shared.models import AuditRecord, Message, Origin, Role, ToolCall, utc_now
 from shared.ports import AuditLog, MessageHistoryReader
@@ -198,7 +199,7 @@ class MemoryExecutor:
         new_ids = frozenset(m.id for m in new)
         scope = ExtractionScope(tenant, user, thread, ctx.run_id, tuple(shown), new_ids)
         query = "\n".join(m.content for m in new if is_human_message(m))
-        related = rank_by_relevance(await self._memories.list_memories(tenant, user), query, limit=RELATED_MEMORIES)
+        related = await self._related(await self._memories.list_memories(tenant, user), query)
         result.related_memories = len(related)
         tool_gate = ToolGate(self._tools, ctx.profile, ctx.declared_tools, executor_tools=MEMORY_TOOL_SPECS)
         gate_ctx = GateContext(tenant, user, thread, ctx.run_id, ctx.request_summary or "memory extraction")
@@ -238,6 +239,29 @@ class MemoryExecutor:
                     ToolCallResultEvent(message_id=new_id("msg"), tool_call_id=call.id, content=content, role="tool")
                 )
         logger.info("memory extraction reached its turn limit", extra={"run_id": ctx.run_id})
+
+    async def _related(self, memories: list[Memory], query: str) -> list[Memory]:
+        """The active memories most related to the new user messages: lexical relevance plus, from the gate's
+        embedder, similarity of meaning (so a memory in the other language, or in other words, is found too)."""
+        active = [m for m in memories if m.is_active]
+        if len(active) <= RELATED_MEMORIES:
+            return rank_by_relevance(active, query, limit=RELATED_MEMORIES)
+        try:
+            vectors = await self.gate.embedder.embed([query, *(m.content for m in active)])
+        except Exception:
+            logger.warning("embedding failed; related memories ranked lexically")
+            return rank_by_relevance(active, query, limit=RELATED_MEMORIES)
+        query_tokens = tokens(query)
+        scored = sorted(
+            zip(active, vectors[1:], strict=True),
+            key=lambda mv: (
+                cosine(vectors[0], mv[1]) + relevance(query_tokens, mv[0].content),
+                mv[0].updated_at.timestamp(),
+                mv[0].id,
+            ),
+            reverse=True,
+        )
+        return [m for m, _ in scored[:RELATED_MEMORIES]]
 
     async def _preceding_context(self, tenant: str, thread: str, first_new_seq: int) -> list[Message]:
         """The last :data:`CONTEXT_USER_TURNS` turns before the new messages, oldest first."""

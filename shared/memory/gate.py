@@ -132,6 +132,10 @@ class MemoryGate:
         self._new_id = new_memory_id
         self._embedder: Embedder = embedder or LexiconEmbedder()
 
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
     async def review(self, tool_name: str, arguments: str, scope: ExtractionScope) -> GateOutcome:
         """Judge one proposal, apply it when accepted, record the decision, and return it."""
         summary: dict[str, Any] = {}

@@ -188,3 +188,19 @@ async def test_the_worker_reads_active_memories_ranked_and_the_note_keeps_that_o
     assert [m.id for m in ranked] == ["mem_cello", "mem_new"]
     lines = render_memories(ranked).splitlines()
     assert lines[1:3] == ["- (preference) Is learning the cello", "- (preference) Collects vintage stamps"]
+
+
+async def test_related_memories_are_found_by_meaning_across_languages() -> None:
+    # GIVEN 15 memories, one of them the English form of what the user now says in Chinese
+    store = InMemoryMemoryStore()
+    for i in range(14):
+        await store.put(memory(f"mem_{i}", f"Prefers meeting slot {i} on weekdays", age_days=0))
+    await store.put(memory("mem_peanut", "Is allergic to peanuts", age_days=30))
+    chinese = [Message(id="z1", thread_id=THREAD, role=Role.USER, content="我对花生过敏，帮我看看这个菜谱。", seq=1)]
+    model = ScriptedModel(Turn(text=["none"]))
+    executor = MemoryExecutor(model, CaseThread(chinese), store, ListAuditLog(), confidence_threshold=0.7)
+    await executor.execute(ctx(), RunEmitter(ListStream(), "run:mem_run"))
+    # THEN the oldest memory, which shares no word with the message, is among the 10 shown
+    prompt = model.requests[0].messages[-1].content or ""
+    assert '<memory id="mem_peanut"' in prompt
+    assert prompt.count("<memory id=") == 10
