@@ -69,6 +69,7 @@ class InProcessMemoryWorker:
     async def _log(self, work: Coroutine[Any, Any, ExtractionReport], thread_id: str) -> None:
         try:
             report = await work
-            logger.info("memory extraction", extra={"thread_id": thread_id, **report.to_dict()})
+            extra = {"thread_id": thread_id, **report.to_dict()}
+            logger.info("memory extraction %s: %s", report.status, report.reason, extra=extra)
         except Exception:
             logger.exception("memory extraction failed", extra={"thread_id": thread_id})
