@@ -121,7 +121,7 @@ class ExtractionCoalescer:
 
     async def on_due(self, due: ExtractionDue, *, attempt: int = 1) -> ExtractionReport:
         marker = await self._pending.get(due.tenant_id, due.thread_id)
-        if marker is None:
+        if marker is None or marker.user_id != due.user_id:
             return ExtractionReport("skipped", "cancelled")
         cancelled_at = await self._pending.user_cancelled_at(due.tenant_id, due.user_id)
         if cancelled_at is not None and marker.noted_at <= cancelled_at:
@@ -142,9 +142,8 @@ class ExtractionCoalescer:
                 return ExtractionReport("skipped", "cancelled")
             # Another run is in flight: try again later, for the same generation (still the newest unless a
             # later turn sent its own due message, in which case this one will be dropped as superseded).
-            await self._queue.send(due.model_copy(update={"id": f"due_{uuid.uuid4().hex}"}), delay_s=min(
-                policy.idle_s, BUSY_RETRY_S
-            ))
+            retry = due.model_copy(update={"id": f"due_{uuid.uuid4().hex}"})
+            await self._queue.send(retry, delay_s=min(policy.idle_s, BUSY_RETRY_S))
             return ExtractionReport("scheduled", "run_in_flight")
         try:
             identity = Identity(tenant_id=due.tenant_id, user_id=due.user_id)
