@@ -356,7 +356,7 @@ async def test_make_dev_coalesces_the_same_way_with_a_shortened_quiet_period(
 
     model = ScriptedModel(fallback=answer)
     services = Services(
-        make_settings(memory_idle_s=1), overrides={"store": store, "stream": redis_stream, "model": model}
+        make_settings(memory_idle_s=5), overrides={"store": store, "stream": redis_stream, "model": model}
     )
     worker = InProcessMemoryWorker(services)
     services.overrides["run_completed_publisher"] = RunCompletedPublisher(worker)
@@ -374,7 +374,7 @@ async def test_make_dev_coalesces_the_same_way_with_a_shortened_quiet_period(
             # THEN nothing is extracted during the burst
             assert extraction_calls(model) == []
             # WHEN the (shortened) quiet period passes THEN one extraction reads the three turns
-            await asyncio.sleep(2.5)
+            await asyncio.sleep(7)
             await worker.drain()
             await services.runs.wait_idle()
     finally:
