@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: dev test install install-test system-deps node-deps sam-tools lint token bench load clean
+.PHONY: dev test install install-test system-deps browser-deps node-deps playground sam-tools lint token bench load clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,9 @@ install: $(VENV)/.installed
 
 install-test: $(VENV)/.installed-test
 
-## Serve the API on http://127.0.0.1:$(PORT) with moto, an in-process stream store and the offline model.
-dev: install
+## Serve the API on http://127.0.0.1:$(PORT) with moto, an in-process stream store and the offline model;
+## the playground page is at http://127.0.0.1:$(PORT)/playground.
+dev: install playground
 	PORT=$(PORT) $(PY) -m functions.agent_api.local
 
 ## Print a local token for `make dev` (USER_ID, TENANT_ID, SCOPES choose its claims).
@@ -35,8 +36,20 @@ system-deps:
 	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
 
+## The headless browser of the playground tests: Debian's chromium (Playwright's own download does not work here).
+browser-deps:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }
+
 node-deps:
 	cd tests/e2e/js && npm ci --no-audit --no-fund --silent
+
+## Bundle the /playground page (web/playground, @ag-ui/client + esbuild) into functions/agent_api/playground_static.
+PLAYGROUND_OUT := functions/agent_api/playground_static/app.js
+playground: $(PLAYGROUND_OUT)
+
+$(PLAYGROUND_OUT): web/playground/package-lock.json web/playground/build.mjs $(wildcard web/playground/src/*)
+	@command -v npm >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
+	cd web/playground && npm ci --no-audit --no-fund --silent && node build.mjs
 
 sam-tools:
 	@if [ -f scripts/install_sam_tools.sh ]; then bash scripts/install_sam_tools.sh; fi
@@ -46,7 +59,7 @@ lint: install-test
 	$(VENV)/bin/mypy
 
 ## Install everything the tests need, then lint, type-check and run every test.
-test: install-test system-deps node-deps sam-tools lint
+test: install-test system-deps browser-deps node-deps playground sam-tools lint
 	$(PY) -m shared.intent.regression --scripted --variant A
 	$(PY) -m shared.intent.regression --scripted --variant B
 	$(PY) -m shared.memory.evaluation --scripted
@@ -65,4 +78,4 @@ load: install-test
 	$(PY) -m tests.reliability.load --concurrency 32 --seconds 60
 
 clean:
-	rm -rf $(VENV) tests/e2e/js/node_modules .tools .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) tests/e2e/js/node_modules web/playground/node_modules functions/agent_api/playground_static .tools .mypy_cache .pytest_cache .ruff_cache

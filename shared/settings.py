@@ -65,6 +65,7 @@ class Settings(BaseModel):
     max_body_bytes: int = 1024 * 1024
     sse_ping_interval_s: float = 15.0
     embedded: bool = False
+    playground_enabled: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -114,5 +115,6 @@ class Settings(BaseModel):
             "max_body_bytes": opt("MAX_BODY_BYTES"),
             "sse_ping_interval_s": opt("SSE_PING_INTERVAL_S"),
             "embedded": (opt("EMBEDDED") or "false").lower() == "true",
+            "playground_enabled": (opt("PLAYGROUND_ENABLED") or "false").lower() == "true",
         }
         return cls.model_validate({k: v for k, v in values.items() if v is not None})

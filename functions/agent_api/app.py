@@ -15,6 +15,7 @@ from fastapi.responses import StreamingResponse
 
 from functions.agent_api.deps import Caller
 from functions.agent_api.errors import install_error_handlers
+from functions.agent_api.playground import page_router as playground_router
 from functions.agent_api.routes_automations import router as automations_router
 from functions.agent_api.routes_memories import router as memories_router
 from functions.agent_api.sse import PING, SSE_HEADERS, frame, frames
@@ -119,6 +120,8 @@ def create_app(services: Services | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(automations_router)
     app.include_router(memories_router)
+    if svc.settings.playground_enabled:
+        app.include_router(playground_router)
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

@@ -18,6 +18,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from functions.agent_api.app import create_app
+from functions.agent_api.playground import install_dev_tokens
 from shared.local.embedded import EmbeddedAws, embedded_stream_client
 from shared.settings import LOCAL_JWT_SECRET, Settings
 from shared.wiring import Services
@@ -30,6 +31,7 @@ def main() -> None:
     os.environ.setdefault("JWT_SECRET", LOCAL_JWT_SECRET)
     # A thread's memory extraction waits for a quiet period (120 s by the profile); locally a few seconds.
     os.environ.setdefault("MEMORY_IDLE_S", "5")
+    os.environ.setdefault("PLAYGROUND_ENABLED", "true")
     settings = Settings.from_env().model_copy(update={"embedded": True})
     aws = EmbeddedAws(settings)
     aws.start()
@@ -45,16 +47,28 @@ def main() -> None:
     from shared.memory.trigger import RunCompletedPublisher
 
     services.overrides["run_completed_publisher"] = RunCompletedPublisher(InProcessMemoryWorker(services))
-    app = create_app(services)
+    app = local_app(services)
     _run_local_scheduler(app, services)
     port = int(os.environ.get("PORT", "8000"))
+    url = f"http://127.0.0.1:{port}"
+    playground = f"{url}/playground" if settings.playground_enabled else "off"
     logging.getLogger(__name__).info(
-        "serving", extra={"url": f"http://127.0.0.1:{port}", "model": type(services.model).__name__}
+        "serving", extra={"url": url, "playground": playground, "model": type(services.model).__name__}
     )
+    print(f"Serving {url} (playground: {playground})", flush=True)
     try:
         uvicorn.run(app, host=os.environ.get("HOST", "127.0.0.1"), port=port, log_level="info")
     finally:
         aws.stop()
+
+
+def local_app(services: Services) -> FastAPI:
+    """The app as ``make dev`` serves it: the deployed app plus the playground's dev-token route, which exists only
+    here (the deployed entry points build the app with ``create_app`` alone)."""
+    app = create_app(services)
+    if services.settings.playground_enabled and services.settings.auth_mode == "hs256" and services.settings.jwt_secret:
+        install_dev_tokens(app, services.settings.jwt_secret)
+    return app
 
 
 def _run_local_scheduler(app: FastAPI, services: Services) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import uvicorn
+from fastapi import FastAPI
 
 from functions.agent_api.app import create_app
 from shared.wiring import Services
@@ -16,11 +17,11 @@ from tests.support.redis_server import free_port
 
 
 @contextmanager
-def serve_app(services: Services) -> Iterator[str]:
-    """Serve ``create_app(services)``; yields the base URL. Clients bound to an event loop (Redis) must be
-    created lazily by ``services`` so that they belong to the server's loop."""
+def serve_app(services: Services, app_factory: Callable[[Services], FastAPI] = create_app) -> Iterator[str]:
+    """Serve ``app_factory(services)`` (``create_app`` by default); yields the base URL. Clients bound to an event
+    loop (Redis) must be created lazily by ``services`` so that they belong to the server's loop."""
     port = free_port()
-    config = uvicorn.Config(create_app(services), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app_factory(services), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()

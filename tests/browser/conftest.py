@@ -1,0 +1,144 @@
+"""A real browser on the served playground: Debian's headless chromium driven by Playwright's Python API.
+
+Playwright's own browser download does not work here, so the system browser is launched by path. Each test gets
+a fresh browser context; every console error (and uncaught page error) fails the test unless the test declared
+that exact message as expected (a 422 the test provokes is logged by the browser as a failed resource load).
+Screenshots go to ``test-output/playground/`` (gitignored).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functions.agent_api.local import local_app
+from functions.agent_api.playground import STATIC_DIR
+from shared.llm.offline import OfflineChatModel
+from shared.local.memory_worker import InProcessMemoryWorker
+from shared.memory.trigger import RunCompletedPublisher
+from shared.wiring import Services
+from tests.conftest import make_settings
+from tests.support.live_app import serve_app
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
+OUTPUT = Path(__file__).resolve().parents[2] / "test-output" / "playground"
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    if not (STATIC_DIR / "app.js").is_file():
+        pytest.fail("the playground is not built: run `make playground` (make test does)")
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no browser at {CHROMIUM}: install Debian's chromium (make browser-deps)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@dataclass
+class Console:
+    """Console errors seen by the page; ``expect`` declares the ones a test provokes on purpose."""
+
+    errors: list[str] = field(default_factory=list)
+    expected: list[re.Pattern[str]] = field(default_factory=list)
+
+    def expect(self, pattern: str) -> None:
+        self.expected.append(re.compile(pattern))
+
+    def unexpected(self) -> list[str]:
+        return [e for e in self.errors if not any(p.search(e) for p in self.expected)]
+
+
+@dataclass
+class BrowserPage:
+    page: Any
+    console: Console
+    name: str
+
+    def screenshot(self, label: str = "") -> Path:
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        path = OUTPUT / f"{self.name}{'-' + label if label else ''}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+@pytest.fixture
+def contexts() -> list[Any]:
+    """The browser contexts of a test: closed before its server stops, so the page never sees the server go."""
+    return []
+
+
+def close_all(contexts: list[Any]) -> None:
+    while contexts:
+        contexts.pop().close()
+
+
+@pytest.fixture
+def open_page(
+    browser: Any, contexts: list[Any], request: pytest.FixtureRequest
+) -> Iterator[Callable[[str], BrowserPage]]:
+    """``open_page(url)``: a new page on ``url``, ready (the page sets ``body[data-ready]`` when loaded)."""
+    opened: list[BrowserPage] = []
+
+    def open_at(url: str) -> BrowserPage:
+        context = browser.new_context(viewport={"width": 1440, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        console = Console()
+        page.on("console", lambda msg: console.errors.append(msg.text) if msg.type == "error" else None)
+        page.on("pageerror", lambda exc: console.errors.append(f"uncaught: {exc}"))
+        view = BrowserPage(page, console, request.node.name)
+        opened.append(view)
+        page.goto(url)
+        page.wait_for_selector("body[data-ready=true]")
+        return view
+
+    yield open_at
+    close_all(contexts)
+    for view in opened:
+        assert view.console.unexpected() == [], "console errors during the test"
+
+
+@pytest.fixture
+def playground(store: Any, redis_url: str, contexts: list[Any]) -> Callable[..., AbstractContextManager[str]]:
+    """``with playground(chunk_delay_s=..., **settings) as base_url``: the app as ``make dev`` composes it
+    (the page, its dev-token route, the in-process memory worker) on a real redis-server and moto."""
+
+    @contextmanager
+    def serve(chunk_delay_s: float = 0.0, model: Any = None, **settings: Any) -> Iterator[str]:
+        config = make_settings(redis_url=redis_url, playground_enabled=True, **settings)
+        overrides: dict[str, Any] = {"store": store}
+        if model is not None or not config.llm_base_url:
+            overrides["model"] = model or OfflineChatModel(chunk_delay_s=chunk_delay_s)
+        services = Services(config, overrides=overrides)
+        if not config.llm_base_url:
+            services.overrides["run_completed_publisher"] = RunCompletedPublisher(InProcessMemoryWorker(services))
+        with serve_app(services, local_app) as url:
+            try:
+                yield url
+            finally:
+                close_all(contexts)
+
+    return serve

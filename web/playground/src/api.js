@@ -1,0 +1,72 @@
+// JSON calls to the agent API, and errors described the way a person should read them (docs/protocols/agent/errors.md).
+
+export class ApiError extends Error {
+  constructor(status, body) {
+    const error = body && typeof body === "object" && body.error && typeof body.error === "object" ? body.error : {};
+    super(error.message || `HTTP ${status}`);
+    this.status = status;
+    this.code = error.code || (status === 0 ? "network_error" : "http_error");
+    this.details = error.details;
+  }
+}
+
+export async function apiJson(path, { token, method = "GET", body } = {}) {
+  const headers = { Accept: "application/json" };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (error) {
+    throw new ApiError(0, { error: { code: "network_error", message: `cannot reach the server (${error.message})` } });
+  }
+  const text = await response.text();
+  let parsed = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = text;
+  }
+  if (!response.ok) throw new ApiError(response.status, parsed);
+  return parsed;
+}
+
+/** An HttpAgent failure (it attaches `status` and the parsed `payload` to HTTP errors) as an ApiError. */
+export function fromAgentError(error) {
+  if (error instanceof ApiError) return error;
+  if (typeof error?.status === "number") return new ApiError(error.status, error.payload);
+  return new ApiError(0, { error: { code: "stream_failed", message: error?.message || String(error) } });
+}
+
+function fieldOf(loc) {
+  return Array.isArray(loc) ? loc.join(".") : String(loc ?? "");
+}
+
+/** {title, lines[], hint} for the error banner. */
+export function describe(error) {
+  const { status, code, message, details } = error;
+  const lines = [];
+  if (Array.isArray(details)) {
+    for (const d of details) {
+      if (d && typeof d === "object" && "loc" in d) lines.push(`${fieldOf(d.loc)}: ${d.msg}`);
+      else lines.push(JSON.stringify(d));
+    }
+  }
+  let hint = "";
+  if (status === 401) {
+    hint = "Get a token: run `make token` (add SCOPES=agent:audit for the audit panel) and paste it above.";
+  } else if (status === 403 && code === "missing_scope") {
+    hint = "This needs a token with the agent:audit scope: `SCOPES=agent:audit make token`.";
+  } else if (status === 409 && code === "thread_busy") {
+    hint = "This thread already has a run in progress. Wait for it to end (or cancel it), then send again.";
+  } else if (status === 409 && code === "run_id_conflict") {
+    hint = "This run id was used with another body; send again (a new run id is generated).";
+  } else if (status === 422) {
+    hint = lines.length ? "Fix the field named above and send again." : "The request was refused as invalid.";
+  } else if (status === 503) {
+    hint = "Nothing was started; retry in a moment.";
+  } else if (status === 0) {
+    hint = "Check that `make dev` is still running.";
+  }
+  return { title: `${status ? `${status} ` : ""}${code}: ${message}`, lines, hint };
+}

@@ -1,0 +1,776 @@
+// The playground page: a client of the agent API built on the official @ag-ui/client HttpAgent.
+// Everything it shows comes from the API under the caller's bearer token (docs/protocols/agent/).
+import { HttpAgent } from "@ag-ui/client";
+import { ApiError, apiJson, describe, fromAgentError } from "./api.js";
+import { parseFrame, resumableFetch } from "./resumable_fetch.js";
+
+const TOKEN_KEY = "playground.token";
+// The front-end tool of the demo: the page runs it (a confirm dialog) and answers it in the next run.
+const CONFIRM_BOOKING = {
+  name: "confirm_booking",
+  description: "Ask the user to confirm a booking before it is made. Returns {\"confirmed\": true|false}.",
+  parameters: {
+    type: "object",
+    properties: { what: { type: "string" }, when: { type: "string" } },
+    required: ["what"],
+  },
+};
+const FRONTEND_TOOLS = new Map([[CONFIRM_BOOKING.name, CONFIRM_BOOKING]]);
+
+const $ = (id) => document.querySelector(`[data-testid="${id}"]`);
+const state = {
+  token: null,
+  devTokens: false,
+  threadId: null,
+  agent: null,
+  running: null, // {runId, view}
+  freshThreads: new Set(), // created on this page, no run yet: the API does not know them
+  threadStarted: false, // the current thread exists on the server (history and thread stream can be read)
+  threadFollow: null, // AbortController of the thread stream
+  memoryRuns: new Map(),
+};
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") el.className = value;
+    else if (key === "dataset") Object.assign(el.dataset, value);
+    else if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else el.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+const uid = (prefix) => `${prefix}-${crypto.randomUUID()}`;
+const ms = (value) => (value === null || value === undefined ? "–" : `${Math.round(value)} ms`);
+const authHeaders = () => (state.token ? { Authorization: `Bearer ${state.token}` } : {});
+const api = (path, options = {}) => apiJson(path, { token: state.token, ...options });
+
+// ---- errors and connection status -------------------------------------------------------------------------
+
+function showError(error, context = "") {
+  const { title, lines, hint } = describe(error instanceof ApiError ? error : fromAgentError(error));
+  const box = $("errors");
+  box.replaceChildren(
+    h("div", { class: "title", "data-testid": "error-title" }, context ? `${context}: ${title}` : title),
+    lines.length ? h("ul", { "data-testid": "error-fields" }, lines.map((line) => h("li", {}, line))) : null,
+    hint ? h("div", { class: "hint", "data-testid": "error-hint" }, hint) : null,
+  );
+}
+
+function clearError() {
+  $("errors").replaceChildren();
+}
+
+function showConnection(text) {
+  $("connection").textContent = text;
+}
+
+// ---- token ----------------------------------------------------------------------------------------------------
+
+function describeToken(token) {
+  try {
+    const claims = JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+    const scopes = claims.scope ? ` · scopes: ${claims.scope}` : "";
+    return `${claims.sub ?? "?"} @ ${claims.tenant_id ?? "?"}${scopes}`;
+  } catch {
+    return "token set (not a JWT the page can read)";
+  }
+}
+
+function setToken(token) {
+  state.token = token;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("token-status").textContent = `token: ${describeToken(token)}`;
+}
+
+async function mintDevToken(audit = false) {
+  const response = await fetch("/playground/dev-token", {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ audit }),
+  });
+  if (!response.ok) return null;
+  return (await response.json()).token;
+}
+
+async function initToken() {
+  // The dev-token route exists only under `make dev`; elsewhere the page asks for a token.
+  const config = await fetch("/playground/config.json").then((r) => (r.ok ? r.json() : {}), () => ({}));
+  state.devTokens = Boolean(config.devTokens);
+  const stored = sessionStorage.getItem(TOKEN_KEY);
+  if (stored) setToken(stored);
+  else if (state.devTokens) {
+    const minted = await mintDevToken(false).catch(() => null);
+    if (minted) setToken(minted);
+  }
+  $("token-form").hidden = false;
+  $("audit-token").hidden = !state.devTokens;
+  if (!state.token) {
+    $("token-status").textContent = "no token: paste one (make token)";
+    showError(new ApiError(401, { error: { code: "missing_token", message: "no token yet" } }));
+  }
+}
+
+// ---- threads, history, memories, audit ----------------------------------------------------------------------
+
+async function loadThreads() {
+  const list = $("thread-list");
+  let items = [];
+  try {
+    items = (await api("/api/v1/threads?limit=50")).items;
+  } catch (error) {
+    showError(error, "Threads");
+    return [];
+  }
+  const known = new Set(items.map((t) => t.threadId));
+  for (const id of state.freshThreads) if (known.has(id)) state.freshThreads.delete(id);
+  const shown = [...[...state.freshThreads].map((threadId) => ({ threadId, updatedAt: "" })), ...items];
+  list.replaceChildren(
+    ...shown.map((t) =>
+      h(
+        "li",
+        {},
+        h(
+          "button",
+          {
+            type: "button",
+            "aria-current": t.threadId === state.threadId ? "true" : "false",
+            title: t.updatedAt ? `updated ${t.updatedAt}` : "new thread",
+            dataset: { threadId: t.threadId },
+            onclick: () => selectThread(t.threadId),
+          },
+          t.threadId,
+        ),
+      ),
+    ),
+  );
+  return items;
+}
+
+async function readHistory(threadId) {
+  const items = [];
+  let cursor = null;
+  for (let page = 0; page < 20; page += 1) {
+    const query = new URLSearchParams({ limit: "200" });
+    if (cursor) query.set("cursor", cursor);
+    let body;
+    try {
+      body = await api(`/api/v1/threads/${encodeURIComponent(threadId)}/history?${query}`);
+    } catch (error) {
+      if (error.status === 404) return []; // a new thread has no history yet
+      throw error;
+    }
+    items.push(...body.items);
+    if (!body.nextCursor) break;
+    cursor = body.nextCursor;
+  }
+  return items;
+}
+
+/** History messages as the AG-UI messages HttpAgent sends (the server takes only user messages it lacks). */
+function agentMessages(history) {
+  return history.map((m) => {
+    if (m.role === "tool") return { id: m.id, role: "tool", toolCallId: m.toolCallId, content: m.content };
+    if (m.role === "assistant") {
+      const msg = { id: m.id, role: "assistant", content: m.content };
+      if (m.toolCalls) msg.toolCalls = m.toolCalls;
+      return msg;
+    }
+    return { id: m.id, role: m.role === "system" ? "system" : "user", content: m.content };
+  });
+}
+
+function renderHistoryPanel(history) {
+  $("history").replaceChildren(
+    ...(history.length
+      ? history.map((m) =>
+          h(
+            "li",
+            { dataset: { role: m.role, messageId: m.id } },
+            h("strong", {}, m.role),
+            m.partial ? " (partial)" : "",
+            ": ",
+            m.content || (m.toolCalls ? m.toolCalls.map((c) => `calls ${c.function.name}`).join(", ") : ""),
+          ),
+        )
+      : [h("li", { class: "muted" }, "no messages yet")]),
+  );
+}
+
+function renderConversation(history) {
+  const box = $("messages");
+  box.replaceChildren();
+  const cards = new Map();
+  for (const m of history) {
+    if (m.role === "user") box.append(messageBubble("user", m.id, m.content));
+    else if (m.role === "assistant") {
+      if (m.content) {
+        const bubble = messageBubble("assistant", m.id, m.content);
+        if (m.partial) bubble.classList.add("partial");
+        box.append(bubble);
+      }
+      for (const call of m.toolCalls ?? []) {
+        const card = toolCard(call.id, call.function.name);
+        card.querySelector(".args").textContent = call.function.arguments;
+        cards.set(call.id, card);
+        box.append(card);
+      }
+    } else if (m.role === "tool" && cards.has(m.toolCallId)) {
+      setToolResult(cards.get(m.toolCallId), m.content);
+    }
+  }
+}
+
+async function refreshHistory() {
+  if (!state.threadId || !state.token) return [];
+  try {
+    const history = await readHistory(state.threadId);
+    renderHistoryPanel(history);
+    return history;
+  } catch (error) {
+    showError(error, "History");
+    return [];
+  }
+}
+
+async function refreshMemories() {
+  if (!state.token) return;
+  const list = $("memories");
+  try {
+    const { items } = await api("/api/v1/memories?includeInactive=true");
+    list.replaceChildren(
+      ...(items.length
+        ? items.map((m) =>
+            h(
+              "li",
+              { dataset: { memoryId: m.id, status: m.status } },
+              h("strong", {}, `[${m.kind}] `),
+              m.content,
+              h(
+                "div",
+                { class: "muted" },
+                `${m.status} · confidence ${m.confidence} · evidence “${m.evidenceQuote}” · from ${m.sourceMessageIds.join(", ")}`,
+                m.runId ? ` · run ${m.runId}` : "",
+                m.threadId ? ` · thread ${m.threadId}` : "",
+              ),
+            ),
+          )
+        : [h("li", { class: "muted" }, "no memories yet")]),
+    );
+  } catch (error) {
+    list.replaceChildren(h("li", { class: "muted" }, describe(error).title));
+  }
+}
+
+async function loadAudit() {
+  const box = $("audit");
+  if (!state.threadId) return;
+  try {
+    const audit = await api(`/api/v1/threads/${encodeURIComponent(state.threadId)}/audit`);
+    const hidden = audit.messages.filter((m) => m.hiddenFromUser).length;
+    box.replaceChildren(
+      h("div", { class: "muted" }, `${audit.messages.length} messages (${hidden} hidden) · ${audit.decisions.length} decisions`),
+      h(
+        "table",
+        { "data-testid": "audit-runs" },
+        h("tr", {}, h("th", {}, "run"), h("th", {}, "status"), h("th", {}, "executor"), h("th", {}, "hidden"), h("th", {}, "tokens")),
+        audit.runs.map((r) =>
+          h(
+            "tr",
+            {},
+            h("td", { class: "mono" }, r.runId),
+            h("td", {}, r.status, r.errorCode ? ` (${r.errorCode})` : ""),
+            h("td", {}, `${r.executor} / ${r.executionProfileName}`),
+            h("td", {}, String(r.hiddenFromUser)),
+            h("td", {}, r.usage.map((u) => `${u.input_tokens}+${u.output_tokens}${u.estimated ? " est." : ""}`).join(", ")),
+          ),
+        ),
+      ),
+      h(
+        "table",
+        { "data-testid": "audit-decisions" },
+        h("tr", {}, h("th", {}, "kind"), h("th", {}, "at"), h("th", {}, "details")),
+        audit.decisions.map((d) =>
+          h("tr", {}, h("td", {}, d.kind), h("td", {}, d.at), h("td", { class: "mono" }, JSON.stringify(d.details))),
+        ),
+      ),
+    );
+  } catch (error) {
+    const { title, hint } = describe(error);
+    box.replaceChildren(h("div", { class: "errors", "data-testid": "audit-error" }, title, h("div", { class: "hint" }, hint)));
+  }
+}
+
+async function selectThread(threadId) {
+  if (state.running) return;
+  const fresh = state.freshThreads.has(threadId);
+  state.threadId = threadId;
+  state.threadFollow?.abort();
+  clearError();
+  showConnection("");
+  $("thread-id").textContent = threadId;
+  for (const button of $("thread-list").querySelectorAll("button")) {
+    button.setAttribute("aria-current", button.dataset.threadId === threadId ? "true" : "false");
+  }
+  $("runs").replaceChildren();
+  $("audit").replaceChildren();
+  state.memoryRuns.clear();
+  // A new thread has nothing to read yet (the API would answer 404): its history and thread stream are read once
+  // its first run has started.
+  const history = fresh ? [] : await refreshHistory();
+  if (fresh) renderHistoryPanel([]);
+  renderConversation(history);
+  state.agent = new HttpAgent({
+    url: "/api/v1/agent",
+    threadId,
+    initialMessages: agentMessages(history),
+    headers: authHeaders(),
+    fetch: resumableFetch({ authHeaders, onStatus: onConnectionStatus }),
+  });
+  state.threadStarted = !fresh;
+  if (!fresh) followThread(threadId);
+}
+
+function newThread(requested) {
+  const threadId = requested || uid("thread");
+  state.freshThreads.add(threadId);
+  selectThread(threadId).then(loadThreads);
+}
+
+// ---- the thread stream: memory runs (hidden) appear here as lifecycle and step events -------------------------
+
+async function followThread(threadId) {
+  state.threadFollow?.abort();
+  const controller = new AbortController();
+  state.threadFollow = controller;
+  let lastEventId = null;
+  while (!controller.signal.aborted && state.threadId === threadId && state.token) {
+    try {
+      const headers = { ...authHeaders(), Accept: "text/event-stream" };
+      if (lastEventId) headers["Last-Event-ID"] = lastEventId;
+      const response = await fetch(`/api/v1/threads/${encodeURIComponent(threadId)}/events`, {
+        headers,
+        signal: controller.signal,
+      });
+      if (!response.ok || !response.body) return;
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let cut;
+        while ((cut = buffer.indexOf("\n\n")) >= 0) {
+          const { id, event } = parseFrame(buffer.slice(0, cut));
+          buffer = buffer.slice(cut + 2);
+          if (id) lastEventId = id;
+          if (event) onThreadEvent(event);
+        }
+      }
+    } catch {
+      if (controller.signal.aborted) return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+function onThreadEvent(event) {
+  const runId = event.metadata?.runId;
+  if (!runId) return;
+  let view = state.memoryRuns.get(runId);
+  if (event.type === "RUN_STARTED") {
+    if (event.metadata?.executor !== "memory") return;
+    view = runView(runId, `memory run (hidden, ${event.metadata.executionProfileName ?? "memory"})`);
+    state.memoryRuns.set(runId, view);
+  }
+  if (!view) return;
+  view.add(event);
+  if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") {
+    view.finish(event);
+    refreshMemories();
+  }
+}
+
+// ---- conversation and run timeline --------------------------------------------------------------------------
+
+function messageBubble(role, id, text = "") {
+  return h("li", { class: `msg ${role}`, dataset: { role, messageId: id } }, text);
+}
+
+function toolCard(toolCallId, name) {
+  const frontend = FRONTEND_TOOLS.has(name);
+  return h(
+    "li",
+    { class: "tool", dataset: { toolCallId, toolName: name, kind: frontend ? "frontend" : "server" } },
+    h("span", { class: "label" }, `tool call: ${name}`),
+    h("span", { class: "status" }, frontend ? "front-end tool" : "called"),
+    h("pre", { class: "args" }, ""),
+    h("pre", { class: "result" }, ""),
+  );
+}
+
+/** A tool result's error code, from either documented error shape ({"error": "code"} or {"error": {"code"}}). */
+function toolErrorCode(content) {
+  try {
+    const parsed = JSON.parse(content);
+    const error = parsed?.error;
+    if (typeof error === "string") return error;
+    if (error && typeof error === "object" && typeof error.code === "string") return error.code;
+  } catch {
+    // not JSON: an ordinary result
+  }
+  return null;
+}
+
+function setToolResult(card, content) {
+  const code = toolErrorCode(content);
+  card.querySelector(".result").textContent = content;
+  const status = card.querySelector(".status");
+  if (code === "tool_not_allowed") {
+    card.classList.add("refused");
+    status.textContent = "refused: tool_not_allowed";
+  } else if (code) {
+    card.classList.add("failed");
+    status.textContent = `error: ${code}`;
+  } else {
+    status.textContent = "result";
+  }
+  card.dataset.result = code ? "error" : "ok";
+}
+
+function eventDetail(event, view) {
+  switch (event.type) {
+    case "RUN_STARTED": {
+      const m = event.metadata ?? {};
+      return `run ${event.runId} · ${m.executor ?? "?"} / ${m.executionProfileName ?? "?"} · origin ${m.origin ?? "?"}${m.hiddenFromUser ? " · hidden" : ""}`;
+    }
+    case "STEP_STARTED":
+    case "STEP_FINISHED":
+      return event.stepName;
+    case "TEXT_MESSAGE_START":
+    case "TEXT_MESSAGE_END":
+      return event.messageId;
+    case "TOOL_CALL_START":
+      return `${event.toolCallName} (${event.toolCallId})`;
+    case "TOOL_CALL_ARGS":
+      return event.delta;
+    case "TOOL_CALL_END":
+      return event.toolCallId;
+    case "TOOL_CALL_RESULT": {
+      const code = toolErrorCode(event.content);
+      return code === "tool_not_allowed" ? `REFUSED tool_not_allowed: ${event.content}` : event.content;
+    }
+    case "RUN_FINISHED":
+      return `outcome ${event.outcome?.type ?? "success"}${event.outcome?.pendingToolCallIds ? ` · pending ${event.outcome.pendingToolCallIds.join(", ")}` : ""} · ${usageText(event.usage)}`;
+    case "RUN_ERROR":
+      return `${event.code}: ${event.message} · ${usageText(event.usage)}`;
+    default:
+      return view ? "" : JSON.stringify(event);
+  }
+}
+
+function usageText(usage) {
+  if (!usage || !usage.length) return "usage: none";
+  return `usage: ${usage.map((u) => `${u.model} ${u.inputTokens} in + ${u.outputTokens} out`).join("; ")}`;
+}
+
+/** The timeline of one run: a <details> with one row per event (text deltas folded into one row). */
+function runView(runId, label) {
+  const started = performance.now();
+  const events = h("ol", { class: "events", "data-testid": "events" });
+  const metrics = h("span", { class: "metrics", "data-testid": "run-metrics" }, "running…");
+  const status = h("span", { class: "status", "data-testid": "run-status" }, "running");
+  const box = h("details", { class: "run", open: true, dataset: { runId } }, h("summary", {}, h("strong", {}, label), status, metrics), events);
+  $("runs").prepend(box);
+  const view = { runId, started, firstText: null, box, contentRow: null, deltas: 0, chars: 0 };
+  const row = (type, detail, cls = "") => {
+    const item = h(
+      "li",
+      { class: `ev ${cls}`, dataset: { type } },
+      h("span", { class: "t" }, `+${Math.round(performance.now() - started)}`),
+      h("span", { class: "type" }, type),
+      h("span", { class: "detail" }, detail),
+    );
+    events.append(item);
+    item.scrollIntoView?.({ block: "nearest" });
+    return item;
+  };
+  view.add = (event) => {
+    if (event.type === "TEXT_MESSAGE_CONTENT") {
+      view.deltas += 1;
+      view.chars += event.delta.length;
+      if (view.firstText === null) {
+        view.firstText = performance.now() - started;
+        metrics.textContent = `time to first text ${ms(view.firstText)}`;
+      }
+      const detail = `${view.deltas} deltas, ${view.chars} chars`;
+      if (!view.contentRow) view.contentRow = row("TEXT_MESSAGE_CONTENT", detail);
+      else view.contentRow.querySelector(".detail").textContent = detail;
+      return;
+    }
+    if (event.type === "TEXT_MESSAGE_END") view.contentRow = null;
+    let cls = "";
+    if (event.type.startsWith("STEP_")) cls = "step";
+    if (event.type === "RUN_ERROR") cls = "error";
+    if (event.type === "TOOL_CALL_RESULT" && toolErrorCode(event.content) === "tool_not_allowed") cls = "refused";
+    row(event.type, eventDetail(event, view), cls);
+  };
+  view.connection = (type, detail) => row(type, detail, "conn");
+  view.finish = (event) => {
+    const total = performance.now() - started;
+    let text = "finished";
+    if (event?.type === "RUN_ERROR") {
+      text = `failed: ${event.code}`;
+      box.classList.add("failed");
+    } else if (event?.type === "RUN_FINISHED") {
+      text = event.outcome?.type === "cancelled" ? "cancelled" : "finished";
+    } else if (event === null) {
+      text = "not started";
+      box.classList.add("failed");
+    }
+    status.textContent = text;
+    box.dataset.status = text;
+    const tokens = event?.usage?.reduce((sum, u) => sum + (u.totalTokens ?? u.inputTokens + u.outputTokens), 0);
+    metrics.textContent = `time to first text ${ms(view.firstText)} · total ${ms(total)}${tokens !== undefined ? ` · ${tokens} tokens` : ""}`;
+  };
+  return view;
+}
+
+function onConnectionStatus(status) {
+  const view = state.running?.view;
+  const at = status.lastEventId ? `Last-Event-ID ${status.lastEventId}` : "the start of the run";
+  if (status.kind === "dropped") {
+    showConnection(`Connection lost during run ${status.runId}; resuming from ${at}…`);
+    view?.connection("CONNECTION_LOST", `stream dropped after ${at}`);
+  } else if (status.kind === "retrying") {
+    showConnection(`Connection lost; reconnecting (attempt ${status.attempt}) with ${at}…`);
+  } else if (status.kind === "resumed") {
+    showConnection(`Resumed run ${status.runId} with ${at}.`);
+    view?.connection("RESUMED", `GET /api/v1/agent/runs/${status.runId}/events with ${at}`);
+  } else if (status.kind === "lost") {
+    showConnection(`Could not resume run ${status.runId}${status.status ? ` (HTTP ${status.status})` : ""}. Its messages are in the history.`);
+    view?.connection("RESUME_FAILED", status.status ? `HTTP ${status.status}` : "gave up");
+  }
+}
+
+/** One run on the current thread; returns the front-end tool calls left for the page to answer. */
+async function runOnce({ userMessageId = null } = {}) {
+  const agent = state.agent;
+  agent.headers = authHeaders();
+  const runId = uid("run");
+  const view = runView(runId, `run ${runId.slice(0, 12)}…`);
+  state.running = { runId, view };
+  showConnection(""); // a resume notice stays up until the next run
+  setBusy(true);
+  const box = $("messages");
+  const bubbles = new Map();
+  const cards = new Map();
+  const pending = new Map();
+  let terminal = null;
+  let failure = null;
+  const declareTool = $("declare-frontend-tool").checked;
+  const subscriber = {
+    onEvent: ({ event }) => {
+      view.add(event);
+      switch (event.type) {
+        case "TEXT_MESSAGE_START": {
+          const bubble = messageBubble("assistant", event.messageId);
+          bubbles.set(event.messageId, bubble);
+          box.append(bubble);
+          break;
+        }
+        case "TEXT_MESSAGE_CONTENT":
+          bubbles.get(event.messageId)?.append(event.delta);
+          break;
+        case "TOOL_CALL_START": {
+          const card = toolCard(event.toolCallId, event.toolCallName);
+          cards.set(event.toolCallId, card);
+          box.append(card);
+          if (FRONTEND_TOOLS.has(event.toolCallName)) pending.set(event.toolCallId, { name: event.toolCallName, args: "" });
+          break;
+        }
+        case "TOOL_CALL_ARGS": {
+          const card = cards.get(event.toolCallId);
+          if (card) card.querySelector(".args").textContent += event.delta;
+          if (pending.has(event.toolCallId)) pending.get(event.toolCallId).args += event.delta;
+          break;
+        }
+        case "TOOL_CALL_RESULT": {
+          const card = cards.get(event.toolCallId);
+          if (card) setToolResult(card, event.content);
+          pending.delete(event.toolCallId);
+          break;
+        }
+        case "RUN_ERROR":
+          terminal = event;
+          showError(new ApiError(200, { error: { code: event.code, message: event.message } }), "Run failed (RUN_ERROR)");
+          break;
+        case "RUN_FINISHED":
+          terminal = event;
+          break;
+        default:
+          break;
+      }
+    },
+    onRunFailed: ({ error }) => {
+      failure = fromAgentError(error);
+      return { stopPropagation: true };
+    },
+  };
+  try {
+    await agent.runAgent({ runId, tools: declareTool ? [CONFIRM_BOOKING] : [] }, subscriber);
+  } catch (error) {
+    failure = fromAgentError(error);
+  }
+  state.running = null;
+  if (failure) {
+    if (failure.status && failure.status !== 200 && userMessageId) {
+      // Refused before the stream started: nothing was stored, so the message must not ride along next time.
+      agent.setMessages(agent.messages.filter((m) => m.id !== userMessageId));
+      box.querySelector(`[data-message-id="${userMessageId}"]`)?.classList.add("unsent");
+    }
+    showError(failure, failure.status ? "Request refused" : "Run failed");
+    view.connection(failure.status ? `HTTP_${failure.status}` : "FAILED", describe(failure).title);
+    view.finish(terminal);
+  } else {
+    view.finish(terminal);
+  }
+  if (terminal?.type === "RUN_FINISHED") {
+    for (const id of terminal.outcome?.pendingToolCallIds ?? []) {
+      if (!pending.has(id) && cards.has(id)) pending.set(id, { name: cards.get(id).dataset.toolName, args: cards.get(id).querySelector(".args").textContent });
+    }
+  }
+  if (!failure || failure.status === 200 || !failure.status) {
+    state.freshThreads.delete(state.threadId);
+    if (!state.threadStarted) {
+      state.threadStarted = true;
+      followThread(state.threadId);
+    }
+    await Promise.all([refreshHistory(), refreshMemories(), loadThreads()]);
+  }
+  setBusy(false);
+  return terminal?.type === "RUN_FINISHED" ? [...pending.entries()] : [];
+}
+
+/** The front-end tool: a confirm dialog; its answer is sent as a tool message in the next run. */
+function askConfirmBooking(args) {
+  const dialog = $("confirm-dialog");
+  $("confirm-args").textContent = args;
+  return new Promise((resolve) => {
+    const done = (confirmed) => {
+      dialog.close();
+      resolve(confirmed);
+    };
+    $("confirm-accept").onclick = () => done(true);
+    $("confirm-decline").onclick = () => done(false);
+    dialog.oncancel = () => resolve(false);
+    dialog.showModal();
+  });
+}
+
+async function send(text) {
+  if (!state.threadId) newThread("");
+  while (!state.agent) await new Promise((resolve) => setTimeout(resolve, 20));
+  if (state.running || !text.trim()) return;
+  clearError();
+  const id = uid("msg");
+  $("messages").append(messageBubble("user", id, text));
+  state.agent.addMessage({ id, role: "user", content: text });
+  let pending = await runOnce({ userMessageId: id });
+  // A front-end tool call ends the run unanswered (AG-UI convention); the page answers it in the next run.
+  while (pending.length) {
+    for (const [toolCallId, call] of pending) {
+      const confirmed = await askConfirmBooking(call.args);
+      const content = JSON.stringify({ confirmed });
+      state.agent.addMessage({ id: uid("msg"), role: "tool", toolCallId, content });
+      const card = $("messages").querySelector(`[data-tool-call-id="${toolCallId}"]`);
+      if (card) setToolResult(card, content);
+    }
+    pending = await runOnce();
+  }
+}
+
+function setBusy(busy) {
+  document.body.dataset.running = busy ? "true" : "false";
+  $("send").disabled = busy;
+  $("cancel-run").disabled = !busy;
+  for (const button of $("thread-list").querySelectorAll("button")) button.disabled = busy;
+}
+
+// ---- wiring -------------------------------------------------------------------------------------------------
+
+function wire() {
+  const input = $("composer").querySelector("textarea");
+  $("composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = input.value;
+    if (!text.trim() || state.running) return;
+    input.value = "";
+    send(text);
+  });
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("cancel-run").addEventListener("click", async () => {
+    if (!state.running) return;
+    try {
+      await api(`/api/v1/agent/runs/${encodeURIComponent(state.running.runId)}/cancel`, { method: "POST" });
+    } catch (error) {
+      showError(error, "Cancel");
+    }
+  });
+  $("new-thread-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const field = $("new-thread-form").querySelector("input");
+    const requested = field.value.trim();
+    field.value = "";
+    newThread(requested);
+    input.focus();
+  });
+  $("token-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const field = $("token-form").querySelector("input");
+    if (!field.value.trim()) return;
+    setToken(field.value.trim());
+    field.value = "";
+    clearError();
+    await afterToken();
+  });
+  $("audit-token").addEventListener("click", async () => {
+    const token = await mintDevToken(true);
+    if (token) {
+      setToken(token);
+      await loadAudit();
+    }
+  });
+  $("refresh-memories").addEventListener("click", refreshMemories);
+  $("load-audit").addEventListener("click", loadAudit);
+}
+
+async function afterToken() {
+  const threads = await loadThreads();
+  const wanted = new URLSearchParams(window.location.search).get("thread");
+  if (wanted) await selectThread(wanted);
+  else if (threads.length) await selectThread(threads[0].threadId);
+  else newThread("");
+  await refreshMemories();
+}
+
+async function main() {
+  wire();
+  await initToken();
+  if (state.token) await afterToken();
+  document.body.dataset.ready = "true";
+}
+
+main();
