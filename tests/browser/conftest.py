@@ -8,9 +8,11 @@ Screenshots go to ``test-output/playground/`` (gitignored).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,7 @@ from functions.agent_api.local import local_app
 from functions.agent_api.playground import STATIC_DIR
 from shared.llm.offline import OfflineChatModel
 from shared.local.memory_worker import InProcessMemoryWorker
+from shared.memory.models import Memory
 from shared.memory.trigger import RunCompletedPublisher
 from shared.wiring import Services
 from tests.conftest import make_settings
@@ -127,12 +130,19 @@ def playground(store: Any, redis_url: str, contexts: list[Any]) -> Callable[...,
     (the page, its dev-token route, the in-process memory worker) on a real redis-server and moto."""
 
     @contextmanager
-    def serve(chunk_delay_s: float = 0.0, model: Any = None, **settings: Any) -> Iterator[str]:
+    def serve(
+        chunk_delay_s: float = 0.0, model: Any = None, memories: Sequence[Memory] = (), **settings: Any
+    ) -> Iterator[str]:
         config = make_settings(redis_url=redis_url, playground_enabled=True, **settings)
         overrides: dict[str, Any] = {"store": store}
         if model is not None or not config.llm_base_url:
             overrides["model"] = model or OfflineChatModel(chunk_delay_s=chunk_delay_s)
         services = Services(config, overrides=overrides)
+        if memories:
+            # Playwright's sync API holds this thread's event loop: seed the store from another thread.
+            seeding = threading.Thread(target=lambda: [asyncio.run(services.memories.put(m)) for m in memories])
+            seeding.start()
+            seeding.join(30)
         if not config.llm_base_url:
             services.overrides["run_completed_publisher"] = RunCompletedPublisher(InProcessMemoryWorker(services))
         with serve_app(services, local_app) as url:

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -18,11 +24,14 @@ import httpx
 import pytest
 
 from shared.auth import mint_local_token
-from tests.browser.conftest import BrowserPage
+from shared.memory.models import Memory, MemoryKind, MemoryStatus
+from tests.browser.conftest import BrowserPage, close_all
 from tests.conftest import TEST_SECRET
 from tests.reliability.tcp_proxy import CuttableProxy
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
 from tests.support.redis_server import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -262,9 +271,11 @@ def test_a_busy_thread_answers_409_thread_busy_with_what_to_do(playground: Serve
         busy = threading.Event()
 
         def other_client() -> None:
-            body = {"threadId": "thread-busy", "runId": "run-other", "messages": [
-                {"id": "m-other", "role": "user", "content": "What time is it?"}
-            ]}
+            body = {
+                "threadId": "thread-busy",
+                "runId": "run-other",
+                "messages": [{"id": "m-other", "role": "user", "content": "What time is it?"}],
+            }
             with httpx.stream("POST", f"{url}/api/v1/agent", json=body, headers=LOCAL_USER, timeout=60) as response:
                 for line in response.iter_lines():
                     if "STEP_STARTED" in line:
@@ -344,9 +355,7 @@ def test_without_a_valid_token_the_page_says_how_to_get_one(playground: Serve, o
         assert view.page.locator("[data-testid=errors]").text_content() == ""
 
 
-def test_audit_needs_the_audit_scope_and_then_shows_runs_and_decisions(
-    playground: Serve, open_page: OpenPage
-) -> None:
+def test_audit_needs_the_audit_scope_and_then_shows_runs_and_decisions(playground: Serve, open_page: OpenPage) -> None:
     with playground() as url:
         view = open_page(f"{url}/playground")
         view.console.expect(r"status of 403")
@@ -368,6 +377,105 @@ def test_audit_needs_the_audit_scope_and_then_shows_runs_and_decisions(
         decisions = view.page.locator("[data-testid=audit-decisions]").text_content() or ""
         assert "tool_decision" in decisions and "get_current_time" in decisions
         assert "agent:audit" in str(view.page.locator("[data-testid=token-status]").text_content())
+
+
+# ---- memories with provenance, the thread picker, cancel ------------------------------------------------------
+
+
+def test_memories_are_listed_with_their_provenance(playground: Serve, open_page: OpenPage) -> None:
+    # GIVEN the local user's memories: one active, one superseded by it; and another user's memory
+    active = Memory(
+        id="mem-tea",
+        tenant_id="local-tenant",
+        user_id="local-user",
+        kind=MemoryKind.PREFERENCE,
+        content="Prefers green tea",
+        confidence=0.92,
+        evidence_quote="I only drink green tea",
+        source_message_ids=("msg-u7",),
+        run_id="run-42",
+        thread_id="thread-drinks",
+    )
+    old = Memory(
+        id="mem-coffee",
+        tenant_id="local-tenant",
+        user_id="local-user",
+        kind=MemoryKind.PREFERENCE,
+        content="Likes coffee",
+        confidence=0.8,
+        evidence_quote="coffee please",
+        source_message_ids=("msg-u1",),
+        status=MemoryStatus.SUPERSEDED,
+        superseded_by="mem-tea",
+    )
+    other = active.model_copy(update={"id": "mem-other", "user_id": "someone-else", "content": "Not yours"})
+    with playground(memories=[active, old, other]) as url:
+        # WHEN the page opens
+        view = open_page(f"{url}/playground")
+        view.page.wait_for_selector("[data-testid=memories] li[data-memory-id]")
+        view.screenshot()
+        # THEN it lists the user's memories, each with its provenance, and nobody else's
+        items = view.page.locator("[data-testid=memories] li[data-memory-id]")
+        assert sorted(items.evaluate_all("(li) => li.map((x) => x.dataset.memoryId)")) == ["mem-coffee", "mem-tea"]
+        tea = str(view.page.locator("[data-memory-id=mem-tea]").text_content())
+        for part in (
+            "[preference]",
+            "Prefers green tea",
+            "active",
+            "confidence 0.92",
+            "“I only drink green tea”",
+            "from msg-u7",
+            "run run-42",
+            "thread thread-drinks",
+        ):
+            assert part in tea, part
+        assert "superseded" in str(view.page.locator("[data-memory-id=mem-coffee]").text_content())
+
+
+def test_the_thread_picker_switches_between_threads(playground: Serve, open_page: OpenPage) -> None:
+    with playground() as url:
+        view = open_page(f"{url}/playground")
+        # GIVEN a first thread with a run
+        send(view, "What time is it in Asia/Shanghai?")
+        wait_run_ended(view)
+        first = current_thread(view)
+        # WHEN a new thread is started from the picker and used
+        view.page.click("[data-testid=new-thread]")
+        view.page.wait_for_function(
+            "(t) => document.querySelector('[data-testid=thread-id]').textContent !== t", arg=first
+        )
+        second = current_thread(view)
+        assert conversation(view) == []
+        send(view, "What time is it in Europe/Paris?")
+        wait_run_ended(view)
+        # AND the first thread is picked again
+        view.page.click(f"[data-testid=thread-list] button[data-thread-id='{first}']")
+        view.page.wait_for_selector(f"[data-testid=thread-id]:text('{first}')")
+        view.page.wait_for_selector("[data-testid=messages] .msg.assistant")
+        view.screenshot()
+        # THEN both threads are listed, and the conversation is the first thread's
+        listed = view.page.locator("[data-testid=thread-list] button").all_text_contents()
+        assert set(listed) == {first, second}
+        texts = [i["text"] for i in conversation(view) if i["kind"] in {"user", "assistant"}]
+        assert texts[0] == "What time is it in Asia/Shanghai?" and "Asia/Shanghai" in texts[1]
+
+
+def test_cancel_stops_the_run_and_keeps_the_partial_answer(playground: Serve, open_page: OpenPage) -> None:
+    with playground(chunk_delay_s=0.3) as url:
+        view = open_page(f"{url}/playground")
+        # GIVEN a slowly streaming answer
+        send(view, "What time is it?")
+        view.page.wait_for_selector("[data-testid=messages] .msg.assistant")
+        # WHEN the person cancels the run
+        view.page.click("[data-testid=cancel-run]")
+        wait_run_ended(view)
+        view.screenshot()
+        # THEN the run ends as cancelled, and the history keeps the partial answer marked partial
+        run = view.page.locator("[data-testid=runs] .run").filter(has_not_text="memory run").first
+        assert run.get_attribute("data-status") == "cancelled"
+        assert "outcome cancelled" in str(run.locator(".ev[data-type=RUN_FINISHED]").text_content())
+        assert "(partial)" in str(view.page.locator("[data-testid=history]").text_content())
+        assert "partial" in str(view.page.locator("[data-testid=messages] .msg.assistant").get_attribute("class"))
 
 
 # ---- accessibility and basics -----------------------------------------------------------------------------------
@@ -449,8 +557,12 @@ def test_a_pending_front_end_tool_call_opens_the_confirm_dialog_and_its_answer_i
             events = sse(
                 start,
                 {"type": "STEP_STARTED", "stepName": "worker"},
-                {"type": "TOOL_CALL_START", "toolCallId": "call_book", "toolCallName": "confirm_booking",
-                 "parentMessageId": "msg_a1"},
+                {
+                    "type": "TOOL_CALL_START",
+                    "toolCallId": "call_book",
+                    "toolCallName": "confirm_booking",
+                    "parentMessageId": "msg_a1",
+                },
                 {"type": "TOOL_CALL_ARGS", "toolCallId": "call_book", "delta": '{"what": "table for two"}'},
                 {"type": "TOOL_CALL_END", "toolCallId": "call_book"},
                 {"type": "STEP_FINISHED", "stepName": "worker"},
@@ -495,3 +607,54 @@ def test_a_pending_front_end_tool_call_opens_the_confirm_dialog_and_its_answer_i
         card = view.page.locator("[data-testid=messages] .tool[data-tool-call-id=call_book]")
         assert json.loads(str(card.locator(".result").text_content())) == {"confirmed": True}
         assert view.page.locator("[data-testid=messages] .msg.assistant").last.text_content() == "Booked."
+
+
+# ---- `make dev` itself --------------------------------------------------------------------------------------------
+
+
+def test_make_dev_serves_the_playground_and_a_tool_call_run_end_to_end(
+    open_page: OpenPage, contexts: list[Any]
+) -> None:
+    # GIVEN the local runner exactly as `make dev` starts it (embedded moto, in-process stream store, offline model)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in {"PLAYGROUND_ENABLED", "JWT_SECRET", "AUTH_MODE"}}
+    env.update({"PORT": str(port), "HOST": "127.0.0.1", "LOG_LEVEL": "WARNING"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "functions.agent_api.local"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "local runner exited"
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "make dev did not start"
+            time.sleep(0.2)
+        # WHEN the page is opened and asked for the time
+        view = open_page(f"{base}/playground")
+        send(view, "What time is it in Asia/Shanghai?")
+        wait_run_ended(view)
+        view.screenshot()
+        # THEN it minted its own token and shows the run end to end: tool call, result, answer
+        assert "local-user @ local-tenant" in str(view.page.locator("[data-testid=token-status]").text_content())
+        items = conversation(view)
+        assert [i["kind"] for i in items] == ["user", "tool", "assistant"]
+        assert items[1]["name"] == "get_current_time" and "iso" in json.loads(items[1]["result"])
+        assert "[offline model]" in items[2]["text"]
+        assert chat_run_event_types(view) == CLOCK_RUN
+    finally:
+        close_all(contexts)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

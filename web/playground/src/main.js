@@ -642,6 +642,9 @@ async function runOnce({ userMessageId = null } = {}) {
   } else {
     view.finish(terminal);
   }
+  if (terminal?.type === "RUN_FINISHED" && terminal.outcome?.type === "cancelled") {
+    [...bubbles.values()].at(-1)?.classList.add("partial");
+  }
   if (terminal?.type === "RUN_FINISHED") {
     for (const id of terminal.outcome?.pendingToolCallIds ?? []) {
       if (!pending.has(id) && cards.has(id)) pending.set(id, { name: cards.get(id).dataset.toolName, args: cards.get(id).querySelector(".args").textContent });
