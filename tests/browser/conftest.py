@@ -43,8 +43,10 @@ CHROMIUM_ARGS = [
 OUTPUT = Path(__file__).resolve().parents[2] / "test-output" / "playground"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One browser per test module. Not per session: Playwright's sync API marks this thread's event loop as
+    running while it is started, and the async tests of the other modules need that loop."""
     if not (STATIC_DIR / "app.js").is_file():
         pytest.fail("the playground is not built: run `make playground` (make test does)")
     if not Path(CHROMIUM).exists():
