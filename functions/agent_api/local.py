@@ -9,6 +9,7 @@ fire as the Scheduler would fire them.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -18,10 +19,14 @@ import uvicorn
 from fastapi import FastAPI
 
 from functions.agent_api.app import create_app
-from functions.agent_api.playground import install_dev_tokens
+from functions.agent_api.playground import DEV_TENANT_ID, install_dev_tokens
 from shared.local.embedded import EmbeddedAws, embedded_stream_client
 from shared.settings import LOCAL_JWT_SECRET, Settings
 from shared.wiring import Services
+
+# The page's token is for the local tenant; its chats run on chat_playground (chat_default plus the page's front-end
+# tool, confirm_booking), so the front-end tool demo works under `make dev`. Set PROFILE_ROLLOUT to change it.
+PLAYGROUND_ROLLOUT = json.dumps({"tenants": {DEV_TENANT_ID: {"chat_default": "chat_playground"}}})
 
 
 def main() -> None:
@@ -32,6 +37,7 @@ def main() -> None:
     # A thread's memory extraction waits for a quiet period (120 s by the profile); locally a few seconds.
     os.environ.setdefault("MEMORY_IDLE_S", "5")
     os.environ.setdefault("PLAYGROUND_ENABLED", "true")
+    os.environ.setdefault("PROFILE_ROLLOUT", PLAYGROUND_ROLLOUT)
     settings = Settings.from_env().model_copy(update={"embedded": True})
     aws = EmbeddedAws(settings)
     aws.start()

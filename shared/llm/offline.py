@@ -1,7 +1,9 @@
 """A deterministic built-in model for running without LLM credentials. It says what it is in every answer.
 
-It understands one thing: questions about the time, which it answers by calling ``get_current_time`` (when it is
-offered) and reading the result. Everything else is acknowledged, never invented.
+It understands two things: questions about the time, which it answers by calling ``get_current_time`` (when it is
+offered) and reading the result; and requests to book something when the client offers the front-end tool
+``confirm_booking`` (the /playground page does), which it calls and then reports the person's answer. Everything
+else is acknowledged, never invented.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from shared.models import Usage, digest
 OFFLINE_MODEL_ID = "offline-model"
 LABEL = "[offline model]"
 _TIME_WORDS = re.compile(r"\b(time|clock|hour)\b|几点|时间", re.IGNORECASE)
+_BOOK_WORDS = re.compile(r"\b(book|booking|reserve|reservation)\b|预订|预约", re.IGNORECASE)
+BOOKING_TOOL = "confirm_booking"
 _ZONE = re.compile(r"\b([A-Z][A-Za-z]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)\b")
 
 
@@ -37,26 +41,18 @@ class OfflineChatModel:
         prompt_chars = sum(len(m.content or "") for m in request.messages)
         last = request.messages[-1] if request.messages else None
         offered = {t.name for t in request.tools}
+        text = (last.content or "") if last is not None else ""
         if last is not None and last.role == "tool":
             answer = self._answer_from_tool(last.content or "")
-        elif (
-            last is not None
-            and last.role == "user"
-            and "get_current_time" in offered
-            and _TIME_WORDS.search(last.content or "")
-        ):
-            zone = _ZONE.search(last.content or "")
-            arguments = json.dumps({"timezone": zone.group(1) if zone else "UTC"})
-            call_id = "call_offline_" + digest(f"{len(request.messages)}:{last.content}")[:16]
-            for start in range(0, len(arguments), 8):
-                await self._pause()
-                yield ToolCallDelta(
-                    index=0, id=call_id, name="get_current_time", arguments=arguments[start : start + 8]
-                )
-            yield Finished(
-                reason="tool_calls",
-                usage=self._usage(request, prompt_chars, len(arguments)),
-            )
+        elif last is not None and last.role == "user" and BOOKING_TOOL in offered and _BOOK_WORDS.search(text):
+            async for chunk in self._call(BOOKING_TOOL, {"what": text.strip()[:200]}, request, prompt_chars):
+                yield chunk
+            return
+        elif last is not None and last.role == "user" and "get_current_time" in offered and _TIME_WORDS.search(text):
+            zone = _ZONE.search(text)
+            arguments = {"timezone": zone.group(1) if zone else "UTC"}
+            async for chunk in self._call("get_current_time", arguments, request, prompt_chars):
+                yield chunk
             return
         else:
             said = (last.content or "").strip()[:200] if last is not None else ""
@@ -69,6 +65,18 @@ class OfflineChatModel:
             yield TextDelta(word)
         yield Finished(reason="stop", usage=self._usage(request, prompt_chars, len(answer)))
 
+    async def _call(
+        self, name: str, arguments: dict[str, str], request: ChatRequest, prompt_chars: int
+    ) -> AsyncIterator[ChatChunk]:
+        """One tool call, its arguments streamed in fragments as providers do."""
+        last = request.messages[-1]
+        text = json.dumps(arguments, ensure_ascii=False)
+        call_id = "call_offline_" + digest(f"{len(request.messages)}:{last.content}")[:16]
+        for start in range(0, len(text), 8):
+            await self._pause()
+            yield ToolCallDelta(index=0, id=call_id, name=name, arguments=text[start : start + 8])
+        yield Finished(reason="tool_calls", usage=self._usage(request, prompt_chars, len(text)))
+
     def _answer_from_tool(self, content: str) -> str:
         try:
             data = json.loads(content)
@@ -76,6 +84,10 @@ class OfflineChatModel:
             data = {}
         if isinstance(data, dict) and "iso" in data:
             return f"{LABEL} The current time in {data.get('timezone', 'UTC')} is {data['iso']}."
+        if isinstance(data, dict) and isinstance(data.get("confirmed"), bool):
+            if data["confirmed"]:
+                return f"{LABEL} You confirmed: the booking is made (a demo; nothing was reserved)."
+            return f"{LABEL} You declined: nothing was booked."
         return f"{LABEL} The tool did not give me the time: {content[:200]}"
 
     def _usage(self, request: ChatRequest, prompt_chars: int, output_chars: int) -> Usage:

@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
+from functions.agent_api.local import PLAYGROUND_ROLLOUT
 from shared.auth import mint_local_token
 from shared.memory.models import Memory, MemoryKind, MemoryStatus
 from tests.browser.conftest import BrowserPage, close_all
@@ -533,80 +534,54 @@ def test_the_page_loads_nothing_from_another_origin_and_its_js_is_within_budget(
         print(f"playground JS: {js_gzip} bytes gzipped (budget {JS_BUDGET_GZIP_BYTES})")
 
 
-# ---- the front-end tool demo (the page's half; the backend half is the front-end tools work) -------------------
+# ---- the front-end tool demo ------------------------------------------------------------------------------------
 
 
-def sse(*events: dict[str, Any]) -> str:
-    return "".join(f"id: 1-{i}\ndata: {json.dumps(e)}\n\n" for i, e in enumerate(events))
-
-
-def test_a_pending_front_end_tool_call_opens_the_confirm_dialog_and_its_answer_is_the_next_run(
-    playground: Serve, open_page: OpenPage
+@pytest.mark.parametrize(
+    ("button", "answer", "reply"), [("accept", True, "You confirmed"), ("decline", False, "You declined")]
+)
+def test_the_front_end_tool_opens_a_confirm_dialog_and_its_answer_is_the_next_run(
+    playground: Serve, open_page: OpenPage, button: str, answer: bool, reply: str
 ) -> None:
-    # GIVEN runs answered by a stub in the browser that behaves as AG-UI front-end tools do: run 1 ends with a call
-    # to the page's `confirm_booking` tool left unanswered, run 2 answers in text. (The backend does not leave such
-    # calls pending yet; this test covers the page's side of the exchange.)
-    bodies: list[dict[str, Any]] = []
-
-    def agent_route(route: Any) -> None:
-        body = route.request.post_data_json
-        bodies.append(body)
-        thread, run = body["threadId"], body["runId"]
-        start = {"type": "RUN_STARTED", "threadId": thread, "runId": run}
-        if len(bodies) == 1:
-            events = sse(
-                start,
-                {"type": "STEP_STARTED", "stepName": "worker"},
-                {
-                    "type": "TOOL_CALL_START",
-                    "toolCallId": "call_book",
-                    "toolCallName": "confirm_booking",
-                    "parentMessageId": "msg_a1",
-                },
-                {"type": "TOOL_CALL_ARGS", "toolCallId": "call_book", "delta": '{"what": "table for two"}'},
-                {"type": "TOOL_CALL_END", "toolCallId": "call_book"},
-                {"type": "STEP_FINISHED", "stepName": "worker"},
-                {"type": "RUN_FINISHED", "threadId": thread, "runId": run, "outcome": {"type": "success"}},
-            )
-        else:
-            events = sse(
-                start,
-                {"type": "TEXT_MESSAGE_START", "messageId": "msg_a2", "role": "assistant"},
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "msg_a2", "delta": "Booked."},
-                {"type": "TEXT_MESSAGE_END", "messageId": "msg_a2"},
-                {"type": "RUN_FINISHED", "threadId": thread, "runId": run, "outcome": {"type": "success"}},
-            )
-        route.fulfill(status=200, headers={"Content-Type": "text/event-stream"}, body=events)
-
-    with playground() as url:
+    # GIVEN make dev's profile roll-out (the local tenant's chats may call the page's confirm_booking tool)
+    with playground(profile_rollout=PLAYGROUND_ROLLOUT) as url:
         view = open_page(f"{url}/playground")
-        # The stubbed runs are not stored, so the history API does not know their thread.
-        view.console.expect(r"status of 404")
-        view.page.route("**/api/v1/agent", agent_route)
-        # WHEN a message is sent and the model calls the front-end tool
-        send(view, "Book a table for two")
+        requests: list[dict[str, Any]] = []
+        view.page.on(
+            "request",
+            lambda r: (
+                requests.append(r.post_data_json) if r.method == "POST" and r.url.endswith("/api/v1/agent") else None
+            ),
+        )
+        # WHEN a booking is asked for, and the model calls the front-end tool
+        send(view, "Please book a table for two")
         dialog = view.page.locator("[data-testid=confirm-dialog]")
         dialog.wait_for(state="visible")
-        # THEN the page asks the person, showing the call's arguments
+        # THEN run 1 ended with the call pending, and the page asks the person, showing the call's arguments
+        first = view.page.locator("[data-testid=runs] .run").filter(has_not_text="memory run").first
+        assert "pending" in str(first.locator(".ev[data-type=RUN_FINISHED]").text_content())
         assert json.loads(str(view.page.locator("[data-testid=confirm-args]").text_content())) == {
-            "what": "table for two"
+            "what": "Please book a table for two"
         }
         view.screenshot("dialog")
-        # WHEN the person confirms
-        view.page.click("[data-testid=confirm-accept]")
+        # WHEN the person answers
+        view.page.click(f"[data-testid=confirm-{button}]")
         wait_run_ended(view, runs=2)
         view.screenshot()
-        # THEN run 1 declared the tool, and run 2 carried the assistant's call and the tool result for it
-        assert [t["name"] for t in bodies[0]["tools"]] == ["confirm_booking"]
-        second = bodies[1]["messages"]
-        call = next(m for m in second if m["role"] == "assistant" and m.get("toolCalls"))
-        assert call["toolCalls"][0]["id"] == "call_book"
-        result = next(m for m in second if m["role"] == "tool")
-        assert result["toolCallId"] == "call_book" and json.loads(result["content"]) == {"confirmed": True}
-        # AND the conversation shows the answered call and the reply
-        card = view.page.locator("[data-testid=messages] .tool[data-tool-call-id=call_book]")
-        assert json.loads(str(card.locator(".result").text_content())) == {"confirmed": True}
-        assert view.page.locator("[data-testid=messages] .msg.assistant").last.text_content() == "Booked."
+        # THEN run 1 declared the tool, and run 2 carried the tool result for the call
+        assert [t["name"] for t in requests[0]["tools"]] == ["confirm_booking"]
+        call_id = view.page.locator("[data-testid=messages] .tool").get_attribute("data-tool-call-id")
+        sent = next(m for m in requests[1]["messages"] if m["role"] == "tool")
+        assert sent["toolCallId"] == call_id and json.loads(sent["content"]) == {"confirmed": answer}
+        # AND the thread holds the call, its answer once and the model's reply, shown on the page too
+        thread = current_thread(view)
+        history = httpx.get(f"{url}/api/v1/threads/{thread}/history", headers=LOCAL_USER).json()["items"]
+        assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+        assert history[1]["toolCalls"][0]["function"]["name"] == "confirm_booking"
+        assert history[2]["toolCallId"] == call_id and json.loads(history[2]["content"]) == {"confirmed": answer}
+        assert reply in history[3]["content"]
+        assert reply in str(view.page.locator("[data-testid=messages] .msg.assistant").last.text_content())
+        assert view.page.locator("[data-testid=errors]").text_content() == ""
 
 
 # ---- `make dev` itself --------------------------------------------------------------------------------------------
