@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: dev test install install-test system-deps browser-deps node-deps playground sam-tools lint token bench load clean
+.PHONY: dev test install install-test system-deps node-deps playground sam-tools lint token bench load clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,13 +32,12 @@ dev: install playground
 token: install
 	@$(PY) -m functions.agent_api.token
 
+## redis-server, node/npm, and the browser of the playground tests: Debian's chromium (driven by Playwright's Python
+## API; Playwright's own browser download does not work here).
 system-deps:
 	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
-
-## The headless browser of the playground tests: Debian's chromium (Playwright's own download does not work here).
-browser-deps:
-	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
 
 node-deps:
 	cd tests/e2e/js && npm ci --no-audit --no-fund --silent
@@ -59,7 +58,7 @@ lint: install-test
 	$(VENV)/bin/mypy
 
 ## Install everything the tests need, then lint, type-check and run every test.
-test: install-test system-deps browser-deps node-deps playground sam-tools lint
+test: install-test system-deps node-deps playground sam-tools lint
 	$(PY) -m shared.intent.regression --scripted --variant A
 	$(PY) -m shared.intent.regression --scripted --variant B
 	$(PY) -m shared.memory.evaluation --scripted

@@ -50,7 +50,7 @@ def browser() -> Iterator[Any]:
     if not (STATIC_DIR / "app.js").is_file():
         pytest.fail("the playground is not built: run `make playground` (make test does)")
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"no browser at {CHROMIUM}: install Debian's chromium (make browser-deps)")
+        pytest.fail(f"no browser at {CHROMIUM}: install Debian's chromium (make system-deps)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
