@@ -135,7 +135,8 @@ def playground(store: Any, redis_url: str, contexts: list[Any]) -> Callable[...,
     def serve(
         chunk_delay_s: float = 0.0, model: Any = None, memories: Sequence[Memory] = (), **settings: Any
     ) -> Iterator[str]:
-        config = make_settings(redis_url=redis_url, playground_enabled=True, **settings)
+        # Memory extraction waits for a quiet thread (5 s under make dev): 1 s here.
+        config = make_settings(**{"redis_url": redis_url, "playground_enabled": True, "memory_idle_s": 1, **settings})
         overrides: dict[str, Any] = {"store": store}
         if model is not None or not config.llm_base_url:
             overrides["model"] = model or OfflineChatModel(chunk_delay_s=chunk_delay_s)
