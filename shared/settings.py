@@ -51,7 +51,14 @@ class Settings(BaseModel):
     event_bus_name: str | None = None
     scheduler_group_name: str | None = None
     scheduler_role_arn: str | None = None
+    scheduler_dead_letter_arn: str | None = None
     automation_function_arn: str | None = None
+
+    # Browser origins allowed to call the API (CORS); empty sends no CORS headers. "*" allows any origin.
+    cors_allowed_origins: tuple[str, ...] = ()
+    # DynamoDB TTL (``expires_at``) of run and audit records; threads, messages and memories do not expire.
+    run_retention_days: int = Field(default=90, ge=1)
+    audit_retention_days: int = Field(default=400, ge=1)
 
     auth_mode: Literal["hs256", "jwks"] = "hs256"
     jwt_secret: str | None = None
@@ -103,6 +110,10 @@ class Settings(BaseModel):
             "event_bus_name": opt("EVENT_BUS_NAME"),
             "scheduler_group_name": opt("SCHEDULER_GROUP_NAME"),
             "scheduler_role_arn": opt("SCHEDULER_ROLE_ARN"),
+            "scheduler_dead_letter_arn": opt("SCHEDULER_DEAD_LETTER_ARN"),
+            "cors_allowed_origins": _comma_list(opt("CORS_ALLOWED_ORIGINS")),
+            "run_retention_days": opt("RUN_RETENTION_DAYS"),
+            "audit_retention_days": opt("AUDIT_RETENTION_DAYS"),
             "automation_function_arn": opt("AUTOMATION_FUNCTION_ARN"),
             "auth_mode": opt("AUTH_MODE"),
             "jwt_secret": opt("JWT_SECRET"),
@@ -118,3 +129,10 @@ class Settings(BaseModel):
             "playground_enabled": (opt("PLAYGROUND_ENABLED") or "false").lower() == "true",
         }
         return cls.model_validate({k: v for k, v in values.items() if v is not None})
+
+
+def _comma_list(value: str | None) -> tuple[str, ...] | None:
+    """``"a, b"`` -> ``("a", "b")``; None when unset."""
+    if value is None:
+        return None
+    return tuple(item.strip() for item in value.split(",") if item.strip())

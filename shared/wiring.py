@@ -45,13 +45,18 @@ class Services:
     def store(self) -> DynamoDBStore:
         if (store := self._override("store")) is not None:
             return store  # type: ignore[no-any-return]
+        from datetime import timedelta
+
         from shared.adapters.aws.clients import client_factory
-        from shared.adapters.aws.dynamodb_store import DynamoDBStore
+        from shared.adapters.aws.dynamodb_store import DynamoDBStore, Retention
 
         settings = self.settings
         return DynamoDBStore(
             settings.table_name,
             client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+            retention=Retention(
+                run=timedelta(days=settings.run_retention_days), audit=timedelta(days=settings.audit_retention_days)
+            ),
         )
 
     @cached_property

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from functions.agent_api.cors import install_cors
 from functions.agent_api.deps import Caller
 from functions.agent_api.errors import install_error_handlers
 from functions.agent_api.playground import page_router as playground_router
@@ -118,6 +119,7 @@ def create_app(services: Services | None = None) -> FastAPI:
     )
     app.state.services = svc
     install_error_handlers(app)
+    install_cors(app, svc.settings.cors_allowed_origins)
     app.include_router(automations_router)
     app.include_router(memories_router)
     if svc.settings.playground_enabled:

@@ -246,6 +246,7 @@ def task_scheduler(services: Services) -> TaskScheduler:
         group_name=settings.scheduler_group_name or "default",
         target_arn=target,
         role_arn=role,
+        dead_letter_arn=settings.scheduler_dead_letter_arn,
     )
 
 

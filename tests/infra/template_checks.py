@@ -9,7 +9,14 @@ catch the mistakes that ``sam validate``, ``sam validate --lint`` and cfn-lint a
 - a 5-field ``cron(...)`` (Unix style) is rejected by EventBridge at deploy time, not by the linters;
 - a visibility timeout shorter than 6x the consumer's timeout redelivers messages that are still being processed;
 - a wildcard on data permissions (``dynamodb:*``, ``Resource: "*"``) breaks least privilege;
-- a function without its own log group with retention keeps logs forever.
+- a function without its own log group with retention keeps logs forever;
+- a REST API path without an OPTIONS method (or an API function without the app's CORS setting) fails every
+  browser preflight, and a literal ``*`` origin cannot be narrowed for production;
+- an asynchronous target without a dead-letter queue or on-failure destination drops what it could not deliver;
+- a function without an Errors and a Throttles alarm fails silently when it is killed (timeout, out of memory);
+- a buffered API function whose timeout reaches API Gateway's 29 s answers a slow call with a bare gateway 504;
+- schedule permissions on a whole group let the API change schedules it never created (the sweeper's);
+- a role the Scheduler assumes without ``aws:SourceAccount`` can be used by another account's schedules.
 
 Only the standard library is used, so the same module runs in the project venv (tests) and in the SAM tools venv
 (``scripts/sam_gate.sh`` runs it as ``python tests/infra/template_checks.py EXPANDED.json``).
@@ -332,6 +339,202 @@ def check_function_log_groups(template: Template) -> list[str]:
     return violations
 
 
+# The app's setting that must accompany the gateway's CORS answer on every function behind the REST API.
+CORS_ENV_VAR = "CORS_ALLOWED_ORIGINS"
+API_GATEWAY_TIMEOUT_S = 29
+# Names of the schedules the API creates at run time (shared/adapters/aws/scheduler.py SCHEDULE_NAME_PREFIX).
+TASK_SCHEDULE_PREFIX = "task-"
+_SCHEDULE_ACTIONS = frozenset(
+    {"scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"}
+)
+
+
+def _api_paths(template: Template) -> Iterator[tuple[str, dict[str, Any]]]:
+    for _, api in resources(template, "AWS::ApiGateway::RestApi"):
+        yield from _props(api).get("Body", {}).get("paths", {}).items()
+
+
+def _functions_behind_api(template: Template) -> set[str]:
+    """Logical ids of functions some REST API route integrates with."""
+    found = set()
+    function_ids = {logical_id for logical_id, _ in resources(template, "AWS::Lambda::Function")}
+    for _, operations in _api_paths(template):
+        for operation in operations.values():
+            if not isinstance(operation, dict):
+                continue
+            uri = flatten(operation.get("x-amazon-apigateway-integration", {}).get("uri"))
+            found.update(fn for fn in function_ids if "${" + fn + ".Arn}" in uri)
+    return found
+
+
+def _cors_origin_parameter(value: Any) -> str | None:
+    """The parameter behind ``{"Fn::Sub": "'${Param}'"}`` (a header value in single quotes), or None."""
+    text = flatten(value)
+    match = re.fullmatch(r"'\$\{([A-Za-z0-9]+)\}'", text)
+    return match.group(1) if match else None
+
+
+def _rule_forbids_star_in_prod(template: Template, parameter: str) -> bool:
+    for rule in template.get("Rules", {}).values():
+        if "prod" not in flatten(rule.get("RuleCondition", {})):
+            continue
+        for assertion in rule.get("Assertions", []):
+            if assertion.get("Assert") == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, "*"]}]}:
+                return True
+    return False
+
+
+def check_cors(template: Template) -> list[str]:
+    """Every API path answers the browser's OPTIONS preflight with the origin parameter, which prod may not set to
+    ``*``; every function behind the API gets the same origin for the app's own CORS headers."""
+    violations = []
+    parameters: set[str] = set()
+    paths = list(_api_paths(template))
+    if not paths:
+        violations.append("no REST API paths found")
+    for path, operations in paths:
+        options = operations.get("options")
+        if not isinstance(options, dict):
+            violations.append(f"{path}: no OPTIONS method (browser preflights fail)")
+            continue
+        integration = options.get("x-amazon-apigateway-integration", {})
+        params = integration.get("responses", {}).get("default", {}).get("responseParameters", {})
+        origin = params.get("method.response.header.Access-Control-Allow-Origin")
+        parameter = _cors_origin_parameter(origin)
+        if origin is None:
+            violations.append(f"{path}: OPTIONS answers no Access-Control-Allow-Origin")
+        elif parameter is None:
+            violations.append(f"{path}: OPTIONS origin {flatten(origin)} is not a template parameter")
+        else:
+            parameters.add(parameter)
+    for parameter in sorted(parameters):
+        if parameter not in template.get("Parameters", {}):
+            violations.append(f"CORS origin parameter {parameter} is not declared")
+        elif not _rule_forbids_star_in_prod(template, parameter):
+            violations.append(f"no rule refuses {parameter} = '*' when the stage is prod")
+    all_resources = template.get("Resources", {})
+    for function_id in sorted(_functions_behind_api(template)):
+        variables = _props(all_resources[function_id]).get("Environment", {}).get("Variables", {})
+        value = variables.get(CORS_ENV_VAR)
+        if value is None:
+            violations.append(f"{function_id}: behind the API but has no {CORS_ENV_VAR} (the app sends no CORS)")
+        elif parameters and _referenced_id(value) not in parameters:
+            violations.append(f"{function_id}: {CORS_ENV_VAR} is not the preflight's origin parameter")
+    return violations
+
+
+def _scheduler_targets(template: Template) -> Iterator[tuple[str, dict[str, Any]]]:
+    for logical_id, schedule in resources(template, "AWS::Scheduler::Schedule"):
+        yield logical_id, _props(schedule).get("Target", {})
+
+
+def check_async_targets_have_dead_letters(template: Template) -> list[str]:
+    """Rule targets and schedule targets name a DLQ; functions invoked asynchronously by the Scheduler (template
+    schedules, or the API's schedules through ``AUTOMATION_FUNCTION_ARN``) have an on-failure destination."""
+    violations = []
+    all_resources = template.get("Resources", {})
+    for logical_id, rule in resources(template, "AWS::Events::Rule"):
+        for target in _props(rule).get("Targets", []):
+            if "Arn" not in target.get("DeadLetterConfig", {}):
+                violations.append(f"{logical_id}: target {target.get('Id')} has no DeadLetterConfig")
+    async_functions: set[str] = set()
+    for logical_id, target in _scheduler_targets(template):
+        if "Arn" not in target.get("DeadLetterConfig", {}):
+            violations.append(f"{logical_id}: schedule target has no DeadLetterConfig")
+        function_id = _referenced_id(target.get("Arn"))
+        if all_resources.get(function_id or "", {}).get("Type") == "AWS::Lambda::Function":
+            async_functions.add(str(function_id))
+    for logical_id, function in resources(template, "AWS::Lambda::Function"):
+        variables = _props(function).get("Environment", {}).get("Variables", {})
+        if "AUTOMATION_FUNCTION_ARN" in variables:
+            target_id = _referenced_id(variables["AUTOMATION_FUNCTION_ARN"])
+            if target_id:
+                async_functions.add(target_id)
+            if "SCHEDULER_DEAD_LETTER_ARN" not in variables:
+                violations.append(f"{logical_id}: creates schedules but has no SCHEDULER_DEAD_LETTER_ARN")
+    destinations = {
+        _referenced_id(_props(config).get("FunctionName")): _props(config)
+        for _, config in resources(template, "AWS::Lambda::EventInvokeConfig")
+    }
+    for function_id in sorted(async_functions):
+        on_failure = destinations.get(function_id, {}).get("DestinationConfig", {}).get("OnFailure", {})
+        if "Destination" not in on_failure:
+            violations.append(f"{function_id}: invoked asynchronously by the Scheduler, no on-failure destination")
+    return violations
+
+
+def _alarmed(template: Template, namespace: str, metric: str) -> set[str]:
+    """Flattened dimension values of the alarms on one metric."""
+    found = set()
+    for _, alarm in resources(template, "AWS::CloudWatch::Alarm"):
+        properties = _props(alarm)
+        if properties.get("Namespace") == namespace and properties.get("MetricName") == metric:
+            found.update(flatten(dimension.get("Value")) for dimension in properties.get("Dimensions", []))
+    return found
+
+
+def check_failure_alarms(template: Template) -> list[str]:
+    """An Errors and a Throttles alarm per function, and a 5XXError alarm per REST API."""
+    violations = []
+    for metric in ("Errors", "Throttles"):
+        alarmed = _alarmed(template, "AWS/Lambda", metric)
+        for logical_id, _ in resources(template, "AWS::Lambda::Function"):
+            if "${" + logical_id + "}" not in alarmed:
+                violations.append(f"{logical_id}: no {metric} alarm")
+    alarmed_apis = _alarmed(template, "AWS/ApiGateway", "5XXError")
+    for logical_id, api in resources(template, "AWS::ApiGateway::RestApi"):
+        if flatten(_props(api).get("Name")) not in alarmed_apis:
+            violations.append(f"{logical_id}: no 5XXError alarm")
+    return violations
+
+
+def check_buffered_timeouts(template: Template) -> list[str]:
+    """A function behind a buffered (non-streaming) API route times out before API Gateway's 29 s."""
+    violations = []
+    all_resources = template.get("Resources", {})
+    streaming = _streaming_function_ids(template)
+    for function_id in sorted(_functions_behind_api(template) - streaming):
+        timeout = int(_props(all_resources[function_id]).get("Timeout", _LAMBDA_DEFAULT_TIMEOUT))
+        if timeout >= API_GATEWAY_TIMEOUT_S:
+            violations.append(
+                f"{function_id}: Timeout {timeout}s >= API Gateway's {API_GATEWAY_TIMEOUT_S}s (a bare 504 instead of "
+                "the app's error)"
+            )
+    return violations
+
+
+def check_schedule_permissions(template: Template) -> list[str]:
+    """Schedule actions only on task schedules (``.../schedule/<group>/task-*``), which no schedule of the
+    template is named like; every role the Scheduler assumes is limited to this account."""
+    violations = []
+    template_schedules = [
+        flatten(_props(schedule).get("Name", logical_id))
+        for logical_id, schedule in resources(template, "AWS::Scheduler::Schedule")
+    ]
+    for where, document, identity in _policy_documents(template):
+        if not identity:
+            continue
+        for statement in _as_list(document.get("Statement", [])):
+            actions = {flatten(action) for action in _as_list(statement.get("Action", []))}
+            if not actions & _SCHEDULE_ACTIONS:
+                continue
+            for resource in (flatten(item) for item in _as_list(statement.get("Resource", []))):
+                if not resource.endswith("/" + TASK_SCHEDULE_PREFIX + "*"):
+                    violations.append(f"{where}: schedule actions on {resource!r}, not only on task schedules")
+    for name in template_schedules:
+        if name.startswith(TASK_SCHEDULE_PREFIX):
+            violations.append(f"schedule {name!r} is named like a task schedule (the API could change it)")
+    for logical_id, role in resources(template, "AWS::IAM::Role"):
+        for statement in _props(role).get("AssumeRolePolicyDocument", {}).get("Statement", []):
+            principal = flatten(statement.get("Principal", {}))
+            if "scheduler.amazonaws.com" not in principal:
+                continue
+            condition = statement.get("Condition", {}).get("StringEquals", {})
+            if "aws:SourceAccount" not in condition:
+                violations.append(f"{logical_id}: the Scheduler may assume it without an aws:SourceAccount condition")
+    return violations
+
+
 ALL_CHECKS: dict[str, Check] = {
     "sse_routes_stream": check_sse_routes_stream,
     "sqs_sources_report_batch_item_failures": check_sqs_sources_report_batch_item_failures,
@@ -339,6 +542,11 @@ ALL_CHECKS: dict[str, Check] = {
     "queue_visibility_timeouts": check_queue_visibility_timeouts,
     "no_wildcard_data_permissions": check_no_wildcard_data_permissions,
     "function_log_groups": check_function_log_groups,
+    "cors": check_cors,
+    "async_targets_have_dead_letters": check_async_targets_have_dead_letters,
+    "failure_alarms": check_failure_alarms,
+    "buffered_timeouts": check_buffered_timeouts,
+    "schedule_permissions": check_schedule_permissions,
 }
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from shared.adapters.aws.scheduler import SCHEDULE_NAME_PREFIX, schedule_name
+
 from . import template_checks as checks
 from .sam_tools import REPO_ROOT, TEMPLATE_PATH, SamTools
 
@@ -40,8 +42,10 @@ APP_ENV_VARS = {
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "LOG_LEVEL",
+    "RUN_RETENTION_DAYS",
+    "AUDIT_RETENTION_DAYS",
 }
-SCHEDULER_ENV_VARS = {"SCHEDULER_GROUP_NAME", "SCHEDULER_ROLE_ARN", "AUTOMATION_FUNCTION_ARN"}
+SCHEDULER_ENV_VARS = {"SCHEDULER_GROUP_NAME", "SCHEDULER_ROLE_ARN", "SCHEDULER_DEAD_LETTER_ARN", "AUTOMATION_FUNCTION_ARN"}
 HANDLERS = {
     "StreamingApiFunction": "functions/agent_api/run.sh",
     "BufferedApiFunction": "functions.agent_api.lambda_buffered.handler",
@@ -234,13 +238,23 @@ def test_run_completed_events_reach_the_memory_queue(expanded_template: Template
     assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["RunCompletedRule", "Arn"]}
 
 
-def test_scheduler_role_may_only_invoke_the_automation_function(expanded_template: Template) -> None:
-    role = _props(expanded_template, "SchedulerInvokeRole")
+@pytest.mark.parametrize(
+    ("role_id", "function_id"),
+    [("SchedulerInvokeRole", "AutomationFunction"), ("SweeperInvokeRole", "SweeperFunction")],
+)
+def test_scheduler_roles_may_only_invoke_their_function_and_dead_letter_a_fire(
+    expanded_template: Template, role_id: str, function_id: str
+) -> None:
+    role = _props(expanded_template, role_id)
     (policy,) = role["Policies"]
-    (statement,) = policy["PolicyDocument"]["Statement"]
-    assert statement["Action"] == "lambda:InvokeFunction"
-    assert statement["Resource"] == {"Fn::GetAtt": ["AutomationFunction", "Arn"]}
-    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    invoke, dead_letters = policy["PolicyDocument"]["Statement"]
+    assert invoke["Action"] == "lambda:InvokeFunction"
+    assert invoke["Resource"] == {"Fn::GetAtt": [function_id, "Arn"]}
+    assert dead_letters["Action"] == "sqs:SendMessage"
+    assert dead_letters["Resource"] == {"Fn::GetAtt": ["AsyncDeadLetterQueue", "Arn"]}
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
 
 
 def test_api_manages_schedules_in_its_group_and_passes_only_the_scheduler_role(
@@ -254,10 +268,15 @@ def test_api_manages_schedules_in_its_group_and_passes_only_the_scheduler_role(
     assert sorted(schedules["Action"]) == [
         "scheduler:CreateSchedule",
         "scheduler:DeleteSchedule",
-        "scheduler:GetSchedule",
         "scheduler:UpdateSchedule",
     ]
-    assert checks.flatten(schedules["Resource"]).endswith(":schedule/${AutomationScheduleGroup}/*")
+    # Only the schedules the adapter names (task-<id>), never the sweeper's or the canary's in the same group.
+    assert checks.flatten(schedules["Resource"]).endswith(f":schedule/${{AutomationScheduleGroup}}/{SCHEDULE_NAME_PREFIX}*")
+    assert schedule_name("any-task").startswith(SCHEDULE_NAME_PREFIX)
+    assert checks.TASK_SCHEDULE_PREFIX == SCHEDULE_NAME_PREFIX
+    template_schedules = [props["Properties"]["Name"] for _, props in checks.resources(expanded_template, "AWS::Scheduler::Schedule")]
+    assert template_schedules and not any(name.startswith(SCHEDULE_NAME_PREFIX) for name in template_schedules)
+    assert checks.check_schedule_permissions(expanded_template) == []
     pass_role = statements["PassSchedulerRoleToSchedulerOnly"]
     assert pass_role["Resource"] == {"Fn::GetAtt": ["SchedulerInvokeRole", "Arn"]}
     assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -55,6 +55,15 @@ def from_item(item: dict[str, Any]) -> dict[str, Any]:
 
 def _iso(value: datetime) -> str:
     return value.isoformat()
+
+
+TTL_ATTRIBUTE = "expires_at"
+"""The table's TimeToLiveSpecification attribute (template.yaml): epoch seconds; DynamoDB deletes the item after."""
+
+
+def expires_at(start: datetime, retention: timedelta) -> int:
+    """The TTL value of an item kept for ``retention`` from ``start`` (a Number in epoch seconds, as TTL needs)."""
+    return int((start + retention).timestamp())
 
 
 def cap_content(content: str) -> tuple[str, bool]:
@@ -121,7 +130,7 @@ def thread_from_item(item: dict[str, Any]) -> Thread:
     )
 
 
-def run_to_item(run: Run) -> dict[str, Any]:
+def run_to_item(run: Run, *, retention: timedelta | None = None) -> dict[str, Any]:
     return to_item(
         {
             "PK": run_pk(run.tenant_id, run.run_id),
@@ -131,6 +140,7 @@ def run_to_item(run: Run) -> dict[str, Any]:
             "GSI1SK": f"{_iso(run.created_at)}#{run.run_id}",
             "data": run.model_dump_json(),
             "status": run.status.value,
+            TTL_ATTRIBUTE: expires_at(run.created_at, retention) if retention else None,
         }
     )
 
@@ -153,13 +163,14 @@ def run_from_item(item: dict[str, Any]) -> Run:
     return run.model_copy(update=updates)
 
 
-def audit_to_item(record: AuditRecord, unique: str) -> dict[str, Any]:
+def audit_to_item(record: AuditRecord, unique: str, *, retention: timedelta | None = None) -> dict[str, Any]:
     return to_item(
         {
             "PK": audit_pk(record.tenant_id, record.thread_id),
             "SK": f"{_iso(record.at)}#{unique}",
             "kind": "audit",
             "data": record.model_dump_json(),
+            TTL_ATTRIBUTE: expires_at(record.at, retention) if retention else None,
         }
     )
 

@@ -12,8 +12,9 @@ import hashlib
 import json
 import random
 import uuid
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -44,8 +45,29 @@ def running_gsi(run_pk: str) -> str:
     return f"RUNNING#{shard}"
 
 
+@dataclass(frozen=True)
+class Retention:
+    """How long run and audit records live (the table's TTL, ``expires_at``; docs/storage.md "Retention").
+
+    Threads, messages, memories and tasks carry no TTL: they are the user's data and live until deleted.
+    """
+
+    run: timedelta = timedelta(days=90)
+    audit: timedelta = timedelta(days=400)
+
+
 class DynamoDBStore(TableAdapter):
     """Threads, messages, runs and audit records in one table (keys in ``dynamo_codec``)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        client_factory: Callable[[], DynamoDBClient],
+        *,
+        retention: Retention | None = None,
+    ) -> None:
+        super().__init__(table_name, client_factory)
+        self.retention = retention or Retention()
 
     # ---- threads -------------------------------------------------------------------------------------------
 
@@ -298,7 +320,7 @@ class DynamoDBStore(TableAdapter):
     # ---- runs ----------------------------------------------------------------------------------------------
 
     async def create_run(self, run: Run) -> tuple[Run, bool]:
-        item = codec.run_to_item(run)
+        item = codec.run_to_item(run, retention=self.retention.run)
         if run.status is RunStatus.RUNNING:
             created = run.created_at.isoformat()
             item.update(
@@ -473,7 +495,7 @@ class DynamoDBStore(TableAdapter):
     # ---- audit ---------------------------------------------------------------------------------------------
 
     async def record(self, record: AuditRecord) -> None:
-        item = codec.audit_to_item(record, uuid.uuid4().hex)
+        item = codec.audit_to_item(record, uuid.uuid4().hex, retention=self.retention.audit)
         await self._call(lambda: self.client.put_item(TableName=self._table, Item=item))
 
     async def list_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[AuditRecord]:

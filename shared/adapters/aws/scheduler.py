@@ -62,12 +62,14 @@ class EventBridgeTaskScheduler:
         group_name: str,
         target_arn: str,
         role_arn: str,
+        dead_letter_arn: str | None = None,
     ) -> None:
         self._client_factory = client_factory
         self._client: EventBridgeSchedulerClient | None = None
         self.group_name = group_name
         self._target_arn = target_arn
         self._role_arn = role_arn
+        self._dead_letter_arn = dead_letter_arn
 
     @property
     def client(self) -> EventBridgeSchedulerClient:
@@ -84,6 +86,15 @@ class EventBridgeTaskScheduler:
             raise SchedulerError("the scheduler could not be reached") from exc
 
     def _definition(self, task: AutomationTask) -> dict[str, Any]:
+        target: dict[str, Any] = {
+            "Arn": self._target_arn,
+            "RoleArn": self._role_arn,
+            "Input": schedule_input(task),
+            "RetryPolicy": dict(RETRY_POLICY),
+        }
+        if self._dead_letter_arn:
+            # A fire the Scheduler could not deliver after its retries is kept there (sent with the schedule's role).
+            target["DeadLetterConfig"] = {"Arn": self._dead_letter_arn}
         return {
             "Name": schedule_name(task.task_id),
             "GroupName": self.group_name,
@@ -92,12 +103,7 @@ class EventBridgeTaskScheduler:
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "State": "ENABLED" if task.enabled else "DISABLED",
             "Description": f"automation task {task.task_id}"[:512],
-            "Target": {
-                "Arn": self._target_arn,
-                "RoleArn": self._role_arn,
-                "Input": schedule_input(task),
-                "RetryPolicy": dict(RETRY_POLICY),
-            },
+            "Target": target,
         }
 
     async def create(self, task: AutomationTask) -> str:
