@@ -45,7 +45,12 @@ APP_ENV_VARS = {
     "RUN_RETENTION_DAYS",
     "AUDIT_RETENTION_DAYS",
 }
-SCHEDULER_ENV_VARS = {"SCHEDULER_GROUP_NAME", "SCHEDULER_ROLE_ARN", "SCHEDULER_DEAD_LETTER_ARN", "AUTOMATION_FUNCTION_ARN"}
+SCHEDULER_ENV_VARS = {
+    "SCHEDULER_GROUP_NAME",
+    "SCHEDULER_ROLE_ARN",
+    "SCHEDULER_DEAD_LETTER_ARN",
+    "AUTOMATION_FUNCTION_ARN",
+}
 HANDLERS = {
     "StreamingApiFunction": "functions/agent_api/run.sh",
     "BufferedApiFunction": "functions.agent_api.lambda_buffered.handler",
@@ -271,10 +276,13 @@ def test_api_manages_schedules_in_its_group_and_passes_only_the_scheduler_role(
         "scheduler:UpdateSchedule",
     ]
     # Only the schedules the adapter names (task-<id>), never the sweeper's or the canary's in the same group.
-    assert checks.flatten(schedules["Resource"]).endswith(f":schedule/${{AutomationScheduleGroup}}/{SCHEDULE_NAME_PREFIX}*")
+    resource = checks.flatten(schedules["Resource"])
+    assert resource.endswith(f":schedule/${{AutomationScheduleGroup}}/{SCHEDULE_NAME_PREFIX}*")
     assert schedule_name("any-task").startswith(SCHEDULE_NAME_PREFIX)
     assert checks.TASK_SCHEDULE_PREFIX == SCHEDULE_NAME_PREFIX
-    template_schedules = [props["Properties"]["Name"] for _, props in checks.resources(expanded_template, "AWS::Scheduler::Schedule")]
+    template_schedules = [
+        props["Properties"]["Name"] for _, props in checks.resources(expanded_template, "AWS::Scheduler::Schedule")
+    ]
     assert template_schedules and not any(name.startswith(SCHEDULE_NAME_PREFIX) for name in template_schedules)
     assert checks.check_schedule_permissions(expanded_template) == []
     pass_role = statements["PassSchedulerRoleToSchedulerOnly"]
