@@ -1,0 +1,346 @@
+"""Least privilege that is least: every IAM action a role of the template grants is needed by a call in the code.
+
+``GRANTS`` is the table the issue asks for: per role, each granted ``(action, resource)`` maps to the calls that
+need it, either a boto3 call in our adapters (or in the Powertools utility the code uses), checked here to be in
+that function's source, or a call the AWS service makes with the role (an event source mapping polling the queue, an
+on-failure destination), checked here to exist in the expanded template. The template and the table must agree
+exactly: a grant with no row is an action no code path uses; a row with no grant is a call that would be denied.
+
+Notes that decide the rows:
+
+- DynamoDB authorises a ``TransactWriteItems`` per item (``Put`` -> ``PutItem``, ``Update`` -> ``UpdateItem``,
+  ``Delete`` -> ``DeleteItem``); there is no transaction action to grant.
+- Which function reaches which adapter call follows its entry point: the streaming API and the automation function
+  run chat/task runs (``RunService`` + ``WorkerExecutor``), the memory function runs a hidden memory run, the
+  buffered API serves the JSON routes, the sweeper ends stale runs. Only the buffered API deletes (a memory, a
+  task); only it manages schedules, and only task schedules (``task-*``).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from . import template_checks as checks
+
+Template = dict[str, Any]
+Grant = tuple[str, str]  # (action, resource: a logical id, or "<table>/index/<name>")
+
+
+@dataclass(frozen=True)
+class Code:
+    """A call in our code (or a library it uses): ``call`` must appear in the source of ``target``."""
+
+    target: str  # "package.module:Class.method"
+    call: str
+
+    def problem(self) -> str | None:
+        module_name, _, qualname = self.target.partition(":")
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return f"{self.target} does not exist"
+        if self.call not in inspect.getsource(obj):
+            return f"{self.target} no longer calls {self.call!r}"
+        return None
+
+
+@dataclass(frozen=True)
+class Service:
+    """A call AWS makes with the role on the project's behalf; ``resource`` (expanded template) is what makes it."""
+
+    what: str
+    resource: str
+    resource_type: str
+
+    def problem(self, template: Template) -> str | None:
+        found = template.get("Resources", {}).get(self.resource, {}).get("Type")
+        if found != self.resource_type:
+            return f"{self.what}: {self.resource} ({self.resource_type}) is not in the template"
+        return None
+
+
+Need = Code | Service
+
+STORE = "shared.adapters.aws.dynamodb_store:DynamoDBStore"
+MEMORIES = "shared.adapters.aws.memory_store:DynamoDBMemoryStore"
+TASKS = "shared.adapters.aws.automation_store:DynamoDBAutomationStore"
+SCHEDULER = "shared.adapters.aws.scheduler:EventBridgeTaskScheduler"
+IDEMPOTENCY = "aws_lambda_powertools.utilities.idempotency.persistence.dynamodb:DynamoDBPersistenceLayer"
+TABLE = "AgentTable"
+GSI1 = "AgentTable/index/GSI1"
+GSI2 = "AgentTable/index/GSI2"
+DLQ = "AsyncDeadLetterQueue"
+
+LLM_KEY: dict[Grant, tuple[Need, ...]] = {
+    ("secretsmanager:GetSecretValue", "LlmApiKeySecret"): (
+        Code("shared.wiring:Services._llm_api_key", "parameters.get_secret("),
+        Code("aws_lambda_powertools.utilities.parameters.secrets:SecretsProvider._get", "get_secret_value("),
+    ),
+}
+
+# A run as RunService and the worker drive it: admission, the transactional append, heartbeat, end, audit,
+# the user's memories in the prompt, and "run completed" for memory extraction.
+RUN: dict[Grant, tuple[Need, ...]] = {
+    ("dynamodb:GetItem", TABLE): (Code(f"{STORE}._thread_item", "get_item("), Code(f"{STORE}.get_run", "get_item(")),
+    ("dynamodb:PutItem", TABLE): (
+        Code(f"{STORE}.open_thread", "put_item("),
+        Code(f"{STORE}.create_run", "put_item("),
+        Code(f"{STORE}.record", "put_item("),
+        Code(f"{STORE}._append_chunk", '"Put": {'),
+    ),
+    ("dynamodb:UpdateItem", TABLE): (
+        Code(f"{STORE}.claim_thread", "update_item("),
+        Code(f"{STORE}.release_thread", "update_item("),
+        Code(f"{STORE}._update_run", "update_item("),
+        Code(f"{STORE}._append_chunk", '"Update": {'),
+    ),
+    ("dynamodb:Query", TABLE): (Code(f"{STORE}.read_back", "query("), Code(f"{MEMORIES}.list_memories", "query(")),
+    ("dynamodb:BatchGetItem", TABLE): (Code(f"{STORE}.known_message_ids", "batch_get_item("),),
+    ("events:PutEvents", "AgentEventBus"): (
+        Code("shared.adapters.aws.eventbridge:EventBridgePublisher.publish", "put_events("),
+    ),
+    **LLM_KEY,
+}
+
+GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
+    "StreamingApiRole": RUN,
+    "AutomationRole": {
+        **RUN,
+        ("dynamodb:GetItem", TABLE): (*RUN[("dynamodb:GetItem", TABLE)], Code(f"{TASKS}.find", "get_item(")),
+        ("sqs:SendMessage", DLQ): (
+            Service(
+                "on-failure destination of a failed fire",
+                "AutomationFunctionEventInvokeConfig",
+                "AWS::Lambda::EventInvokeConfig",
+            ),
+        ),
+    },
+    "BufferedApiRole": {
+        ("dynamodb:GetItem", TABLE): (
+            Code(f"{STORE}._thread_item", "get_item("),
+            Code(f"{STORE}.get_run", "get_item("),
+            Code(f"{TASKS}.get", "get_item("),
+        ),
+        ("dynamodb:PutItem", TABLE): (Code(f"{TASKS}.create", '"Put": {'), Code(f"{TASKS}.replace", "put_item(")),
+        ("dynamodb:UpdateItem", TABLE): (Code(f"{STORE}.request_cancel", "_update_run("),),
+        ("dynamodb:DeleteItem", TABLE): (
+            Code(f"{MEMORIES}.delete", "delete_item("),
+            Code(f"{TASKS}.delete", '"Delete": {'),
+        ),
+        ("dynamodb:Query", TABLE): (
+            Code(f"{STORE}.read_forward", "query("),
+            Code(f"{STORE}.list_for_thread", "query("),
+            Code(f"{MEMORIES}.list_memories", "query("),
+            Code(f"{TASKS}.list", "query("),
+        ),
+        ("dynamodb:Query", GSI1): (
+            Code(f"{STORE}.list_threads", '"IndexName": "GSI1"'),
+            Code(f"{STORE}.list_runs_for_thread", 'IndexName="GSI1"'),
+        ),
+        ("scheduler:CreateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.create", "create_schedule("),),
+        ("scheduler:UpdateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.update", "update_schedule("),),
+        ("scheduler:DeleteSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.delete", "delete_schedule("),),
+        ("iam:PassRole", "SchedulerInvokeRole"): (Code(f"{SCHEDULER}._definition", '"RoleArn": self._role_arn'),),
+    },
+    "MemoryRole": {
+        ("dynamodb:GetItem", TABLE): (
+            Code(f"{STORE}._thread_item", "get_item("),
+            Code(f"{STORE}.get_run", "get_item("),
+            Code(f"{MEMORIES}.get", "get_item("),
+            Code(f"{MEMORIES}.get_cursor", "get_item("),
+        ),
+        ("dynamodb:PutItem", TABLE): (
+            Code(f"{STORE}.open_thread", "put_item("),
+            Code(f"{STORE}.create_run", "put_item("),
+            Code(f"{STORE}.record", "put_item("),
+            Code(f"{STORE}._append_chunk", '"Put": {'),
+            Code(f"{MEMORIES}.put", "put_item("),
+            Code(f"{MEMORIES}.deactivate", "put_item("),
+        ),
+        ("dynamodb:UpdateItem", TABLE): (
+            Code(f"{STORE}._update_run", "update_item("),
+            Code(f"{STORE}._append_chunk", '"Update": {'),
+            Code(f"{MEMORIES}.advance_cursor", "update_item("),
+        ),
+        ("dynamodb:Query", TABLE): (
+            Code(f"{STORE}.read_forward", "query("),
+            Code(f"{STORE}.read_back", "query("),
+            Code(f"{MEMORIES}.list_memories", "query("),
+        ),
+        # RunService's last-resort close of a failed run looks up which turns were stored.
+        ("dynamodb:BatchGetItem", TABLE): (Code(f"{STORE}.known_message_ids", "batch_get_item("),),
+        ("dynamodb:GetItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._get_record", "get_item("),),
+        ("dynamodb:PutItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._put_record", "put_item("),),
+        ("dynamodb:UpdateItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._update_record", "update_item("),),
+        ("dynamodb:DeleteItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._delete_record", "delete_item("),),
+        **{
+            (action, "MemoryQueue"): (
+                Service(
+                    "the SQS event source mapping polls the queue",
+                    "MemoryFunctionRunCompleted",
+                    "AWS::Lambda::EventSourceMapping",
+                ),
+            )
+            for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+        },
+        **LLM_KEY,
+    },
+    "SweeperRole": {
+        ("dynamodb:GetItem", TABLE): (Code(f"{STORE}._thread_item", "get_item("),),
+        ("dynamodb:PutItem", TABLE): (Code(f"{STORE}.record", "put_item("), Code(f"{STORE}._append_chunk", '"Put": {')),
+        ("dynamodb:UpdateItem", TABLE): (
+            Code(f"{STORE}.abandon_run", "update_item("),
+            Code(f"{STORE}.release_thread", "update_item("),
+            Code(f"{STORE}._append_chunk", '"Update": {'),
+        ),
+        ("dynamodb:Query", TABLE): (Code(f"{STORE}.read_back", "query("),),
+        ("dynamodb:Query", GSI2): (Code(f"{STORE}.list_stale_runs", '"IndexName": _RUNNING_INDEX'),),
+        ("dynamodb:BatchGetItem", TABLE): (
+            Code(f"{STORE}.list_stale_runs", "batch_get_item("),
+            Code(f"{STORE}.known_message_ids", "batch_get_item("),
+        ),
+        ("sqs:SendMessage", DLQ): (
+            Service(
+                "on-failure destination of a failed sweep",
+                "SweeperFunctionEventInvokeConfig",
+                "AWS::Lambda::EventInvokeConfig",
+            ),
+        ),
+    },
+    "SchedulerInvokeRole": {
+        ("lambda:InvokeFunction", "AutomationFunction"): (
+            Code(f"{SCHEDULER}._definition", '"Arn": self._target_arn'),
+            Service("the canary schedule", "AutomationFunctionSchedulerCanary", "AWS::Scheduler::Schedule"),
+        ),
+        ("sqs:SendMessage", DLQ): (
+            Code(f"{SCHEDULER}._definition", '"DeadLetterConfig"'),
+            Service("the canary's dead letters", "AutomationFunctionSchedulerCanary", "AWS::Scheduler::Schedule"),
+        ),
+    },
+    "SweeperInvokeRole": {
+        ("lambda:InvokeFunction", "SweeperFunction"): (
+            Service("the sweeper's schedule", "SweeperFunctionEvery5Minutes", "AWS::Scheduler::Schedule"),
+        ),
+        ("sqs:SendMessage", DLQ): (
+            Service("the sweeper schedule's dead letters", "SweeperFunctionEvery5Minutes", "AWS::Scheduler::Schedule"),
+        ),
+    },
+}
+
+# The only AWS managed policies: ENIs for the VPC and X-Ray for active tracing (no data access).
+MANAGED = {"AWSLambdaVPCAccessExecutionRole", "AWSXRayDaemonWriteAccess"}
+
+
+def _resource_key(resource: Any) -> str:
+    text = checks.flatten(resource)
+    if ":schedule/" in text:
+        return "schedule/" + text.rsplit("/", 1)[-1]
+    text = text.replace(".Arn}", "}")
+    if text.startswith("${") and "}" in text:
+        name, _, rest = text[2:].partition("}")
+        return name + rest
+    return text
+
+
+def granted(template: Template) -> dict[str, set[Grant]]:
+    """Per role: the (action, resource) pairs its inline policies allow."""
+    grants: dict[str, set[Grant]] = {}
+    for role_id, role in checks.resources(template, "AWS::IAM::Role"):
+        found = grants.setdefault(role_id, set())
+        for policy in role["Properties"].get("Policies", []):
+            for statement in policy["PolicyDocument"]["Statement"]:
+                assert statement.get("Effect", "Allow") == "Allow", (role_id, statement)
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                found.update((action, _resource_key(target)) for action in actions for target in targets)
+    return grants
+
+
+def unexplained(template: Template) -> list[str]:
+    """Grants without a row (an action no code path uses) and rows without a grant (a call that would be denied)."""
+    problems = []
+    actual = granted(template)
+    for role_id in sorted(set(actual) | set(GRANTS)):
+        have, want = actual.get(role_id, set()), set(GRANTS.get(role_id, {}))
+        problems += [
+            f"{role_id}: {action} on {res} is granted but no code path uses it" for action, res in sorted(have - want)
+        ]
+        problems += [f"{role_id}: {action} on {res} is needed but not granted" for action, res in sorted(want - have)]
+    return problems
+
+
+def test_every_granted_action_is_needed_by_a_call_and_every_needed_one_is_granted(
+    expanded_template: Template,
+) -> None:
+    assert unexplained(expanded_template) == []
+
+
+def test_every_call_in_the_table_exists(expanded_template: Template) -> None:
+    problems = []
+    for role_id, rows in GRANTS.items():
+        for (action, resource), needs in rows.items():
+            assert needs, f"{role_id}: {action} on {resource} has no reason"
+            for need in needs:
+                problem = need.problem() if isinstance(need, Code) else need.problem(expanded_template)
+                if problem:
+                    problems.append(f"{role_id} {action}: {problem}")
+    assert problems == []
+
+
+def test_only_the_buffered_api_deletes_and_no_role_has_unused_actions(expanded_template: Template) -> None:
+    grants = granted(expanded_template)
+    deleters = {role for role, pairs in grants.items() if ("dynamodb:DeleteItem", TABLE) in pairs}
+    assert deleters == {"BufferedApiRole"}
+    never_used = {
+        "dynamodb:BatchWriteItem",
+        "dynamodb:ConditionCheckItem",
+        "dynamodb:DescribeTable",
+        "dynamodb:Scan",
+        "secretsmanager:DescribeSecret",
+        "scheduler:GetSchedule",
+        "sqs:ChangeMessageVisibility",
+    }
+    assert not {action for pairs in grants.values() for action, _ in pairs} & never_used
+    assert not any(
+        res == "IdempotencyTable" for role, pairs in grants.items() if role != "MemoryRole" for _, res in pairs
+    )
+
+
+def test_managed_policies_are_only_networking_and_tracing(expanded_template: Template) -> None:
+    for role_id, role in checks.resources(expanded_template, "AWS::IAM::Role"):
+        names = {checks.flatten(arn).rsplit("/", 1)[-1] for arn in role["Properties"].get("ManagedPolicyArns", [])}
+        assert names <= MANAGED, role_id
+
+
+@pytest.mark.parametrize(
+    ("role_id", "extra", "expected"),
+    [
+        ("StreamingApiRole", ("dynamodb:BatchWriteItem", TABLE), "is granted but no code path uses it"),
+        ("SweeperRole", ("dynamodb:DeleteItem", TABLE), "is granted but no code path uses it"),
+        ("MemoryRole", ("secretsmanager:DescribeSecret", "LlmApiKeySecret"), "is granted but no code path uses it"),
+    ],
+)
+def test_an_unused_grant_is_reported(expanded_template: Template, role_id: str, extra: Grant, expected: str) -> None:
+    # GIVEN the template with one more action on one role (the kind of grant the issue found)
+    planted = copy.deepcopy(expanded_template)
+    action, resource = extra
+    arn = {"Fn::GetAtt": [resource, "Arn"]} if resource != "LlmApiKeySecret" else {"Ref": resource}
+    statements = planted["Resources"][role_id]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    statements.append({"Effect": "Allow", "Action": action, "Resource": arn})
+    # THEN the table check names it
+    assert unexplained(planted) == [f"{role_id}: {action} on {resource} {expected}"]
+
+
+def test_a_missing_grant_is_reported(expanded_template: Template) -> None:
+    planted = copy.deepcopy(expanded_template)
+    statements = planted["Resources"]["SweeperRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    table = next(s for s in statements if s.get("Sid") == "AgentTable")
+    table["Action"] = [a for a in table["Action"] if a != "dynamodb:BatchGetItem"]
+    assert unexplained(planted) == ["SweeperRole: dynamodb:BatchGetItem on AgentTable is needed but not granted"]
