@@ -28,6 +28,7 @@ INPUT_TOKENS = "InputTokens"
 OUTPUT_TOKENS = "OutputTokens"
 TOOL_REFUSALS = "ToolRefusals"
 WINDOW_REPAIRS = "WindowRepairs"
+RUNS_SWEPT = "RunsSwept"
 
 logger = logging.getLogger(__name__)
 
@@ -72,4 +73,25 @@ async def emit_run_metrics(ctx: RunContext, status: RunStatus, result: Execution
     metrics.add_metadata(key="run_id", value=ctx.run_id)
     metrics.add_metadata(key="executor", value=ctx.meta.executor.value)
     metrics.add_metadata(key="profile", value=ctx.profile.name)
+    metrics.flush_metrics()
+
+
+def emit_swept_runs(count: int) -> None:
+    """``RunErrors`` (and ``RunsSwept``) for runs the sweeper ended.
+
+    A run whose process was killed (Lambda timeout, out of memory) never reaches ``emit_run_metrics``, so without this
+    the ``RunErrors`` alarm would miss exactly the worst failures. Same namespace and ``service`` dimension.
+    """
+    if count <= 0:
+        return
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics = Metrics(
+        namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT),
+        service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE_DEFAULT),
+    )
+    metrics.add_metric(name=RUN_ERRORS, unit=MetricUnit.Count, value=count)
+    metrics.add_metric(name=RUNS_SWEPT, unit=MetricUnit.Count, value=count)
+    metrics.add_metadata(key="source", value="sweeper")
     metrics.flush_metrics()

@@ -12,7 +12,9 @@ busy, its stream has no terminal event and its last tool calls have no results. 
    the call, so a repeated repair stores nothing twice), so the next run's context is valid for any provider;
 4. the run's stream is closed as the executor would have closed it (open message and tool calls ended, the
    synthetic results, the step finished) and ends with one ``RUN_ERROR``, unless it already has a terminal event;
-5. the thread is released, and the repair is audited.
+5. the thread is released, and the repair is audited;
+6. the ended runs are counted in the ``RunErrors`` metric (and ``RunsSwept``), which their dead process never
+   emitted.
 
 If the sweeper itself dies after step 1, what remains is still safe: the context window repairs dangling calls at
 read time, a claim older than ``STALE_RUN_AFTER`` is taken over, and readers rebuild the terminal event from the
@@ -38,6 +40,7 @@ from ag_ui.core import (
 
 from shared.executors.model_turn import normalise_arguments
 from shared.models import AuditRecord, Identity, Message, Role, Run, ToolCall, digest, utc_now
+from shared.observability import emit_swept_runs
 from shared.ports import AuditLog, ConversationStore, EventStream, RunLedger
 from shared.runs.emitter import RunEmitter, is_terminal, run_started
 from shared.runs.service import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
@@ -165,6 +168,8 @@ class RunSweeper:
                 logger.exception("could not sweep a run", extra={"run_id": run.run_id, "tenant_id": run.tenant_id})
         if report.found:
             logger.info("sweep done", extra=report.as_dict())
+        # The killed runs never emitted their own RunErrors: count them now, or the alarm misses them.
+        emit_swept_runs(len(report.ended))
         return report
 
     async def end_run(self, run: Run, cutoff: datetime, report: SweepReport) -> bool:

@@ -197,6 +197,32 @@ async def test_the_sweeper_leaves_live_runs_alone(store: DynamoDBStore, redis_st
     assert (await store.get_thread(USER, "th-old")).active_run_id is None
 
 
+async def test_runs_killed_by_a_timeout_count_as_run_errors(
+    store: DynamoDBStore,
+    redis_stream: RedisEventStream,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run killed by Lambda (timeout, out of memory) never emits its own RunErrors; the sweeper that ends it does."""
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "agent-backend-test")
+    # GIVEN two runs whose processes died, and one that is alive
+    await leave_a_dead_run(store, redis_stream, DeadRun("th-k1", "run-k1"), died_while="tool")
+    await leave_a_dead_run(store, redis_stream, DeadRun("th-k2", "run-k2"), died_while="text")
+    await leave_a_dead_run(store, redis_stream, DeadRun("th-ok", "run-ok"), died_while="tool", minutes_ago=30)
+    await store.heartbeat("tenant-1", "run-ok", last_stream_id=None)
+    capsys.readouterr()
+    # WHEN the sweeper ends the dead ones, and a second sweep finds nothing
+    await RunSweeper(store, redis_stream, stale_after=timedelta(minutes=5)).sweep()
+    await RunSweeper(store, redis_stream, stale_after=timedelta(minutes=5)).sweep()
+    # THEN one EMF document counts both in RunErrors (the alarm's metric and dimension) and RunsSwept; no more
+    docs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert len(docs) == 1
+    (directive,) = docs[0]["_aws"]["CloudWatchMetrics"]
+    assert (directive["Namespace"], directive["Dimensions"]) == ("AgentBackend", [["service"]])
+    assert docs[0]["service"] == "agent-backend-test"
+    assert (docs[0]["RunErrors"], docs[0]["RunsSwept"]) in [(2.0, 2.0), ([2.0], [2.0])]
+
+
 def test_the_lambda_entry_point_sweeps_with_the_container_services(store: DynamoDBStore, redis_url: str) -> None:
     # GIVEN a dead run, and the sweeper's Lambda entry point with its own Redis client
     services = Services(make_settings(redis_url=redis_url), overrides={"store": store})
