@@ -47,6 +47,13 @@ class TurnResult:
     finish_reason: str | None = None
     usage: Usage | None = None
     malformed_call_ids: set[str] = field(default_factory=set)
+    raw_arguments: dict[str, str] = field(default_factory=dict)
+    """The model's own argument text of each call whose arguments were replaced by ``{}`` (malformed or too long),
+    by call id: the audit digests and measures what the model sent, not the replacement (policy.md §3.3)."""
+
+    def arguments_as_sent(self, call: ToolCall) -> str:
+        """The call's arguments exactly as the model wrote them."""
+        return self.raw_arguments.get(call.id, call.arguments)
 
 
 # Tool arguments longer than this are treated as malformed (answered to the model as invalid arguments): no tool
@@ -161,6 +168,7 @@ class ModelTurn:
             arguments, valid = normalise_arguments(call.arguments)
             if not valid:
                 self.result.malformed_call_ids.add(call.id or "")
+                self.result.raw_arguments[call.id or ""] = call.arguments
             await self._emitter.emit(ToolCallArgsEvent(tool_call_id=call.id or "", delta=arguments))
             await self._emitter.emit(ToolCallEndEvent(tool_call_id=call.id or ""))
             calls.append(ToolCall(id=call.id or "", name=call.name, arguments=arguments))

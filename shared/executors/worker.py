@@ -314,7 +314,7 @@ class WorkerExecutor:
     ) -> None:
         result.tool_calls += 1
         call_id = call.id
-        decision = gate.authorize(call.name, call.arguments, self._gate_context(ctx))
+        decision = gate.authorize(call.name, turn.arguments_as_sent(call), self._gate_context(ctx))
         await self._audit.record(decision.audit)
         tool = registry.get(decision.canonical_name) if decision.allowed and decision.canonical_name else None
         if decision.allowed and decision.kind == "frontend":

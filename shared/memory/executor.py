@@ -233,7 +233,8 @@ class MemoryExecutor:
                 )
             )
             for call in turn_result.tool_calls:
-                content = await self._propose(call, tool_gate, gate_ctx, scope, result)
+                sent = turn_result.arguments_as_sent(call)
+                content = await self._propose(call, tool_gate, gate_ctx, scope, result, sent)
                 conversation.append(ChatMessage(role="tool", content=content, tool_call_id=call.id))
                 await emitter.emit(
                     ToolCallResultEvent(message_id=new_id("msg"), tool_call_id=call.id, content=content, role="tool")
@@ -289,9 +290,10 @@ class MemoryExecutor:
         gate_ctx: GateContext,
         scope: ExtractionScope,
         result: MemoryExecutionResult,
+        arguments_as_sent: str,
     ) -> str:
         result.tool_calls += 1
-        decision = tool_gate.authorize(call.name, call.arguments, gate_ctx)
+        decision = tool_gate.authorize(call.name, arguments_as_sent, gate_ctx)
         await self._audit.record(decision.audit)
         if not decision.allowed:
             result.tool_refusals += 1

@@ -13,6 +13,7 @@ import pytest
 
 from shared.llm.types import ToolSpec
 from shared.memory.models import Memory, MemoryKind
+from shared.models import digest
 from shared.tools.registry import ServerTool, ToolContext, ToolRegistry
 from shared.wiring import Services
 from tests.conftest import REGION, bearer, make_settings
@@ -104,6 +105,34 @@ async def test_a_refusal_does_not_reveal_the_refusing_layer(store: Any, redis_st
     refusal = next(e for e in events_of(resp.text) if e["type"] == "TOOL_CALL_RESULT")
     assert refusal_code(refusal["content"]) == "tool_not_allowed"
     assert "profile" not in refusal["content"] and "declared" not in refusal["content"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"timezone": "' + "A" * 70_000 + '"}',  # too long: replaced by {} before anything sees it
+        '{"timezone": "UTC"',  # not JSON
+        '["UTC"]',  # JSON, but not an object
+    ],
+    ids=["70kb", "truncated", "not_an_object"],
+)
+async def test_a_malformed_or_huge_call_is_audited_with_the_raw_size_and_digest(
+    store: Any, redis_stream: Any, asgi_client: Any, raw: str
+) -> None:
+    # GIVEN a model that sends a tool call whose arguments the executor must replace by {}
+    model = ScriptedModel(Turn(tool_calls=[("call-big", "get_current_time", raw)]), Turn(text=["done"]))
+    overrides = {"store": store, "stream": redis_stream, "model": model, "tools": Tools().registry()}
+    async with asgi_client(Services(make_settings(), overrides=overrides)) as client:
+        resp = await client.post("/api/v1/agent", json=body("th-big", "run-big"), headers=bearer())
+    # WHEN the run ends
+    assert assert_well_formed_run(events_of(resp.text))["type"] == "RUN_FINISHED"
+    # THEN the client saw the replacement ({}), but the audit measured and digested what the model really sent
+    args = "".join(e["delta"] for e in events_of(resp.text) if e["type"] == "TOOL_CALL_ARGS")
+    assert args == "{}"
+    records = await store.list_for_thread("tenant-1", "th-big", limit=50)
+    (details,) = [r.details for r in records if r.kind == "tool_decision"]
+    assert details["arguments_chars"] == len(raw)
+    assert details["arguments_digest"] == digest(raw) != digest("{}")
 
 
 # ---- tenant isolation matrix ---------------------------------------------------------------------------------
