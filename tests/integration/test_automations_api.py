@@ -25,9 +25,11 @@ from tests.support.scripted_model import ScriptedModel
 GROUP = "agent-automation"
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:agent-automation"
 ROLE_ARN = "arn:aws:iam::123456789012:role/agent-scheduler"
+DEAD_LETTER_ARN = "arn:aws:sqs:us-east-1:123456789012:agent-async-dlq"
 SCHEDULER_SETTINGS = {
     "scheduler_group_name": GROUP,
     "scheduler_role_arn": ROLE_ARN,
+    "scheduler_dead_letter_arn": DEAD_LETTER_ARN,
     "automation_function_arn": FUNCTION_ARN,
 }
 BASE = "/api/v1/automations"
@@ -94,6 +96,8 @@ async def test_create_writes_the_task_and_a_schedule_targeting_the_automation_fu
     assert schedule["State"] == "ENABLED"
     target = schedule["Target"]
     assert target["Arn"] == FUNCTION_ARN and target["RoleArn"] == ROLE_ARN
+    # AND a fire the Scheduler cannot deliver is kept in the stack's dead-letter queue, not dropped
+    assert target["DeadLetterConfig"] == {"Arn": DEAD_LETTER_ARN}
     assert json.loads(target["Input"]) == {
         "taskId": task["taskId"],
         "tenantId": "tenant-1",
@@ -175,6 +179,7 @@ async def test_update_and_delete_propagate_to_the_scheduler(client: httpx.AsyncC
     assert schedule["State"] == "DISABLED"
     assert schedule["FlexibleTimeWindow"] == {"Mode": "OFF"}
     assert json.loads(schedule["Target"]["Input"])["taskId"] == task_id
+    assert schedule["Target"]["DeadLetterConfig"] == {"Arn": DEAD_LETTER_ARN}
     # WHEN the task is deleted, THEN so is its schedule
     await client.delete(f"{BASE}/{task_id}", headers=bearer())
     with pytest.raises(ClientError) as missing:
