@@ -62,6 +62,41 @@ MISTAKES = [
         check=checks.check_no_wildcard_data_permissions,
         expected_violation="StreamingApiRole/agent-data: wildcard action 'dynamodb:*'",
     ),
+    PlantedMistake(
+        name="no_cors",
+        correct="      Cors:\n        AllowOrigin: !Sub \"'${CorsAllowedOrigin}'\"\n",
+        mistaken="      Cors:\n        AllowOrigin: \"'*'\"\n",
+        check=checks.check_cors,
+        expected_violation="/api/v1/agent: OPTIONS origin '*' is not a template parameter",
+    ),
+    PlantedMistake(
+        name="buffered_timeout_at_the_gateway_limit",
+        correct="      Timeout: 25\n",
+        mistaken="      Timeout: 29\n",
+        check=checks.check_buffered_timeouts,
+        expected_violation="BufferedApiFunction: Timeout 29s >= API Gateway's 29s",
+    ),
+    PlantedMistake(
+        name="rule_target_without_dead_letters",
+        correct="          DeadLetterConfig:\n            Arn: !GetAtt AsyncDeadLetterQueue.Arn\n",
+        mistaken="",
+        check=checks.check_async_targets_have_dead_letters,
+        expected_violation="RunCompletedRule: target MemoryQueue has no DeadLetterConfig",
+    ),
+    PlantedMistake(
+        name="schedule_permissions_on_the_whole_group",
+        correct=":schedule/${AutomationScheduleGroup}/task-*",
+        mistaken=":schedule/${AutomationScheduleGroup}/*",
+        check=checks.check_schedule_permissions,
+        expected_violation="BufferedApiRole/agent-data: schedule actions on",
+    ),
+    PlantedMistake(
+        name="function_without_errors_alarm",
+        correct="      Dimensions: [{Name: FunctionName, Value: !Ref SweeperFunction}]\n",
+        mistaken="      Dimensions: [{Name: FunctionName, Value: !Ref MemoryFunction}]\n",
+        check=checks.check_failure_alarms,
+        expected_violation="SweeperFunction: no Errors alarm",
+    ),
 ]
 MISTAKE_IDS = [mistake.name for mistake in MISTAKES]
 

@@ -324,3 +324,147 @@ def test_the_gate_script_passes_on_the_template(sam_tools: SamTools, tmp_path: P
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "sam_gate: all steps passed" in result.stdout
+
+
+# ------------------------------------------------------------------------------------------------ issue 17
+def test_the_gateway_preflight_allows_what_the_app_allows(expanded_template: Template) -> None:
+    from functions.agent_api.cors import ALLOWED_HEADERS, ALLOWED_METHODS, PREFLIGHT_MAX_AGE_S
+
+    paths = _props(expanded_template, "AgentApi")["Body"]["paths"]
+    for path, operations in paths.items():
+        integration = operations["options"]["x-amazon-apigateway-integration"]
+        assert integration["type"] == "mock", path
+        params = integration["responses"]["default"]["responseParameters"]
+        assert params["method.response.header.Access-Control-Allow-Headers"] == "'" + ",".join(ALLOWED_HEADERS) + "'"
+        assert params["method.response.header.Access-Control-Allow-Methods"] == "'" + ",".join(ALLOWED_METHODS) + "'"
+        assert params["method.response.header.Access-Control-Max-Age"] == f"'{PREFLIGHT_MAX_AGE_S}'"
+        assert params["method.response.header.Access-Control-Allow-Origin"] == {"Fn::Sub": "'${CorsAllowedOrigin}'"}
+    responses = _props(expanded_template, "AgentApi")["Body"]["x-amazon-apigateway-gateway-responses"]
+    for kind in ("DEFAULT_4XX", "DEFAULT_5XX"):
+        assert responses[kind]["responseParameters"]["gatewayresponse.header.Access-Control-Allow-Origin"] == {
+            "Fn::Sub": "'${CorsAllowedOrigin}'"
+        }
+    assert checks.check_cors(expanded_template) == []
+
+
+def _evaluate(expression: Any, parameters: dict[str, Any]) -> Any:
+    """The few intrinsic functions the template's Rules use, evaluated as CloudFormation does."""
+    if isinstance(expression, dict):
+        ((name, arg),) = expression.items()
+        if name == "Ref":
+            return parameters[arg]
+        if name == "Fn::Equals":
+            return _evaluate(arg[0], parameters) == _evaluate(arg[1], parameters)
+        if name == "Fn::Not":
+            return not _evaluate(arg[0], parameters)
+        if name == "Fn::Contains":
+            return _evaluate(arg[1], parameters) in _evaluate(arg[0], parameters)
+        raise AssertionError(f"unexpected function {name} in Rules")
+    return expression
+
+
+def _rule_failures(template: Template, **overrides: Any) -> list[str]:
+    """Names of the rules that would refuse a deploy with these parameters (defaults for the rest)."""
+    parameters: dict[str, Any] = {}
+    for name, spec in template["Parameters"].items():
+        default = spec.get("Default")
+        parameters[name] = default.split(",") if spec["Type"] == "CommaDelimitedList" else default
+    parameters.update(overrides)
+    failures = []
+    for name, rule in template["Rules"].items():
+        if "RuleCondition" in rule and not _evaluate(rule["RuleCondition"], parameters):
+            continue
+        if not all(_evaluate(a["Assert"], parameters) for a in rule["Assertions"]):
+            failures.append(name)
+    return failures
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refused_by"),
+    [
+        ({}, []),
+        ({"Stage": "prod"}, ["ProdCorsOrigin"]),
+        ({"Stage": "prod", "CorsAllowedOrigin": "https://app.example.com"}, []),
+        ({"Stage": "staging"}, []),
+        ({"ExistingVpcId": "vpc-1"}, ["ExistingVpcNeedsSubnets"]),
+        ({"ExistingVpcId": "vpc-1", "ExistingSubnetIds": ["subnet-a", ""]}, ["ExistingVpcNeedsSubnets"]),
+        ({"ExistingVpcId": "vpc-1", "ExistingSubnetIds": ["subnet-a", "subnet-b"]}, []),
+    ],
+)
+def test_rules_refuse_a_star_origin_in_prod_and_an_existing_vpc_without_subnets(
+    expanded_template: Template, overrides: dict[str, Any], refused_by: list[str]
+) -> None:
+    assert _rule_failures(expanded_template, **overrides) == refused_by
+
+
+def test_cors_origin_parameter_accepts_an_origin_and_refuses_paths_and_lists(expanded_template: Template) -> None:
+    import re
+
+    pattern = re.compile(expanded_template["Parameters"]["CorsAllowedOrigin"]["AllowedPattern"])
+    for good in ("*", "https://app.example.com", "http://localhost:5173"):
+        assert pattern.fullmatch(good), good
+    for bad in ("", "https://app.example.com/", "app.example.com", "https://a.com,https://b.com", "'*'"):
+        assert not pattern.fullmatch(bad), bad
+
+
+def test_prod_gets_a_nat_per_az_and_there_is_no_sqs_endpoint(expanded_template: Template) -> None:
+    conditions = expanded_template["Conditions"]
+    assert conditions["NatPerAz"] == {"Fn::And": [{"Condition": "CreateVpc"}, {"Condition": "IsProd"}]}
+    for logical_id in ("NatEipB", "NatGatewayB", "PrivateRouteTableB", "PrivateDefaultRouteB"):
+        assert _resource(expanded_template, logical_id)["Condition"] == "NatPerAz"
+    assert _props(expanded_template, "NatGatewayB")["SubnetId"] == {"Ref": "PublicSubnetB"}
+    association = _props(expanded_template, "PrivateSubnetBRouteTableAssociation")
+    assert association["RouteTableId"] == {
+        "Fn::If": ["NatPerAz", {"Ref": "PrivateRouteTableB"}, {"Ref": "PrivateRouteTable"}]
+    }
+    # Lambda polls SQS from the service side: nothing in the VPC calls SQS.
+    services = [
+        checks.flatten(props["Properties"]["ServiceName"])
+        for _, props in checks.resources(expanded_template, "AWS::EC2::VPCEndpoint")
+    ]
+    assert not any(name.endswith(".sqs") for name in services)
+    assert {name.rsplit(".", 1)[-1] for name in services} == {"dynamodb", "events", "scheduler", "secretsmanager"}
+
+
+def test_retention_parameters_reach_every_function(expanded_template: Template) -> None:
+    for logical_id in HANDLERS:
+        variables = _props(expanded_template, logical_id)["Environment"]["Variables"]
+        assert variables["RUN_RETENTION_DAYS"] == {"Ref": "RunRetentionDays"}
+        assert variables["AUDIT_RETENTION_DAYS"] == {"Ref": "AuditRetentionDays"}
+
+
+def test_failed_async_work_lands_in_one_alarmed_dead_letter_queue(expanded_template: Template) -> None:
+    dlq = {"Fn::GetAtt": ["AsyncDeadLetterQueue", "Arn"]}
+    assert _props(expanded_template, "RunCompletedRule")["Targets"][0]["DeadLetterConfig"] == {"Arn": dlq}
+    statement = _props(expanded_template, "AsyncDeadLetterQueuePolicy")["PolicyDocument"]["Statement"][0]
+    assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+    assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["RunCompletedRule", "Arn"]}
+    for schedule in ("AutomationFunctionSchedulerCanary", "SweeperFunctionEvery5Minutes"):
+        assert _props(expanded_template, schedule)["Target"]["DeadLetterConfig"] == {"Arn": dlq}
+    for function in ("AutomationFunction", "SweeperFunction"):
+        config = _props(expanded_template, f"{function}EventInvokeConfig")
+        assert config["DestinationConfig"]["OnFailure"]["Destination"] == dlq
+        assert config["MaximumRetryAttempts"] == 0
+    assert checks.check_async_targets_have_dead_letters(expanded_template) == []
+    alarm = _props(expanded_template, "AsyncDeadLetterDepthAlarm")
+    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["AsyncDeadLetterQueue", "QueueName"]}
+
+
+def test_failures_the_code_cannot_count_are_alarmed_and_the_sweeper_is_on_the_dashboard(
+    expanded_template: Template,
+) -> None:
+    assert checks.check_failure_alarms(expanded_template) == []
+    api = _props(expanded_template, "Api5xxAlarm")
+    assert (api["Namespace"], api["MetricName"]) == ("AWS/ApiGateway", "5XXError")
+    body = checks.flatten(_props(expanded_template, "OperationsDashboard")["DashboardBody"])
+    assert '"FunctionName", "${SweeperFunction}"' in body
+    assert '"RunsSwept"' in body and '"Throttles"' in body and '"5XXError"' in body
+    assert checks.check_buffered_timeouts(expanded_template) == []
+    assert _props(expanded_template, "BufferedApiFunction")["Timeout"] < checks.API_GATEWAY_TIMEOUT_S
+
+
+def test_the_web_adapter_layer_version_is_a_parameter(expanded_template: Template) -> None:
+    parameter = expanded_template["Parameters"]["WebAdapterLayerVersion"]
+    assert parameter["Type"] == "Number" and parameter["MinValue"] == 1
+    layer = checks.flatten(_props(expanded_template, "StreamingApiFunction")["Layers"][0])
+    assert layer.endswith(":layer:LambdaAdapterLayerArm64:${WebAdapterLayerVersion}")
