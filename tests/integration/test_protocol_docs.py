@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from ag_ui.core import EventType
 from fastapi import FastAPI
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from functions.agent_api.app import create_app
 from shared.executors.worker import MAX_CONTEXT_NOTE_CHARS, MAX_MODEL_TURNS
@@ -267,3 +268,142 @@ async def test_a_chat_run_streams_the_documented_events_with_the_documented_fiel
     assert types.index("TEXT_MESSAGE_END") < types.index("TOOL_CALL_START")
     args = [e for e in events if e["type"] == "TOOL_CALL_ARGS"]
     assert len(args) == 1 and json.loads(args[0]["delta"]) == {"timezone": "Europe/Paris"}
+
+
+# ---- documented JSON examples of errors and refusals --------------------------------------------------------
+#
+# The shapes the code sends, written down as strict models (unknown keys refused, ``details`` never null). The
+# examples in the documents must validate against them, and the tests below check the models against what the
+# code really sends, so neither the documents nor the models can drift from the code.
+
+WIRE_CODE = r"^[a-z]+(?:_[a-z]+)*$"
+EXAMPLE_DOCS = [*sorted(DOCS.glob("*.md")), *sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class HttpErrorDetail(_Strict):
+    code: str = Field(pattern=WIRE_CODE)
+    message: str = Field(min_length=1)
+    details: Any = None
+
+    @field_validator("details")
+    @classmethod
+    def _never_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("details is omitted, never null")
+        return value
+
+
+class HttpErrorBody(_Strict):
+    """``functions.agent_api.errors.error_body``: every non-SSE error response (errors.md §1)."""
+
+    error: HttpErrorDetail
+
+
+class ToolErrorDetail(_Strict):
+    code: str = Field(pattern=WIRE_CODE)
+    message: str = Field(min_length=1)
+    availableTools: list[str] | None = None  # the wire name
+
+
+class ToolErrorContent(_Strict):
+    """A tool result that is an error (errors.md §4): refusals (``GateDecision.model_error``) included."""
+
+    error: ToolErrorDetail
+
+
+def _documented_error_examples() -> Iterator[tuple[str, str, Any]]:
+    """(document, kind, example) for every parseable JSON example of an error, refusal or RUN_ERROR."""
+    for path in EXAMPLE_DOCS:
+        text = path.read_text(encoding="utf-8")
+        candidates: list[str] = []
+        for block in re.findall(r"```(?:json|text)\n(.*?)```", text, re.DOTALL):
+            candidates.append(block)
+            candidates += [line.removeprefix("data: ") for line in block.splitlines() if line.startswith("data: {")]
+        for candidate in candidates:
+            try:
+                value = json.loads(candidate)
+            except ValueError:
+                continue  # a shape with placeholders, or several lines of SSE
+            yield from _classify(path.name, value)
+
+
+def _classify(where: str, value: Any) -> Iterator[tuple[str, str, Any]]:
+    if not isinstance(value, dict):
+        return
+    if value.get("type") == "RUN_ERROR":
+        yield where, "run_error", value
+    elif value.get("type") == "TOOL_CALL_RESULT":
+        try:
+            content = json.loads(value.get("content", ""))
+        except ValueError:
+            return
+        yield from _classify(where, content)
+    elif "error" in value:
+        code = value["error"].get("code") if isinstance(value["error"], dict) else value["error"]
+        yield where, "tool" if code in tool_error_codes_in_source() else "http", value
+
+
+def _problem(kind: str, example: Any) -> str | None:
+    from ag_ui.core import RunErrorEvent
+
+    model: Any = {"run_error": RunErrorEvent, "tool": ToolErrorContent, "http": HttpErrorBody}[kind]
+    try:
+        model.model_validate(example)
+    except ValidationError as exc:
+        return f"{kind}: {json.dumps(example)[:120]}: {exc.errors()[0]['msg']}"
+    if kind == "run_error" and example.get("code") not in set(RUN_ERROR_MESSAGES) | {STREAM_UNAVAILABLE}:
+        return f"RUN_ERROR example with a code no run ends with: {example.get('code')}"
+    return None
+
+
+def test_every_documented_error_or_refusal_example_validates_against_what_the_code_sends() -> None:
+    examples = list(_documented_error_examples())
+    kinds = {kind for _, kind, _ in examples}
+    assert {"http", "tool"} <= kinds, "the documents lost their error examples"
+    problems = [f"{where}: {problem}" for where, kind, ex in examples if (problem := _problem(kind, ex))]
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    "example",
+    [
+        # the refusal shape sse-events.md §5 once showed: `error` as a string, snake_case list
+        {"error": "tool_not_allowed", "message": "no", "available_tools": ["get_current_time"]},
+        {"error": {"code": "tool_not_allowed", "message": "no", "available_tools": []}},
+        {"error": {"code": "not_found", "message": "thread not found", "details": None}},
+    ],
+)
+def test_a_wrong_example_is_caught(example: dict[str, Any]) -> None:
+    (classified,) = list(_classify("example.md", example))
+    assert _problem(classified[1], classified[2]) is not None
+
+
+async def test_the_models_accept_what_the_code_sends(make_services: Any, asgi_client: Any) -> None:
+    # GIVEN a model that calls a tool nobody has, then the clock with broken arguments, then answers
+    model = ScriptedModel(
+        Turn(tool_calls=[("call_x", "delete_account", "{}")]),
+        Turn(tool_calls=[("call_y", "get_current_time", '{"timezone": ')]),
+        Turn(text=["done"]),
+    )
+    async with asgi_client(make_services(model)) as client:
+        run = await client.post(
+            "/api/v1/agent",
+            json={"threadId": "th-err", "runId": "run-err", "messages": [{"id": "m1", "role": "user", "content": "x"}]},
+            headers=bearer(),
+        )
+        unauthorised = await client.get("/api/v1/threads")
+        invalid = await client.get("/api/v1/threads?limit=0", headers=bearer())
+        missing = await client.get("/api/v1/threads/nope/history", headers=bearer())
+    # THEN the refusal and the tool error the client saw validate as tool errors, with the documented codes
+    events = [f.json() for f in parse_sse(run.text) if not f.is_comment_only]
+    results = [e for e in events if e["type"] == "TOOL_CALL_RESULT"]
+    contents = [ToolErrorContent.model_validate_json(e["content"]) for e in results]
+    assert [c.error.code for c in contents] == ["tool_not_allowed", "invalid_arguments"]
+    assert contents[0].error.availableTools == ["get_current_time"]
+    # AND the HTTP errors validate as error bodies
+    for resp, code in ((unauthorised, "missing_token"), (invalid, "invalid_request"), (missing, "not_found")):
+        assert HttpErrorBody.model_validate(resp.json()).error.code == code
