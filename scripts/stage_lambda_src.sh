@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stages the one code folder all four functions are built from: build/lambda-src (template.yaml CodeUri).
+# Stages the one code folder all five functions are built from: build/lambda-src (template.yaml CodeUri).
 #
 # Why not CodeUri: . (the repo root): `sam build` copies the whole source folder into every artifact and only
 # skips a fixed list (.venv, .git, ...), so tests/, docs/, node_modules and .tools/sam-venv would be shipped.

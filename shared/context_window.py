@@ -1,4 +1,4 @@
-"""The context window (design document §5): which stored messages of a thread the model sees.
+"""The context window (docs/design.md §5): which stored messages of a thread the model sees.
 
 Three steps, each a small function:
 

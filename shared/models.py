@@ -64,7 +64,7 @@ class ToolCall(BaseModel):
 
 
 class ExecutionMeta(BaseModel):
-    """The metadata every message and run carries (design document §7.3)."""
+    """The metadata every message and run carries (docs/design.md §7.3)."""
 
     model_config = ConfigDict(frozen=True)
 

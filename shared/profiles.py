@@ -1,4 +1,4 @@
-"""Execution profiles (design document §7.1): which executor, which model, what history and which tools a run
+"""Execution profiles (docs/design.md §7.1): which executor, which model, what history and which tools a run
 gets.
 
 Profiles are versioned JSON files in ``shared/profiles_data/`` (inside the package, so they ship with the
@@ -6,7 +6,7 @@ Lambda code). :func:`load_catalog` reads and validates all of them at start-up; 
 :class:`~shared.errors.ConfigurationError` that names the file, the field and the fix, so a bad profile stops
 the deploy instead of the first user message.
 
-Roll-out and rollback (design document §11) are applied by :meth:`ProfileCatalog.resolve`:
+Roll-out and rollback (docs/design.md §11) are applied by :meth:`ProfileCatalog.resolve`:
 
 - per-tenant and per-task-type overrides (``PROFILE_ROLLOUT``), e.g. send one tenant back to the previous
   model;
@@ -52,7 +52,7 @@ class ModelTraits:
 KNOWN_MODELS: Mapping[str, ModelTraits] = {
     # Qwen3.5 hybrid models think by default and accept enable_thinking=false.
     "qwen3.5-30b-a3b": ModelTraits(
-        True, "the design document's id; DashScope publishes this model as qwen3.5-35b-a3b"
+        True, "the design's id (docs/design.md §1); DashScope publishes this model as qwen3.5-35b-a3b"
     ),
     "qwen3.5-35b-a3b": ModelTraits(True),
     "qwen3.5-flash": ModelTraits(True),
@@ -87,7 +87,7 @@ class ModelConfig(BaseModel):
 
 
 class HistoryPolicy(BaseModel):
-    """What part of the thread the model sees (design document §5)."""
+    """What part of the thread the model sees (docs/design.md §5)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,4 +1,4 @@
-"""Tool authorization: ``effective = declared ∩ profile_allowlist ∩ system_allowlist`` (design document §4.3).
+"""Tool authorization: ``effective = declared ∩ profile_allowlist ∩ system_allowlist`` (docs/design.md §4.3).
 
 The three layers:
 

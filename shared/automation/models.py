@@ -21,7 +21,7 @@ from shared.models import utc_now
 logger = logging.getLogger(__name__)
 
 DEFAULT_PROFILE = "chat_default"
-"""The profile of a task that names none: a worker profile, as the design document wants for new tasks."""
+"""The profile of a task that names none: a worker profile, as docs/design.md §9 wants for new tasks."""
 
 MAX_PROMPT_CHARS = 8_000
 MAX_TOOLS = 32
@@ -208,7 +208,7 @@ class _ApiModel(BaseModel):
 class AutomationTaskSpec(_ApiModel):
     """The body of ``POST /api/v1/automations``.
 
-    ``execution_profile_name`` is the metadata name the design document uses (§7.3); ``profile`` is accepted as
+    ``execution_profile_name`` is the metadata name of docs/design.md §7.3; ``profile`` is accepted as
     the short form. ``tools`` are the server tools the task may use: a task uses only the tools it declares.
     """
 

@@ -1,4 +1,4 @@
-"""The worker executor: intent, tool decisions, tool calls and the answer, in one pass (design document §4.1)."""
+"""The worker executor: intent, tool decisions, tool calls and the answer, in one pass (docs/design.md §4.1)."""
 
 from __future__ import annotations
 

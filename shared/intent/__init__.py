@@ -1,4 +1,4 @@
-"""Intent recognition inside the worker's system prompt (design document §6), in two selectable variants.
+"""Intent recognition inside the worker's system prompt (docs/design.md §6), in two selectable variants.
 
 - ``prompts``: the variant A and B system prompts and their label sets.
 - ``cases``: the labelled regression set (``eval/intent/cases.jsonl``) and its loader.

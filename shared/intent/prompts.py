@@ -2,7 +2,7 @@
 (``ExecutionProfile.intent_variant``).
 
 **A** carries the retired router's labels, rules and priorities into the worker prompt, so behaviour does not
-jump when the router goes (stage 1 of the design document's A -> B route). **B** is the short worker-native
+jump when the router goes (stage 1 of the A -> B route, docs/design.md §6.3). **B** is the short worker-native
 label set ``chat | tool_call | memory_write | memory_forget | reject`` with explicit priorities (stage 2).
 
 The prompt ends with the tool list and today's *date*, not the time: a system prompt that changed every minute

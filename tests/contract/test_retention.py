@@ -93,3 +93,25 @@ async def test_retention_is_read_from_the_environment(aws: Any, run_days: int, a
     store = services.store
     # THEN it keeps runs and audit records that long
     assert store.retention == Retention(run=timedelta(days=run_days), audit=timedelta(days=audit_days))
+
+
+def test_storage_md_names_both_indexes_and_the_retention_the_code_applies() -> None:
+    from pathlib import Path
+
+    from shared.adapters.aws.dynamodb_store import create_table
+
+    class Recorder:
+        def create_table(self, **kwargs: Any) -> None:
+            self.kwargs = kwargs
+
+    recorder = Recorder()
+    create_table(recorder, "t")  # type: ignore[arg-type]
+    text = (Path(__file__).resolve().parents[2] / "docs" / "storage.md").read_text(encoding="utf-8")
+    for index in recorder.kwargs["GlobalSecondaryIndexes"]:
+        assert f"`{index['IndexName']}`" in text
+    assert f"| run | {Retention().run.days} days after the run was created" in text
+    assert f"| audit record | {Retention().audit.days} days after it was written" in text
+    assert (Settings().run_retention_days, Settings().audit_retention_days) == (
+        Retention().run.days,
+        Retention().audit.days,
+    )

@@ -427,6 +427,11 @@ def test_prod_gets_a_nat_per_az_and_there_is_no_sqs_endpoint(expanded_template: 
 
 
 def test_retention_parameters_reach_every_function(expanded_template: Template) -> None:
+    from shared.adapters.aws.dynamodb_store import Retention
+
+    parameters = expanded_template["Parameters"]
+    assert parameters["RunRetentionDays"]["Default"] == Retention().run.days
+    assert parameters["AuditRetentionDays"]["Default"] == Retention().audit.days
     for logical_id in HANDLERS:
         variables = _props(expanded_template, logical_id)["Environment"]["Variables"]
         assert variables["RUN_RETENTION_DAYS"] == {"Ref": "RunRetentionDays"}

@@ -407,3 +407,21 @@ async def test_the_models_accept_what_the_code_sends(make_services: Any, asgi_cl
     # AND the HTTP errors validate as error bodies
     for resp, code in ((unauthorised, "missing_token"), (invalid, "invalid_request"), (missing, "not_found")):
         assert HttpErrorBody.model_validate(resp.json()).error.code == code
+
+
+# ---- references to the design summary ---------------------------------------------------------------------
+
+
+def test_every_design_reference_names_a_section_of_docs_design_md() -> None:
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    sections = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", design, flags=re.MULTILINE))
+    files = [*ROOT.glob("shared/**/*.py"), *ROOT.glob("functions/**/*.py"), *ROOT.glob("tests/**/*.py")]
+    files += [*ROOT.glob("docs/**/*.md"), ROOT / "README.md"]
+    references: list[tuple[str, str]] = []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        old_phrase = "design " + "document"  # split, so this file does not match itself
+        assert old_phrase not in text, f"{path}: cite docs/design.md and its section instead"
+        references += [(path.name, number) for number in re.findall(r"design\.md\)? §(\d+(?:\.\d+)?)", text)]
+    assert len(references) >= 15
+    assert [ref for ref in references if ref[1] not in sections] == []

@@ -1,4 +1,4 @@
-"""The context window: last-N user messages exactly as the design document's §5, tool-pair repairs, the token cap,
+"""The context window: last-N user messages exactly as docs/design.md §5, tool-pair repairs, the token cap,
 today_yesterday, and store requests that do not grow with the thread."""
 
 from __future__ import annotations
