@@ -473,3 +473,24 @@ def test_the_web_adapter_layer_version_is_a_parameter(expanded_template: Templat
     assert parameter["Type"] == "Number" and parameter["MinValue"] == 1
     layer = checks.flatten(_props(expanded_template, "StreamingApiFunction")["Layers"][0])
     assert layer.endswith(":layer:LambdaAdapterLayerArm64:${WebAdapterLayerVersion}")
+
+
+def test_the_deploy_docs_list_every_parameter_and_the_checklist_covers_what_the_gate_cannot_check(
+    expanded_template: Template,
+) -> None:
+    readme = (REPO_ROOT / "infra" / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("| Parameter | Default |") : readme.index("### ExistingVpc mode")]
+    missing = [name for name in expanded_template["Parameters"] if f"`{name}`" not in table and "Threshold" not in name]
+    assert missing == []
+    deployment = (REPO_ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
+    checklist = deployment[deployment.index("## Pre-deploy checklist") :]
+    for must in (
+        "WebAdapterLayerVersion",
+        "get-layer-version-by-arn",
+        "shared.llm.preflight",
+        "CorsAllowedOrigin",
+        "llm-api-key",
+        "ExistingSubnetIds",
+        "enableDnsHostnames",
+    ):
+        assert must in checklist, must
