@@ -1,0 +1,286 @@
+"""The other half of least privilege: every AWS call a function really makes is granted to its role.
+
+``test_iam_least_privilege.py`` proves no role has an action the code does not call. Trimming grants that way risks
+the opposite mistake, a call the role no longer allows, which a real account answers with ``AccessDenied`` while
+moto (which checks no IAM) lets it pass. Here each function's work runs on moto and a real redis-server with every
+botocore call recorded (``BaseClient._make_api_call``), each call is turned into the IAM action and resource it
+needs (a transaction item by item, a query on an index as the index), and the set must be inside what the expanded
+template grants that function's role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import boto3
+import botocore.client
+import pytest
+
+from functions.memory_extract.handler import MemoryExtractHandler
+from shared.adapters.aws.memory_store import DynamoDBMemoryStore
+from shared.memory.models import Memory, MemoryKind
+from shared.models import Identity
+from shared.runs.sweeper import RunSweeper
+from shared.wiring import Services
+from tests.conftest import REGION, TABLE, bearer, make_settings
+from tests.integration import test_memory_extract_handler as memory_case
+from tests.reliability import test_function_death as death_case
+from tests.support.scripted_model import ScriptedModel, Turn
+
+from .test_iam_least_privilege import Grant, granted
+
+Template = dict[str, Any]
+BUS = "agent-test-bus"
+GROUP = "agent-test-automations"
+TRANSACTION_ACTIONS = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+}
+
+
+def _table(name: str) -> str:
+    return {TABLE: "AgentTable", memory_case.IDEMPOTENCY_TABLE: "IdempotencyTable"}[name]
+
+
+def needs(service: str, operation: str, params: dict[str, Any]) -> set[Grant]:
+    """The (IAM action, template resource) pairs one botocore call needs."""
+    if service == "dynamodb":
+        if operation == "TransactWriteItems":
+            found = set()
+            for item in params["TransactItems"]:
+                ((kind, body),) = item.items()
+                found.add((f"dynamodb:{TRANSACTION_ACTIONS[kind]}", _table(body["TableName"])))
+            return found
+        if operation in ("BatchGetItem", "BatchWriteItem"):
+            return {(f"dynamodb:{operation}", _table(name)) for name in params["RequestItems"]}
+        resource = _table(params["TableName"])
+        if "IndexName" in params:
+            resource += f"/index/{params['IndexName']}"
+        return {(f"dynamodb:{operation}", resource)}
+    if service == "events":
+        return {(f"events:{operation}", "AgentEventBus")}
+    if service == "scheduler":
+        name = str(params.get("Name", ""))
+        return {(f"scheduler:{operation}", "schedule/task-*" if name.startswith("task-") else f"schedule/{name}")}
+    if service == "secretsmanager":
+        return {(f"secretsmanager:{operation}", "LlmApiKeySecret")}
+    return {(f"{service}:{operation}", "?")}
+
+
+class CallLog:
+    def __init__(self) -> None:
+        self.recording = False
+        self.needed: set[Grant] = set()
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> CallLog:
+    log = CallLog()
+    original = botocore.client.BaseClient._make_api_call
+
+    def recording(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
+        if log.recording:
+            log.needed |= needs(self.meta.service_model.service_name, operation_name, api_params)
+        return original(self, operation_name, api_params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
+    return log
+
+
+@contextmanager
+def recorded(log: CallLog) -> Iterator[None]:
+    log.recording = True
+    try:
+        yield
+    finally:
+        log.recording = False
+
+
+def _denied(expanded_template: Template, role: str, log: CallLog) -> set[Grant]:
+    return log.needed - granted(expanded_template)[role]
+
+
+async def test_the_sweeper_calls_only_what_its_role_grants(
+    expanded_template: Template, calls: CallLog, store: Any, redis_stream: Any
+) -> None:
+    # GIVEN a run whose process died during a tool call
+    await death_case.leave_a_dead_run(store, redis_stream, death_case.DeadRun("th-iam", "run-iam"), died_while="tool")
+    # WHEN the sweeper ends it
+    with recorded(calls):
+        report = await RunSweeper(store, redis_stream).sweep()
+    # THEN it did its whole repair, and every call it made is granted to SweeperRole
+    assert report.ended == ["run-iam"] and report.repaired_tool_calls == 1
+    assert ("dynamodb:Query", "AgentTable/index/GSI2") in calls.needed
+    assert _denied(expanded_template, "SweeperRole", calls) == set()
+
+
+async def test_a_chat_run_calls_only_what_the_streaming_role_grants(
+    expanded_template: Template, calls: CallLog, store: Any, redis_stream: Any, asgi_client: Any, aws: Any
+) -> None:
+    boto3.client("events", region_name=REGION).create_event_bus(Name=BUS)
+    model = ScriptedModel(
+        Turn(text=["Checking. "], tool_calls=[("call_1", "get_current_time", '{"timezone": "UTC"}')]),
+        Turn(text=["It is noon."]),
+    )
+    services = Services(
+        make_settings(event_bus_name=BUS), overrides={"store": store, "stream": redis_stream, "model": model}
+    )
+    body = {"threadId": "th-s", "runId": "run-s", "messages": [{"id": "m1", "role": "user", "content": "time?"}]}
+    # WHEN a user runs the agent and reads the run's events again
+    with recorded(calls):
+        async with asgi_client(services) as client:
+            run = await client.post("/api/v1/agent", json=body, headers=bearer())
+            replay = await client.get("/api/v1/agent/runs/run-s/events", headers=bearer())
+            await services.runs.wait_idle()
+    # THEN the run completed and was announced, and every call is granted to StreamingApiRole
+    assert "RUN_FINISHED" in run.text and "RUN_FINISHED" in replay.text
+    assert ("events:PutEvents", "AgentEventBus") in calls.needed
+    assert ("dynamodb:BatchGetItem", "AgentTable") in calls.needed
+    assert _denied(expanded_template, "StreamingApiRole", calls) == set()
+
+
+async def test_the_json_routes_call_only_what_the_buffered_role_grants(
+    expanded_template: Template, calls: CallLog, store: Any, redis_stream: Any, asgi_client: Any, aws: Any
+) -> None:
+    # GIVEN a thread with a finished run, a memory, and a Scheduler group
+    boto3.client("scheduler", region_name=REGION).create_schedule_group(Name=GROUP)
+    settings = make_settings(
+        scheduler_group_name=GROUP,
+        scheduler_role_arn="arn:aws:iam::123456789012:role/scheduler",
+        scheduler_dead_letter_arn="arn:aws:sqs:us-east-1:123456789012:dlq",
+        automation_function_arn="arn:aws:lambda:us-east-1:123456789012:function:automation",
+    )
+    services = Services(
+        settings, overrides={"store": store, "stream": redis_stream, "model": ScriptedModel(Turn(text=["hi"]))}
+    )
+    body = {"threadId": "th-b", "runId": "run-b", "messages": [{"id": "m1", "role": "user", "content": "hello"}]}
+    memories = DynamoDBMemoryStore(TABLE, lambda: aws)
+    await memories.put(
+        Memory(
+            id="mem-1",
+            tenant_id="tenant-1",
+            user_id="user-1",
+            kind=MemoryKind.PROFILE,
+            content="likes tea",
+            confidence=0.9,
+            evidence_quote="I like tea",
+            source_message_ids=("m1",),
+            run_id="run-b",
+        )
+    )
+    audit_headers = bearer(scopes=("agent:audit",))
+    async with asgi_client(services) as client:
+        await client.post("/api/v1/agent", json=body, headers=bearer())
+        await services.runs.wait_idle()
+        # WHEN every buffered route is used
+        with recorded(calls):
+            statuses = [
+                (await client.get("/api/v1/threads", headers=bearer())).status_code,
+                (await client.get("/api/v1/threads/th-b/history", headers=bearer())).status_code,
+                (await client.get("/api/v1/threads/th-b/audit", headers=audit_headers)).status_code,
+                (await client.post("/api/v1/agent/runs/run-b/cancel", headers=bearer())).status_code,
+                (await client.get("/api/v1/memories", headers=bearer())).status_code,
+                (await client.delete("/api/v1/memories/mem-1", headers=bearer())).status_code,
+            ]
+            created = await client.post(
+                "/api/v1/automations",
+                json={"name": "brief", "scheduleExpression": "rate(1 day)", "prompt": "summarise"},
+                headers=bearer(),
+            )
+            task = f"/api/v1/automations/{created.json()['taskId']}"
+            statuses += [
+                created.status_code,
+                (await client.get(task, headers=bearer())).status_code,
+                (await client.get("/api/v1/automations", headers=bearer())).status_code,
+                (await client.put(task, json={"enabled": False}, headers=bearer())).status_code,
+                (await client.delete(task, headers=bearer())).status_code,
+            ]
+    # THEN each worked, and every call is granted to BufferedApiRole
+    assert all(status < 300 for status in statuses), statuses
+    assert ("dynamodb:DeleteItem", "AgentTable") in calls.needed
+    assert ("scheduler:CreateSchedule", "schedule/task-*") in calls.needed
+    assert _denied(expanded_template, "BufferedApiRole", calls) == set()
+
+
+def test_memory_extraction_calls_only_what_the_memory_role_grants(
+    expanded_template: Template, calls: CallLog, store: Any, aws: Any, redis_url: str
+) -> None:
+    # GIVEN a thread where the user said something worth remembering, and the idempotency table
+    aws.create_table(
+        TableName=memory_case.IDEMPOTENCY_TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    asyncio.run(memory_case.seed(store, "user-m", "th-m", "I am vegetarian."))
+    services = Services(
+        make_settings(redis_url=redis_url, idempotency_table_name=memory_case.IDEMPOTENCY_TABLE),
+        overrides={"store": store, "model": memory_case.RaisingScriptedModel()},
+    )
+    handler = MemoryExtractHandler(services)
+    event = {"Records": [memory_case.sqs_record(memory_case.run_completed("user-m", "th-m", "run-m"))]}
+    try:
+        # WHEN the memory function handles the run-completed record
+        with recorded(calls):
+            response = handler.handle(event, memory_case.FakeLambdaContext())
+    finally:
+        handler.close()
+    # THEN it extracted without a failed record, and every call is granted to MemoryRole
+    assert response == {"batchItemFailures": []}
+    assert asyncio.run(
+        DynamoDBMemoryStore(TABLE, lambda: aws).list_memories(memory_case.TENANT, "user-m")
+    ), "nothing was extracted"
+    assert ("dynamodb:PutItem", "IdempotencyTable") in calls.needed
+    assert _denied(expanded_template, "MemoryRole", calls) == set()
+
+
+@pytest.fixture
+def fresh_container(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A cold container: its own event loop, closed after (as tests/integration/test_automation_handler.py)."""
+    from shared import container
+
+    monkeypatch.setattr(container, "_loop", None)
+    yield
+    if container._loop is not None:
+        container._loop.close()
+
+
+@pytest.mark.usefixtures("fresh_container")
+def test_a_scheduled_fire_calls_only_what_the_automation_role_grants(
+    expanded_template: Template, calls: CallLog, store: Any, aws: Any
+) -> None:
+    from functions.automation import handler
+    from shared.adapters.redis_stream import RedisEventStream
+    from shared.automation.models import AutomationTaskSpec
+    from shared.automation.service import automation_service
+    from shared.local.embedded import embedded_stream_client
+    from tests.integration import test_automation_handler as automation_case
+
+    # GIVEN a task (created beforehand by the API) and a run-completed bus
+    boto3.client("scheduler", region_name=REGION).create_schedule_group(Name=automation_case.GROUP)
+    boto3.client("events", region_name=REGION).create_event_bus(Name=BUS)
+    services = Services(
+        make_settings(**automation_case.SCHEDULER_SETTINGS, event_bus_name=BUS),
+        overrides={
+            "store": store,
+            "stream": RedisEventStream(embedded_stream_client()),
+            "model": ScriptedModel(fallback=lambda _req: Turn(text=["done"])),
+        },
+    )
+    owner = Identity(tenant_id="tenant-1", user_id="user-1")
+    spec = AutomationTaskSpec(name="Briefing", schedule_expression="rate(1 day)", prompt=automation_case.PROMPT)
+    task = asyncio.run(automation_service(services).create(owner, spec))
+    schedule = automation_case.stored_input(boto3.client("scheduler", region_name=REGION), task.task_id)
+    event = automation_case.as_delivered(schedule, scheduled_time="2026-01-05T08:00:00Z", execution_id="x")
+    # WHEN the Scheduler's fire reaches the function
+    with recorded(calls):
+        outcome = handler.lambda_handler(event, automation_case.LambdaContext(), services)
+    # THEN the task ran, and every call is granted to AutomationRole
+    assert outcome["status"] == "succeeded"
+    assert ("events:PutEvents", "AgentEventBus") in calls.needed
+    assert _denied(expanded_template, "AutomationRole", calls) == set()
