@@ -83,3 +83,15 @@ def test_origins_are_read_from_the_environment() -> None:
     env = {"CORS_ALLOWED_ORIGINS": f" {APP_ORIGIN}, http://localhost:5173 ,"}
     assert Settings.from_env(env).cors_allowed_origins == (APP_ORIGIN, "http://localhost:5173")
     assert Settings.from_env({}).cors_allowed_origins == ()
+
+
+def test_the_contract_states_the_headers_methods_and_max_age_the_app_allows() -> None:
+    from pathlib import Path
+
+    from functions.agent_api.cors import ALLOWED_HEADERS, ALLOWED_METHODS, PREFLIGHT_MAX_AGE_S
+
+    text = (Path(__file__).resolve().parents[2] / "docs/protocols/agent/api-endpoints.md").read_text(encoding="utf-8")
+    rule = text[text.index("- **Browser clients (CORS):**") :].split("\n- **", 1)[0]
+    assert all(f"`{header}`" in rule for header in ALLOWED_HEADERS)
+    assert ", ".join(m for m in ALLOWED_METHODS if m != "OPTIONS") in rule
+    assert f"cached for {PREFLIGHT_MAX_AGE_S // 60} minutes" in rule
