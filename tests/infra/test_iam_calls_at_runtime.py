@@ -67,6 +67,8 @@ def needs(service: str, operation: str, params: dict[str, Any]) -> set[Grant]:
     if service == "scheduler":
         name = str(params.get("Name", ""))
         return {(f"scheduler:{operation}", "schedule/task-*" if name.startswith("task-") else f"schedule/{name}")}
+    if service == "sqs":
+        return {(f"sqs:{operation}", "MemoryQueue" if params.get("QueueUrl", "").endswith("/agent-memory") else "?")}
     if service == "secretsmanager":
         return {(f"secretsmanager:{operation}", "LlmApiKeySecret")}
     return {(f"{service}:{operation}", "?")}
@@ -99,6 +101,10 @@ def recorded(log: CallLog) -> Iterator[None]:
         yield
     finally:
         log.recording = False
+
+
+def aws_sqs() -> Any:
+    return boto3.client("sqs", region_name=REGION)
 
 
 def _denied(expanded_template: Template, role: str, log: CallLog) -> set[Grant]:
@@ -217,21 +223,32 @@ def test_memory_extraction_calls_only_what_the_memory_role_grants(
         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
     )
+    queue_url = aws_sqs().create_queue(QueueName="agent-memory")["QueueUrl"]
     asyncio.run(memory_case.seed(store, "user-m", "th-m", "I am vegetarian."))
     services = Services(
-        make_settings(redis_url=redis_url, idempotency_table_name=memory_case.IDEMPOTENCY_TABLE),
+        make_settings(
+            redis_url=redis_url,
+            idempotency_table_name=memory_case.IDEMPOTENCY_TABLE,
+            memory_queue_url=queue_url,
+            memory_idle_s=0,
+        ),
         overrides={"store": store, "model": memory_case.RaisingScriptedModel()},
     )
     handler = MemoryExtractHandler(services)
     event = {"Records": [memory_case.sqs_record(memory_case.run_completed("user-m", "th-m", "run-m"))]}
     try:
-        # WHEN the memory function handles the run-completed record
+        # WHEN the memory function handles the run-completed record, then the "extraction due" message it sent
         with recorded(calls):
-            response = handler.handle(event, memory_case.FakeLambdaContext())
+            noted = handler.handle(event, memory_case.FakeLambdaContext())
+        dues = memory_case.due_records()  # the test reads the queue (not the function's call)
+        with recorded(calls):
+            response = handler.handle({"Records": dues}, memory_case.FakeLambdaContext())
     finally:
         handler.close()
-    # THEN it extracted without a failed record, and every call is granted to MemoryRole
+    # THEN it noted the run, sent one due message, extracted without a failed record, and every call is granted
+    assert noted == {"batchItemFailures": []} and len(dues) == 1
     assert response == {"batchItemFailures": []}
+    assert ("sqs:SendMessage", "MemoryQueue") in calls.needed
     assert asyncio.run(
         DynamoDBMemoryStore(TABLE, lambda: aws).list_memories(memory_case.TENANT, "user-m")
     ), "nothing was extracted"

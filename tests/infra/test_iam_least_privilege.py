@@ -72,6 +72,7 @@ STORE = "shared.adapters.aws.dynamodb_store:DynamoDBStore"
 MEMORIES = "shared.adapters.aws.memory_store:DynamoDBMemoryStore"
 TASKS = "shared.adapters.aws.automation_store:DynamoDBAutomationStore"
 SCHEDULER = "shared.adapters.aws.scheduler:EventBridgeTaskScheduler"
+DUE_QUEUE = "shared.adapters.aws.sqs_due_queue:SqsDueQueue"
 IDEMPOTENCY = "aws_lambda_powertools.utilities.idempotency.persistence.dynamodb:DynamoDBPersistenceLayer"
 TABLE = "AgentTable"
 GSI1 = "AgentTable/index/GSI1"
@@ -190,6 +191,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             )
             for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
         },
+        ("sqs:SendMessage", "MemoryQueue"): (Code(f"{DUE_QUEUE}.send", "send_message("),),
         **LLM_KEY,
     },
     "SweeperRole": {
