@@ -155,6 +155,14 @@ class Run(BaseModel):
     cancel_requested: bool = False
 
 
+class ThreadTakeover(BaseModel):
+    """A thread taken over from a run whose lease had expired (its process froze or died)."""
+
+    previous_run_id: str
+    previous: Run | None = None
+    """The previous holder's ledger record; None when its admission never stored one."""
+
+
 class AuditRecord(BaseModel):
     """One entry of the audit trail: a tool decision, a context repair, a hidden run, ..."""
 

@@ -69,7 +69,9 @@ class RunLedger(Protocol):
         error_code: str | None = None,
     ) -> None: ...
 
-    async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> None: ...
+    async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> Run:
+        """Renew the run's lease (one write); returns the record as written (cancel flag, status)."""
+        ...
 
 
 class AuditLog(Protocol):

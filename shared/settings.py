@@ -71,6 +71,10 @@ class Settings(BaseModel):
 
     max_body_bytes: int = 1024 * 1024
     sse_ping_interval_s: float = 15.0
+    run_lease_s: float = Field(default=30.0, gt=0)
+    """How long a thread stays with a run whose heartbeat stopped; a new message then takes the thread over."""
+    run_heartbeat_s: float = Field(default=10.0, gt=0)
+    """How often a run renews its lease (one DynamoDB write); below ``run_lease_s``."""
     embedded: bool = False
     playground_enabled: bool = False
 
@@ -125,6 +129,8 @@ class Settings(BaseModel):
             "jwt_scope_claim": opt("JWT_SCOPE_CLAIM"),
             "max_body_bytes": opt("MAX_BODY_BYTES"),
             "sse_ping_interval_s": opt("SSE_PING_INTERVAL_S"),
+            "run_lease_s": opt("RUN_LEASE_S"),
+            "run_heartbeat_s": opt("RUN_HEARTBEAT_S"),
             "embedded": (opt("EMBEDDED") or "false").lower() == "true",
             "playground_enabled": (opt("PLAYGROUND_ENABLED") or "false").lower() == "true",
         }

@@ -14,3 +14,8 @@ def run_stream_key(tenant_id: str, run_id: str) -> str:
 
 def thread_stream_key(tenant_id: str, thread_id: str) -> str:
     return f"thread:{{{tenant_id}/{thread_id}}}:events"
+
+
+def run_control_key(tenant_id: str, run_id: str) -> str:
+    """Signals to a run from any process (a cancel); its executing process blocks on reading it."""
+    return f"run:{{{tenant_id}/{run_id}}}:control"

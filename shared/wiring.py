@@ -154,11 +154,14 @@ class Services:
             self.store,
             self.stream,
             ping_interval_s=self.settings.sse_ping_interval_s,
+            heartbeat_s=self.settings.run_heartbeat_s,
+            lease_s=self.settings.run_lease_s,
             on_run_finished=self._on_run_finished,
         )
 
     async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
-        """After every run: its metrics; after a worker run, the "run completed" event for memory extraction."""
+        """After every run, before its terminal event: its metrics; after a worker run, the "run completed" event
+        for memory extraction (one call: the publisher decides what to publish)."""
         from shared.observability import emit_run_metrics
 
         await emit_run_metrics(ctx, status, result)

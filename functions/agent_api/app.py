@@ -19,7 +19,7 @@ from functions.agent_api.errors import install_error_handlers
 from functions.agent_api.playground import page_router as playground_router
 from functions.agent_api.routes_automations import router as automations_router
 from functions.agent_api.routes_memories import router as memories_router
-from functions.agent_api.sse import PING, SSE_HEADERS, frame, frames
+from functions.agent_api.sse import PING, SSE_HEADERS, OwnedRunResponse, frame, frames
 from shared.auth import AUDIT_SCOPE
 from shared.errors import Forbidden, InvalidRequest, PayloadTooLarge
 from shared.executors.context import RunContext
@@ -175,8 +175,10 @@ def create_app(services: Services | None = None) -> FastAPI:
                 meta=meta,
             ),
         )
-        return StreamingResponse(
-            run_frames(svc.runs.tail_run(caller.tenant_id, admission.run.run_id)),
+        run_id = admission.run.run_id
+        return OwnedRunResponse(
+            run_frames(svc.runs.tail_run(caller.tenant_id, run_id)),
+            settled=lambda: svc.runs.wait_settled(caller.tenant_id, run_id),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.errors import InvalidRequest, NotFound
-from shared.models import AuditRecord, Identity, Message, Run, RunStatus, Thread, Usage, utc_now
+from shared.models import AuditRecord, Identity, Message, Run, RunStatus, Thread, ThreadTakeover, Usage, utc_now
 
 # Same cap as the DynamoDB codec (``dynamo_codec.MAX_CONTENT_CHARS``); the contract suite checks both against it.
 MAX_CONTENT_CHARS = 100_000
@@ -161,6 +161,32 @@ class InMemoryStore:
         state.active_run_at = utc_now()
         return True
 
+    async def take_over_thread(
+        self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime
+    ) -> ThreadTakeover | None:
+        """Give the thread to ``run_id`` if its holder's lease expired (see the DynamoDB adapter)."""
+        await self._request()
+        state = self._threads.get((identity.tenant_id, thread_id))
+        if state is None or state.thread.owner_user_id != identity.user_id:
+            return None
+        holder = state.thread.active_run_id
+        if holder is None or holder == run_id:
+            return None
+        await self._request()
+        stored = self._runs.get((identity.tenant_id, holder))
+        if stored is None:
+            expired = state.active_run_at is None or state.active_run_at < lease_expired_before
+        else:
+            expired = stored.status.is_terminal or stored.heartbeat_at < lease_expired_before
+        if not expired:
+            return None
+        await self._request()
+        if state.thread.active_run_id != holder:  # another run took it over meanwhile (a conditional write)
+            return None
+        state.thread = state.thread.model_copy(update={"active_run_id": run_id})
+        state.active_run_at = utc_now()
+        return ThreadTakeover(previous_run_id=holder, previous=stored.model_copy(deep=True) if stored else None)
+
     async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None:
         await self._request()
         state = self._threads.get((tenant_id, thread_id))
@@ -270,13 +296,14 @@ class InMemoryStore:
             updates["error_code"] = error_code
         self._runs[(tenant_id, run_id)] = run.model_copy(update=updates)
 
-    async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> None:
+    async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> Run:
         await self._request()
         run = self._existing_run(tenant_id, run_id)
         updates: dict[str, Any] = {"heartbeat_at": utc_now()}
         if last_stream_id:
             updates["last_stream_id"] = last_stream_id
         self._runs[(tenant_id, run_id)] = run.model_copy(update=updates)
+        return self._runs[(tenant_id, run_id)].model_copy(deep=True)
 
     async def request_cancel(self, tenant_id: str, run_id: str) -> None:
         await self._request()

@@ -97,6 +97,7 @@ class RunEmitter:
         self.unanswered_calls: dict[str, str] = {}
         self.dropped = 0
         self.stream_failures = 0
+        self.discarding = False
 
     @property
     def pending(self) -> int:
@@ -105,6 +106,8 @@ class RunEmitter:
 
     async def emit(self, event: BaseEvent) -> str | None:
         """Queue ``event`` behind any backlog and write what the stream takes; the entry id, or None if it waits."""
+        if self.discarding:
+            return None
         if self.terminal_sent:
             raise RuntimeError("no event may follow the terminal event of a run")
         if event.timestamp is None:
@@ -162,6 +165,12 @@ class RunEmitter:
             logger.info("event stream back; backlog written", extra={"run_id": self._run_id})
             self._failed_at = None
         return True
+
+    def discard(self) -> None:
+        """Write nothing more: the run was ended by another process (a takeover), which closed its stream."""
+        self.discarding = True
+        self.dropped += len(self._backlog)
+        self._backlog.clear()
 
     async def flush(self, timeout_s: float) -> bool:
         """Try to write the backlog for up to ``timeout_s``; True when every accepted event is on the stream."""

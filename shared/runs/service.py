@@ -1,8 +1,19 @@
-"""Run admission and background execution.
+"""Run admission, background execution, and the order in which a run ends.
 
 The executor never writes to a socket: it appends events to the run's stream and the stored thread, and every
 HTTP response (the POST that started the run, a retry of it, a resume) tails that stream. A client that goes away
 therefore never stops a run.
+
+On Lambda an execution environment is frozen as soon as the invocation's response ends, so nothing may be left to
+do once a reader has seen the terminal event. A run therefore settles in this order (``_settle``): its events are
+flushed, the ledger records the outcome, the thread is released, the stream's retention is set, the run's metrics
+and the run-completed publish go out, and only then is the terminal event (RUN_FINISHED or RUN_ERROR) appended.
+The POST that started a run waits for it to settle even when its client has gone (``wait_settled``).
+
+A thread's claim is a lease renewed by the run's heartbeat (``shared.runs.watch``). A new run on a thread whose
+holder's lease expired (its process froze or died) takes the thread over, ends the old run as the sweeper would,
+and goes on. A cancel reaches the run from any process through a Redis signal the run blocks on; when Redis is
+down, through the ledger at the next heartbeat.
 
 Faults (docs/reliability.md): admission refuses with ``503 service_unavailable`` when the event stream or the
 store cannot take a run, before the run exists, so a retry of the same request starts it cleanly. Once admitted,
@@ -17,42 +28,52 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from ag_ui.core import (
-    RunErrorEvent,
-    RunFinishedEvent,
-    StepFinishedEvent,
-    TokenUsage,
-)
+from ag_ui.core import BaseEvent, RunErrorEvent, RunFinishedEvent, StepFinishedEvent
 
 from shared.errors import AgentError, Conflict, ModelError, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.executors.tool_results import emit_result, synthetic_error, tool_message
 from shared.executors.worker import ExecutionResult
-from shared.models import Identity, Message, Run, RunStatus, Usage, merge_usage, utc_now
-from shared.ports import ConversationStore, EventStream, RunLedger, StreamEntry
+from shared.models import Identity, Message, Run, RunStatus, ThreadTakeover, merge_usage, utc_now
+from shared.ports import EventStream, StreamEntry
 from shared.runs.emitter import RunEmitter, is_terminal, run_started
-from shared.stream_keys import run_stream_key, thread_stream_key
+from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
+from shared.runs.sweeper import RunSweeper, SweepReport, SweepStore
+from shared.runs.watch import CANCEL_SIGNAL, RunWatch
+from shared.stream_keys import run_control_key, run_stream_key, thread_stream_key
 
 logger = logging.getLogger(__name__)
 
-RUN_STREAM_TTL_S = 24 * 3600
-STALE_RUN_AFTER = timedelta(minutes=15)
+__all__ = [
+    "RUN_ERROR_MESSAGES",
+    "RUN_STREAM_TTL_S",
+    "Admission",
+    "Executor",
+    "RunService",
+    "RunStore",
+    "run_error_of",
+    "terminal_from_ledger",
+    "usage_to_agui",
+]
 
-# The RUN_ERROR codes of docs/protocols/agent/errors.md §3, each with the sentence a person sees. Provider messages
-# are never passed on (they may carry internals); any other failure is ``run_failed``.
-RUN_ERROR_MESSAGES: dict[str, str] = {
-    "model_rate_limited": "The model provider is rate-limiting requests; try again shortly.",
-    "model_unavailable": "The model provider is unavailable; try again shortly.",
-    "model_timeout": "The model did not answer in time.",
-    "model_stream_interrupted": "The model's answer broke off.",
-    "model_bad_request": "The model provider rejected the request.",
-    "run_failed": "The run failed.",
-}
+LEASE_S = 30.0
+"""How long a thread stays with a run whose heartbeat stopped (its process froze or died)."""
+HEARTBEAT_S = 10.0
+"""How often a run renews its lease: one DynamoDB write each time."""
+STALE_CLAIM_AFTER = timedelta(minutes=15)
+"""A backstop for claims the lease check cannot judge: the longest a Lambda function runs."""
+SETTLE_GRACE_S = 15.0
+"""How long after the ledger records a run's end its terminal event may still be on its way (``_settle``)."""
+AFTER_RUN_TIMEOUT_S = 10.0
+"""The most the run-finished hook (metrics, run-completed publish) may hold back the terminal event."""
+_REMEMBERED_SETTLED = 1024
+
 STREAM_UNAVAILABLE = "stream_unavailable"
 STREAM_UNAVAILABLE_MESSAGE = (
     "The live event stream is unavailable. The run goes on and is saved: read the thread history, or resume "
@@ -73,10 +94,12 @@ class Executor(Protocol):
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult: ...
 
 
-class RunStore(ConversationStore, RunLedger, Protocol):
+class RunStore(SweepStore, Protocol):
     async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any) -> bool: ...
 
-    async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None: ...
+    async def take_over_thread(
+        self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: Any
+    ) -> ThreadTakeover | None: ...
 
     async def request_cancel(self, tenant_id: str, run_id: str) -> None: ...
 
@@ -126,29 +149,21 @@ RunFinishedHook = Callable[[RunContext, RunStatus, ExecutionResult], Awaitable[N
 SettleMessages = Callable[[list[Message]], Awaitable[list[Message]]]
 
 
+@dataclass
+class _Outcome:
+    """How a run ended: what the ledger records, and the terminal event that goes on the stream last."""
+
+    status: RunStatus = RunStatus.FAILED
+    result: ExecutionResult | None = None
+    error_code: str | None = None
+    terminal: BaseEvent | None = None
+
+
 @dataclass(frozen=True)
 class Admission:
     run: Run
     created: bool
     stream_key: str
-
-
-def usage_to_agui(usage: Sequence[Usage]) -> list[TokenUsage]:
-    out: list[TokenUsage] = []
-    for u in merge_usage(list(usage)):
-        fields: dict[str, Any] = {
-            "provider": u.provider,
-            "model": u.model,
-            "input_tokens": u.input_tokens,
-            "output_tokens": u.output_tokens,
-            "total_tokens": u.input_tokens + u.output_tokens,
-        }
-        if u.reasoning_tokens:
-            fields["reasoning_tokens"] = u.reasoning_tokens
-        if u.cached_input_tokens:
-            fields["cached_input_tokens"] = u.cached_input_tokens
-        out.append(TokenUsage(**fields))
-    return out
 
 
 class RunService:
@@ -158,21 +173,33 @@ class RunService:
         stream: EventStream,
         *,
         ping_interval_s: float = 15.0,
-        heartbeat_s: float = 2.0,
+        heartbeat_s: float = HEARTBEAT_S,
+        lease_s: float = LEASE_S,
         on_run_finished: RunFinishedHook | None = None,
         stream_outage_grace_s: float = 5.0,
         flush_timeout_s: float = 10.0,
+        settle_grace_s: float = SETTLE_GRACE_S,
+        after_run_timeout_s: float = AFTER_RUN_TIMEOUT_S,
     ) -> None:
+        if heartbeat_s >= lease_s:
+            raise ValueError("the heartbeat must renew the lease before it expires (heartbeat_s < lease_s)")
         self._store = store
         self._stream = stream
         self._ping_interval_s = ping_interval_s
         self._heartbeat_s = heartbeat_s
+        self._lease = timedelta(seconds=lease_s)
         self._stream_outage_grace_s = stream_outage_grace_s
         self._flush_timeout_s = flush_timeout_s
+        self._settle_grace = timedelta(seconds=settle_grace_s)
+        self._after_run_timeout_s = after_run_timeout_s
         self.on_run_finished = on_run_finished
+        self._sweeper = RunSweeper(store, stream)
         self._tasks: set[asyncio.Task[None]] = set()
         self._by_run: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._inner: dict[tuple[str, str], asyncio.Task[ExecutionResult]] = {}
+        # Runs this process settled lately: a reader of one of them that finds no terminal event on the stream
+        # knows it will not come (the stream lost it) and rebuilds it from the ledger without waiting.
+        self._settled: OrderedDict[tuple[str, str], None] = OrderedDict()
 
     async def admit(
         self,
@@ -202,11 +229,7 @@ class RunService:
                 return self._attach(existing, identity, ctx.thread_id, body_digest, key)
             await self._store.open_thread(identity, ctx.thread_id)
             if claim_thread:
-                claimed = await self._store.claim_thread(
-                    identity, ctx.thread_id, ctx.run_id, stale_before=utc_now() - STALE_RUN_AFTER
-                )
-                if not claimed:
-                    raise Conflict("another run is active on this thread", code="thread_busy")
+                claimed = await self._claim(ctx)
             # The caller's messages first, the run record last: a failure in between leaves no run behind, so a
             # retry of the same request is admitted afresh, and the messages already stored are not stored twice.
             known = await self._store.known_message_ids(identity.tenant_id, ctx.thread_id, [m.id for m in new_messages])
@@ -250,6 +273,36 @@ class RunService:
         task.add_done_callback(lambda _t: self._by_run.pop((identity.tenant_id, ctx.run_id), None))
         return Admission(run=stored_run, created=True, stream_key=key)
 
+    async def _claim(self, ctx: RunContext) -> bool:
+        """Claim the thread for this run, taking it over from a run whose lease expired; else ``thread_busy``."""
+        identity = ctx.identity
+        if await self._store.claim_thread(
+            identity, ctx.thread_id, ctx.run_id, stale_before=utc_now() - STALE_CLAIM_AFTER
+        ):
+            return True
+        cutoff = utc_now() - self._lease
+        takeover = await self._store.take_over_thread(identity, ctx.thread_id, ctx.run_id, lease_expired_before=cutoff)
+        if takeover is None:
+            raise Conflict("another run is active on this thread", code="thread_busy")
+        await self._close_taken_over(takeover, cutoff, new_run_id=ctx.run_id)
+        return True
+
+    async def _close_taken_over(self, takeover: ThreadTakeover, cutoff: Any, *, new_run_id: str) -> None:
+        """End the run whose lease expired as the sweeper would: ledger ``failed``, unsaved text stored, dangling
+        tool calls answered, its stream closed with RUN_ERROR; all before this run reads the thread."""
+        previous = takeover.previous
+        logger.warning(
+            "thread taken over from a run whose lease expired",
+            extra={"run_id": new_run_id, "previous_run_id": takeover.previous_run_id},
+        )
+        if previous is None or previous.status.is_terminal:
+            return
+        try:
+            await self._sweeper.end_run(previous, cutoff, SweepReport(), reason="lease_expired")
+        except Exception:
+            # The context window still repairs dangling calls at read time, and the sweeper ends the run later.
+            logger.exception("could not close the run taken over", extra={"run_id": takeover.previous_run_id})
+
     async def _probe_stream(self) -> None:
         """Refuse before anything is stored when the event stream is down: nobody could follow the run."""
         if not isinstance(self._stream, ProbedStream):
@@ -268,7 +321,7 @@ class RunService:
             if await self._store.get_run(identity.tenant_id, ctx.run_id) is None:
                 await self._store.release_thread(identity.tenant_id, ctx.thread_id, ctx.run_id)
         except Exception:
-            # The claim goes stale by itself (STALE_RUN_AFTER); nothing else to do here.
+            # The claim's lease expires by itself and the next run takes the thread over.
             logger.warning("could not release the thread after a failed admission", extra={"run_id": ctx.run_id})
 
     async def run_inline(
@@ -284,11 +337,17 @@ class RunService:
         admission = await self.admit(
             ctx, body_digest=body_digest, new_messages=new_messages, executor=executor, claim_thread=claim_thread
         )
-        task = self._by_run.get((ctx.identity.tenant_id, ctx.run_id))
-        if task is not None:
-            await task
+        await self.wait_settled(ctx.identity.tenant_id, ctx.run_id)
         run = await self._store.get_run(ctx.identity.tenant_id, ctx.run_id)
         return run or admission.run
+
+    async def wait_settled(self, tenant_id: str, run_id: str) -> None:
+        """Wait until this process's run has settled (terminal event on the stream), shielded from the caller's
+        own cancellation: the invocation that started a run owns it until then. Returns at once for a run that
+        executes elsewhere or has already settled."""
+        task = self._by_run.get((tenant_id, run_id))
+        if task is not None:
+            await asyncio.shield(task)
 
     def _attach(self, run: Run, identity: Identity, thread_id: str, body_digest: str, key: str) -> Admission:
         if run.user_id != identity.user_id:
@@ -307,51 +366,51 @@ class RunService:
         return run
 
     async def cancel(self, identity: Identity, run_id: str) -> Run:
-        """Ask a run to stop. Works across processes: the executing process polls the flag with its heartbeat."""
+        """Ask a run to stop, wherever it executes: the ledger records the request (and carries it to the run at its
+        next heartbeat when Redis is down); the run's control signal on Redis stops it at once."""
         run = await self.get_visible_run(identity, run_id)
         if run.status.is_terminal:
             return run
         await self._store.request_cancel(identity.tenant_id, run_id)
-        task = self._by_run.get((identity.tenant_id, run_id))
-        if task is not None:
-            self._cancel_local(identity.tenant_id, run_id)
+        await self._signal_cancel(identity.tenant_id, run_id)
+        self._cancel_local(identity.tenant_id, run_id)
         return run.model_copy(update={"cancel_requested": True})
+
+    async def _signal_cancel(self, tenant_id: str, run_id: str) -> None:
+        key = run_control_key(tenant_id, run_id)
+        try:
+            await self._stream.append(key, {"type": CANCEL_SIGNAL})
+            await self._stream.expire(key, RUN_STREAM_TTL_S)
+        except Exception:
+            logger.warning("could not signal a cancel; the ledger carries it", extra={"run_id": run_id}, exc_info=True)
 
     def _cancel_local(self, tenant_id: str, run_id: str) -> None:
         inner = self._inner.get((tenant_id, run_id))
-        if inner is not None and not inner.done():
+        # Once only: a second cancel would interrupt the executor's own wind-down (its salvage of the turn).
+        if inner is not None and not inner.done() and not inner.cancelling():
             inner.cancel()
 
-    async def _watch(self, ctx: RunContext, emitter: RunEmitter) -> None:
-        """Heartbeat the run and pick up a cancel requested from any process."""
-        tenant = ctx.identity.tenant_id
-        while True:
-            await asyncio.sleep(self._heartbeat_s)
-            try:
-                await self._store.heartbeat(tenant, ctx.run_id, last_stream_id=emitter.last_id)
-                run = await self._store.get_run(tenant, ctx.run_id)
-            except Exception:
-                logger.warning("heartbeat failed", extra={"run_id": ctx.run_id}, exc_info=True)
-                continue
-            if run is not None and run.cancel_requested:
-                self._cancel_local(tenant, ctx.run_id)
-                return
-
     async def _execute(self, ctx: RunContext, executor: Executor, key: str, claim_thread: bool) -> None:
-        thread_key = thread_stream_key(ctx.identity.tenant_id, ctx.thread_id)
+        tenant = ctx.identity.tenant_id
         emitter = RunEmitter(
             self._stream,
             key,
-            thread_key=thread_key,
+            thread_key=thread_stream_key(tenant, ctx.thread_id),
             run_id=ctx.run_id,
             hidden=ctx.meta.hidden_from_user,
         )
-        tenant = ctx.identity.tenant_id
         started = time.monotonic()
-        result: ExecutionResult | None = None
-        status = RunStatus.FAILED
-        error_code: str | None = None
-        watcher = asyncio.create_task(self._watch(ctx, emitter))
+        watch = RunWatch(
+            tenant_id=tenant,
+            run_id=ctx.run_id,
+            beat=lambda: self._store.heartbeat(tenant, ctx.run_id, last_stream_id=emitter.last_id),
+            stream=self._stream,
+            heartbeat_s=self._heartbeat_s,
+            on_cancel=lambda: self._cancel_local(tenant, ctx.run_id),
+        )
+        watch.start()
+        # What settles the run if it is itself cancelled (process shutdown): failed, with a RUN_ERROR.
+        outcome = _Outcome(terminal=RunErrorEvent(message=RUN_ERROR_MESSAGES["run_failed"], code="run_failed"))
         try:
             await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
             inner = asyncio.create_task(executor.execute(ctx, emitter))
@@ -360,42 +419,17 @@ class RunService:
                 result = await inner
             finally:
                 self._inner.pop((tenant, ctx.run_id), None)
-            cancelled = result.cancelled
-            outcome: dict[str, Any] = {"type": "cancelled" if cancelled else "success"}
-            if result.pending_tool_call_ids and not cancelled:
-                # Front-end tool calls handed to the client (AG-UI's success outcome names them).
-                outcome["pendingToolCallIds"] = list(result.pending_tool_call_ids)
-            await emitter.emit(
-                RunFinishedEvent(
-                    thread_id=ctx.thread_id,
-                    run_id=ctx.run_id,
-                    outcome=outcome,
-                    usage=usage_to_agui(result.usage),
-                )
-            )
-            status = RunStatus.CANCELLED if cancelled else RunStatus.SUCCEEDED
+            outcome = self._finished(ctx, result)
         except Exception as exc:
-            error_code, message = run_error_of(exc)
-            partial_usage = getattr(exc, "usage_so_far", None) or (result.usage if result else [])
-            logger.exception(
-                "run failed",
-                extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id, "code": error_code, "cause": _cause(exc)},
-            )
-            if not emitter.terminal_sent:
-                try:
-                    await self._answer_open_calls(ctx, emitter)
-                    if emitter.open_step is not None:
-                        # sse-events.md §2 rule 4: the step is closed before the terminal event, failure or not.
-                        await emitter.emit(StepFinishedEvent(step_name=emitter.open_step))
-                    await emitter.emit(
-                        RunErrorEvent(message=message, code=error_code, usage=usage_to_agui(partial_usage))
-                    )
-                except Exception:
-                    logger.exception("could not write RUN_ERROR", extra={"run_id": ctx.run_id})
-            result = result or ExecutionResult(usage=list(partial_usage))
+            outcome = await self._failed(ctx, emitter, exc)
         finally:
-            watcher.cancel()
-            await self._finalise(ctx, emitter, key, claim_thread, status, result, error_code)
+            await watch.stop()
+            if watch.state.lost:
+                # The takeover ended this run and closed its stream; nothing of this process may follow.
+                emitter.discard()
+            else:
+                await self._settle(ctx, emitter, key, claim_thread, outcome)
+            self._remember_settled(tenant, ctx.run_id)
             logger.info(
                 "run finished",
                 extra={
@@ -404,16 +438,50 @@ class RunService:
                     "tenant_id": tenant,
                     "profile": ctx.profile.name,
                     "executor": ctx.meta.executor.value,
-                    "status": status.value,
+                    "status": "taken_over" if watch.state.lost else outcome.status.value,
                     "duration_ms": round((time.monotonic() - started) * 1000),
                     "stream_failures": emitter.stream_failures,
+                    "heartbeats": watch.state.beats,
                 },
             )
-            if self.on_run_finished is not None and result is not None:
-                try:
-                    await self.on_run_finished(ctx, status, result)
-                except Exception:
-                    logger.exception("run-finished hook failed", extra={"run_id": ctx.run_id})
+
+    def _finished(self, ctx: RunContext, result: ExecutionResult) -> _Outcome:
+        outcome: dict[str, Any] = {"type": "cancelled" if result.cancelled else "success"}
+        if result.pending_tool_call_ids and not result.cancelled:
+            # Front-end tool calls handed to the client (AG-UI's success outcome names them).
+            outcome["pendingToolCallIds"] = list(result.pending_tool_call_ids)
+        return _Outcome(
+            status=RunStatus.CANCELLED if result.cancelled else RunStatus.SUCCEEDED,
+            result=result,
+            terminal=RunFinishedEvent(
+                thread_id=ctx.thread_id,
+                run_id=ctx.run_id,
+                outcome=outcome,
+                usage=usage_to_agui(result.usage),
+            ),
+        )
+
+    async def _failed(self, ctx: RunContext, emitter: RunEmitter, exc: Exception) -> _Outcome:
+        """Close what the run left open on its stream (tool calls, the step); the RUN_ERROR itself comes last."""
+        error_code, message = run_error_of(exc)
+        partial_usage = list(getattr(exc, "usage_so_far", None) or [])
+        logger.exception(
+            "run failed",
+            extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id, "code": error_code, "cause": _cause(exc)},
+        )
+        try:
+            await self._answer_open_calls(ctx, emitter)
+            if emitter.open_step is not None:
+                # sse-events.md §2 rule 4: the step is closed before the terminal event, failure or not.
+                await emitter.emit(StepFinishedEvent(step_name=emitter.open_step))
+        except Exception:
+            logger.exception("could not close the failed run's open events", extra={"run_id": ctx.run_id})
+        return _Outcome(
+            status=RunStatus.FAILED,
+            result=ExecutionResult(usage=partial_usage),
+            error_code=error_code,
+            terminal=RunErrorEvent(message=message, code=error_code, usage=usage_to_agui(partial_usage)),
+        )
 
     async def _answer_open_calls(self, ctx: RunContext, emitter: RunEmitter) -> None:
         """The last guard of sse-events.md §2 rule 4: every tool call on the stream gets a result.
@@ -440,35 +508,29 @@ class RunService:
                     logger.warning("could not store a synthetic tool result", extra={"run_id": ctx.run_id})
             await emit_result(emitter, message)
 
-    async def _finalise(
-        self,
-        ctx: RunContext,
-        emitter: RunEmitter,
-        key: str,
-        claim_thread: bool,
-        status: RunStatus,
-        result: ExecutionResult | None,
-        error_code: str | None,
+    async def _settle(
+        self, ctx: RunContext, emitter: RunEmitter, key: str, claim_thread: bool, outcome: _Outcome
     ) -> None:
-        """Flush buffered events, record the outcome, free the thread; each step is tried even if another fails.
+        """Everything a run's end needs, then its terminal event last; each step is tried even if another fails.
 
-        The stream is flushed before the ledger says the run ended, so a reader that sees the ended run in the
-        ledger and no terminal event on the stream knows the stream lost it (and rebuilds it from the ledger).
+        A reader ends its response at the terminal event, and on Lambda the environment freezes then: so the ledger,
+        the thread release, the stream's retention, the metrics and the run-completed publish are all done before.
+        The ledger records the end only after the stream has every event but the terminal one, so a reader that
+        sees an ended run and no terminal event waits for it, then rebuilds it from the ledger (``tail_run``).
         """
         tenant = ctx.identity.tenant_id
-        if emitter.pending:
-            await emitter.flush(self._flush_timeout_s)
+        on_stream = await emitter.flush(self._flush_timeout_s) if emitter.pending else True
         try:
             await self._store.finish_run(
                 tenant,
                 ctx.run_id,
-                status=status.value,
-                usage=merge_usage(result.usage) if result else [],
+                status=outcome.status.value,
+                usage=merge_usage(outcome.result.usage) if outcome.result else [],
                 last_stream_id=emitter.last_id,
-                error_code=error_code,
+                error_code=outcome.error_code,
             )
         except Exception:
-            # The run stays "running" with a heartbeat that stops: the sweeper ends it (shared.runs.sweeper).
+            # The run stays "running" with a heartbeat that stops: a takeover or the sweeper ends it.
             logger.exception("could not record the end of the run", extra={"run_id": ctx.run_id})
         if claim_thread:
             try:
@@ -479,6 +541,33 @@ class RunService:
             await self._stream.expire(key, RUN_STREAM_TTL_S)
         except Exception:
             logger.warning("could not set the stream's retention", extra={"run_id": ctx.run_id})
+        await self._after_run(ctx, outcome)
+        if outcome.terminal is None:  # pragma: no cover - every outcome has one
+            return
+        try:
+            await emitter.emit(outcome.terminal)
+            # A stream that already failed the last flush gets one more try, not another full wait.
+            await emitter.flush(self._flush_timeout_s if on_stream else 0.0)
+        except Exception:
+            logger.exception("could not write the terminal event", extra={"run_id": ctx.run_id})
+
+    async def _after_run(self, ctx: RunContext, outcome: _Outcome) -> None:
+        """The run-finished hook (metrics, the run-completed publish), bounded so the terminal event always goes out."""
+        if self.on_run_finished is None or outcome.result is None:
+            return
+        try:
+            await asyncio.wait_for(
+                self.on_run_finished(ctx, outcome.status, outcome.result), timeout=self._after_run_timeout_s
+            )
+        except TimeoutError:
+            logger.error("run-finished hook timed out", extra={"run_id": ctx.run_id})
+        except Exception:
+            logger.exception("run-finished hook failed", extra={"run_id": ctx.run_id})
+
+    def _remember_settled(self, tenant_id: str, run_id: str) -> None:
+        self._settled[(tenant_id, run_id)] = None
+        while len(self._settled) > _REMEMBERED_SETTLED:
+            self._settled.popitem(last=False)
 
     async def tail(
         self, key: str, *, after: str = "0-0", until_terminal: bool = True
@@ -521,9 +610,9 @@ class RunService:
                 return
             if not entries:
                 ended = await self._ended_run(tenant_id, run_id)
-                if ended is not None:
-                    # The ledger records the end only after the run's last event was flushed: one more look at
-                    # the stream tells whether the terminal event made it there.
+                if ended is not None and not self._terminal_may_come(tenant_id, ended):
+                    # The run settled and its terminal event never reached the stream: one more look, then the
+                    # event rebuilt from the ledger.
                     entries = await self._read_through_outage(key, cursor, 0) or []
                     if not entries:
                         yield synthetic_entry(terminal_from_ledger(ended))
@@ -536,6 +625,16 @@ class RunService:
                 yield entry
                 if is_terminal(entry.event):
                     return
+
+    def _terminal_may_come(self, tenant_id: str, ended: Run) -> bool:
+        """Whether an ended run's terminal event may still be on its way: it goes on the stream after the ledger
+        records the end (``_settle``). This process knows its own runs; for another's, the settle grace decides."""
+        key = (tenant_id, ended.run_id)
+        if key in self._by_run:
+            return True
+        if key in self._settled:
+            return False
+        return utc_now() - ended.updated_at < self._settle_grace
 
     async def _ended_run(self, tenant_id: str, run_id: str) -> Run | None:
         try:

@@ -16,8 +16,11 @@ busy, its stream has no terminal event and its last tool calls have no results. 
 6. the ended runs are counted in the ``RunErrors`` metric (and ``RunsSwept``), which their dead process never
    emitted.
 
+The same repair closes a run whose thread lease expired when a new run takes the thread over
+(``RunService.admit``, ``reason="lease_expired"``), so the next message on a thread never waits for the sweeper.
+
 If the sweeper itself dies after step 1, what remains is still safe: the context window repairs dangling calls at
-read time, a claim older than ``STALE_RUN_AFTER`` is taken over, and readers rebuild the terminal event from the
+read time, a thread whose holder's lease expired is taken over, and readers rebuild the terminal event from the
 ledger (``RunService.tail_run``).
 """
 
@@ -43,14 +46,15 @@ from shared.models import AuditRecord, Identity, Message, Role, Run, ToolCall, d
 from shared.observability import emit_swept_runs
 from shared.ports import AuditLog, ConversationStore, EventStream, RunLedger
 from shared.runs.emitter import RunEmitter, is_terminal, run_started
-from shared.runs.service import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
+from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
 from shared.stream_keys import run_stream_key, thread_stream_key
 
 logger = logging.getLogger(__name__)
 
 SWEPT_CODE = "run_failed"
 DEFAULT_STALE_AFTER = timedelta(minutes=5)
-"""Far above the heartbeat interval (2 s) and below the thread claim's own staleness (15 min)."""
+"""Far above the run lease (30 s by default, renewed every 10 s): a thread with a next message is taken over long
+before; the sweeper ends the runs nobody came back to."""
 _HISTORY_SCAN = 200
 _STREAM_PAGE = 500
 
@@ -172,7 +176,9 @@ class RunSweeper:
         emit_swept_runs(len(report.ended))
         return report
 
-    async def end_run(self, run: Run, cutoff: datetime, report: SweepReport) -> bool:
+    async def end_run(
+        self, run: Run, cutoff: datetime, report: SweepReport, *, reason: str = "heartbeat_stale"
+    ) -> bool:
         """End one stale run; False when another sweeper did, or the run turned out to be alive."""
         if not await self._store.abandon_run(run.tenant_id, run.run_id, stale_before=cutoff, error_code=SWEPT_CODE):
             return False
@@ -197,7 +203,7 @@ class RunSweeper:
                 run_id=run.run_id,
                 user_id=run.user_id,
                 details={
-                    "reason": "heartbeat_stale",
+                    "reason": reason,
                     "heartbeat_at": run.heartbeat_at.isoformat(),
                     "salvaged_message_ids": salvaged,
                     "synthetic_results_for": [call_id for call_id, _ in results],

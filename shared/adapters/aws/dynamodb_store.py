@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.errors import Conflict, InvalidRequest, NotFound
-from shared.models import AuditRecord, Identity, Message, Run, RunStatus, Thread, Usage, utc_now
+from shared.models import AuditRecord, Identity, Message, Run, RunStatus, Thread, ThreadTakeover, Usage, utc_now
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -176,6 +176,51 @@ class DynamoDBStore(TableAdapter):
                 return False
             raise
         return True
+
+    async def take_over_thread(
+        self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime
+    ) -> ThreadTakeover | None:
+        """Give the thread to ``run_id`` if its holder's lease expired; None while the holder is alive.
+
+        The holder's lease is its run's ``heartbeat_at`` (renewed by the run's heartbeat), or, before its admission
+        stored a run record, the claim's own time. A holder that already ended (its release was lost) has no lease.
+        The hand-over is conditional on the holder, so of two runs taking over the same thread exactly one wins.
+        Only called after ``claim_thread`` was refused, so a free thread costs nothing here.
+        """
+        key = codec.to_item({"PK": codec.thread_pk(identity.tenant_id, thread_id), "SK": codec.META})
+        resp = await self._call(lambda: self.client.get_item(TableName=self._table, Key=key, ConsistentRead=True))
+        item = resp.get("Item")
+        if item is None:
+            return None
+        data = codec.from_item(item)
+        holder = data.get("active_run_id")
+        if data.get("owner_user_id") != identity.user_id or not holder or holder == run_id:
+            return None
+        previous = await self.get_run(identity.tenant_id, holder)
+        if previous is None:
+            claimed_at = data.get("active_run_at")
+            expired = claimed_at is None or datetime.fromisoformat(claimed_at) < lease_expired_before
+        else:
+            expired = previous.status.is_terminal or previous.heartbeat_at < lease_expired_before
+        if not expired:
+            return None
+        try:
+            await self._call(
+                lambda: self.client.update_item(
+                    TableName=self._table,
+                    Key=key,
+                    UpdateExpression="SET active_run_id = :r, active_run_at = :now",
+                    ConditionExpression="owner_user_id = :u AND active_run_id = :old",
+                    ExpressionAttributeValues=codec.to_item(
+                        {":r": run_id, ":u": identity.user_id, ":old": holder, ":now": utc_now().isoformat()}
+                    ),
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return None
+            raise
+        return ThreadTakeover(previous_run_id=holder, previous=previous)
 
     async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None:
         now = utc_now().isoformat()
@@ -384,9 +429,17 @@ class DynamoDBStore(TableAdapter):
         await self._update_run(tenant_id, run_id, expr, values, names={"#s": "status", "#u": "usage"})
 
     async def _update_run(
-        self, tenant_id: str, run_id: str, expr: str, values: dict[str, Any], names: dict[str, str] | None = None
-    ) -> None:
-        """Update an existing run; NotFound (never a half-written record) when there is none."""
+        self,
+        tenant_id: str,
+        run_id: str,
+        expr: str,
+        values: dict[str, Any],
+        names: dict[str, str] | None = None,
+        *,
+        return_new: bool = False,
+    ) -> dict[str, Any]:
+        """Update an existing run; NotFound (never a half-written record) when there is none. With
+        ``return_new`` the updated item's attributes come back (same request)."""
         kwargs: dict[str, Any] = {
             "TableName": self._table,
             "Key": codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": codec.META}),
@@ -396,20 +449,26 @@ class DynamoDBStore(TableAdapter):
         }
         if names:
             kwargs["ExpressionAttributeNames"] = names
+        if return_new:
+            kwargs["ReturnValues"] = "ALL_NEW"
         try:
-            await self._call(lambda: self.client.update_item(**kwargs))
+            resp = await self._call(lambda: self.client.update_item(**kwargs))
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 raise NotFound("run not found") from exc
             raise
+        return dict(resp.get("Attributes", {}))
 
-    async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> None:
+    async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> Run:
+        """Renew the run's lease: one UpdateItem, which also returns the record (a cancel asked through the
+        ledger, or the run ended by a takeover) without a second request."""
         values: dict[str, Any] = {":now": utc_now().isoformat()}
         expr = "SET heartbeat_at = :now"
         if last_stream_id:
             values[":l"] = last_stream_id
             expr += ", last_stream_id = :l"
-        await self._update_run(tenant_id, run_id, expr, values)
+        attributes = await self._update_run(tenant_id, run_id, expr, values, return_new=True)
+        return codec.run_from_item(attributes)
 
     async def request_cancel(self, tenant_id: str, run_id: str) -> None:
         await self._update_run(tenant_id, run_id, "SET cancel_requested = :t", {":t": True})
