@@ -114,9 +114,8 @@ async def test_a_run_whose_process_died_during_a_tool_call_is_ended_and_the_thre
     await leave_a_dead_run(store, redis_stream, dead, died_while="tool")
     async with httpx.AsyncClient(base_url=live, timeout=30) as client:
         # GIVEN the thread is still held by the dead run
-        busy = await client.post("/api/v1/agent", json=body("th-dead", "run-next", "hello?", "u-2"), headers=bearer())
-        assert busy.status_code == 409 and busy.json()["error"]["code"] == "thread_busy"
-        # WHEN the sweeper runs
+        assert (await store.get_thread(USER, "th-dead")).active_run_id == "run-dead"
+        # WHEN the sweeper runs (before any next message would take the thread over)
         report = await RunSweeper(store, redis_stream).sweep()
         # THEN it ended exactly that run, as failed with run_failed
         assert (report.ended, report.repaired_tool_calls) == (["run-dead"], 1)
@@ -239,3 +238,43 @@ def test_the_lambda_entry_point_sweeps_with_the_container_services(store: Dynamo
     # THEN the run is ended once
     assert first["ended"] == ["run-lambda"] and first["repairedToolCalls"] == 1
     assert second["ended"] == []
+
+
+async def test_the_next_message_takes_over_a_thread_whose_run_lease_expired_without_the_sweeper(
+    live: str, store: DynamoDBStore, redis_stream: RedisEventStream, model_server: ModelServer
+) -> None:
+    # GIVEN a run that died during a tool call, longer ago than the lease (30 s): the thread is still claimed
+    await leave_a_dead_run(store, redis_stream, DeadRun("th-lease", "run-frozen"), died_while="tool", minutes_ago=1)
+    assert (await store.get_thread(USER, "th-lease")).active_run_id == "run-frozen"
+    model_server.enqueue(ScriptedTurn(text=["Back again."]))
+    async with httpx.AsyncClient(base_url=live, timeout=30) as client:
+        # WHEN the user sends the next message (no sweeper has run)
+        nxt = await client.post("/api/v1/agent", json=body("th-lease", "run-next", "hello?", "u-2"), headers=bearer())
+        replay = await client.get("/api/v1/agent/runs/run-frozen/events", headers=bearer())
+        audit = await client.get("/api/v1/threads/th-lease/audit", headers=bearer(scopes=("agent:audit",)))
+    # THEN it is admitted and finishes, and the model got a valid, paired context
+    assert nxt.status_code == 200, nxt.text
+    assert assert_well_formed_run(events_of(nxt.text))["type"] == "RUN_FINISHED"
+    sent = [m for m in model_server.requests[-1]["messages"] if m["role"] != "system"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[1]["tool_calls"][0]["id"] == "call-stuck" and sent[2]["tool_call_id"] == "call-stuck"
+    # AND the old run is closed: failed in the ledger, one RUN_ERROR on its stream, the takeover audited
+    old = await store.get_run("tenant-1", "run-frozen")
+    assert old is not None and (old.status, old.error_code) == (RunStatus.FAILED, "run_failed")
+    assert assert_well_formed_run(events_of(replay.text))["code"] == "run_failed"
+    swept = [d for d in audit.json()["decisions"] if d["kind"] == "run_swept"]
+    assert [d["details"]["reason"] for d in swept] == ["lease_expired"]
+
+
+async def test_a_run_within_its_lease_keeps_its_thread(
+    live: str, store: DynamoDBStore, redis_stream: RedisEventStream
+) -> None:
+    # GIVEN a run whose heartbeat is recent (its process is alive, or froze less than a lease ago)
+    await leave_a_dead_run(store, redis_stream, DeadRun("th-alive", "run-alive"), died_while="tool", minutes_ago=1)
+    await store.heartbeat("tenant-1", "run-alive", last_stream_id=None)
+    async with httpx.AsyncClient(base_url=live, timeout=30) as client:
+        # WHEN another message arrives  THEN it is refused as busy, and the run is untouched
+        busy = await client.post("/api/v1/agent", json=body("th-alive", "run-2", "hello?", "u-2"), headers=bearer())
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "thread_busy"
+    run = await store.get_run("tenant-1", "run-alive")
+    assert run is not None and run.status is RunStatus.RUNNING

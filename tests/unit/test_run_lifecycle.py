@@ -1,0 +1,221 @@
+"""The run service's lifecycle, on the in-memory adapters (which run the same contract suite as DynamoDB/Redis):
+the terminal event goes on the stream last, after every piece of bookkeeping; a cancel reaches a run in another
+process through the Redis signal, and through the ledger when the signal is down; the heartbeat is one write."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from ag_ui.core import TextMessageContentEvent, TextMessageEndEvent, TextMessageStartEvent
+
+from shared.adapters.in_memory_store import InMemoryStore
+from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.executors.context import RunContext
+from shared.executors.worker import ExecutionResult
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus
+from shared.profiles import default_catalog
+from shared.runs.emitter import RunEmitter, is_terminal
+from shared.runs.service import RunService
+from shared.stream_keys import run_control_key
+
+USER = Identity(tenant_id="t", user_id="u")
+
+
+def a_context(run_id: str, thread_id: str = "th", executor: ExecutorKind = ExecutorKind.WORKER) -> RunContext:
+    meta = ExecutionMeta(origin=Origin.CHAT, executor=executor, hidden_from_user=executor is ExecutorKind.MEMORY)
+    return RunContext(
+        identity=USER, thread_id=thread_id, run_id=run_id, profile=default_catalog().get("chat_default"), meta=meta
+    )
+
+
+class SaysHello:
+    step_name = "worker"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+
+    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+        await emitter.emit(TextMessageStartEvent(message_id="m1", role="assistant"))
+        await emitter.emit(TextMessageContentEvent(message_id="m1", delta="hello"))
+        await emitter.emit(TextMessageEndEvent(message_id="m1"))
+        if self.fail:
+            raise RuntimeError("boom")
+        return ExecutionResult()
+
+
+class TalksUntilCancelled:
+    step_name = "worker"
+
+    def __init__(self) -> None:
+        self.talking = asyncio.Event()
+
+    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+        result = ExecutionResult()
+        try:
+            self.talking.set()
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            result.cancelled = True
+        return result
+
+
+class Journal:
+    """Records, in order, the bookkeeping of a run and the moment its terminal event reached the stream."""
+
+    def __init__(self, store: InMemoryStore, stream: InMemoryEventStream) -> None:
+        self.entries: list[str] = []
+        self.store = store
+        self.stream = stream
+
+    def wrap(self) -> None:
+        for name in ("finish_run", "release_thread"):
+            self._record_calls(self.store, name)
+        self._record_calls(self.stream, "expire")
+        original_append = self.stream.append
+
+        async def append(key: str, event: dict[str, Any]) -> str:
+            if is_terminal(event) and ":events" in key and key.startswith("run:"):
+                self.entries.append("terminal")
+            return await original_append(key, event)
+
+        self.stream.append = append  # type: ignore[method-assign]
+
+    def _record_calls(self, target: Any, name: str) -> None:
+        original = getattr(target, name)
+
+        async def recorded(*args: Any, **kwargs: Any) -> Any:
+            if not (name == "expire" and args[1] == 0):  # admission's clearing of a stale stream is not retention
+                self.entries.append(name)
+            return await original(*args, **kwargs)
+
+        setattr(target, name, recorded)
+
+
+@pytest.fixture
+def journal() -> Journal:
+    j = Journal(InMemoryStore(), InMemoryEventStream())
+    j.wrap()
+    return j
+
+
+def service(journal: Journal, **kwargs: Any) -> RunService:
+    async def on_run_finished(_ctx: RunContext, _status: RunStatus, _result: ExecutionResult) -> None:
+        journal.entries.append("metrics+publish")
+
+    return RunService(journal.store, journal.stream, on_run_finished=on_run_finished, **kwargs)
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["finished", "failed"])
+async def test_the_terminal_event_goes_on_the_stream_after_all_bookkeeping(journal: Journal, fail: bool) -> None:
+    # GIVEN a chat run (it claims its thread)
+    runs = service(journal)
+    # WHEN it runs to its end, successfully or not
+    run = await runs.run_inline(a_context("r1"), body_digest="d", new_messages=[], executor=SaysHello(fail=fail))
+    # THEN ledger, release, retention and the run-finished hook all came before the terminal event, which is last
+    assert journal.entries == ["finish_run", "release_thread", "expire", "metrics+publish", "terminal"]
+    assert run.status is (RunStatus.FAILED if fail else RunStatus.SUCCEEDED)
+
+
+async def test_a_memory_run_also_ends_with_its_terminal_event(journal: Journal) -> None:
+    # GIVEN a memory run (it only reads the thread, so there is nothing to release)
+    runs = service(journal)
+    await journal.store.open_thread(USER, "th")
+    ctx = a_context("m1", executor=ExecutorKind.MEMORY)
+    await runs.run_inline(ctx, body_digest="d", new_messages=[], executor=SaysHello(), claim_thread=False)
+    # THEN its bookkeeping also precedes its terminal event
+    assert journal.entries == ["finish_run", "expire", "metrics+publish", "terminal"]
+
+
+async def test_a_reader_of_a_settling_run_waits_for_the_real_terminal_event(journal: Journal) -> None:
+    # GIVEN a run whose run-finished hook (the publish) is slow: the ledger says ended before the terminal is out
+    release = asyncio.Event()
+
+    async def slow_hook(_ctx: RunContext, _status: RunStatus, _result: ExecutionResult) -> None:
+        await release.wait()
+
+    runs = RunService(journal.store, journal.stream, on_run_finished=slow_hook, ping_interval_s=0.05)
+    await runs.admit(a_context("r1"), body_digest="d", new_messages=[], executor=SaysHello())
+    while (run := await journal.store.get_run("t", "r1")) is None or not run.status.is_terminal:
+        await asyncio.sleep(0.01)
+    # WHEN a reader tails the run meanwhile
+    reader = asyncio.create_task(_terminal_of(runs))
+    await asyncio.sleep(0.3)
+    assert not reader.done()
+    release.set()
+    # THEN it gets the run's own terminal event (with its stream id), not one rebuilt from the ledger
+    terminal = await reader
+    assert terminal.id and terminal.event["type"] == "RUN_FINISHED" and "metadata" not in terminal.event
+
+
+async def _terminal_of(runs: RunService) -> Any:
+    async for entry in runs.tail_run("t", "r1"):
+        if entry is not None and is_terminal(entry.event):
+            return entry
+    raise AssertionError("no terminal event")
+
+
+async def test_a_cancel_from_another_process_arrives_through_the_signal_without_polling_the_ledger() -> None:
+    # GIVEN two processes sharing the store and the stream; a run on A whose heartbeat would take a minute
+    store, stream = InMemoryStore(), InMemoryEventStream()
+    a = RunService(store, stream, heartbeat_s=60, lease_s=120)
+    b = RunService(store, stream, heartbeat_s=60, lease_s=120)
+    executor = TalksUntilCancelled()
+    await a.admit(a_context("r1"), body_digest="d", new_messages=[], executor=executor)
+    await executor.talking.wait()
+    # WHEN B cancels it
+    await b.cancel(USER, "r1")
+    # THEN the run on A ends as cancelled at once (no heartbeat ran)
+    await asyncio.wait_for(a.wait_idle(), timeout=5)
+    run = await store.get_run("t", "r1")
+    assert run is not None and run.status is RunStatus.CANCELLED
+
+
+class SignalDown(InMemoryEventStream):
+    """Redis answers events but not the control signal (an outage the run watches through)."""
+
+    async def append(self, key: str, event: dict[str, Any]) -> str:
+        if key == run_control_key("t", "r1"):
+            raise ConnectionError("redis down")
+        return await super().append(key, event)
+
+    async def read_after(self, key: str, after_id: str, *, block_ms: int, count: int = 100) -> Any:
+        if key == run_control_key("t", "r1"):
+            raise ConnectionError("redis down")
+        return await super().read_after(key, after_id, block_ms=block_ms, count=count)
+
+
+async def test_with_the_signal_down_a_cancel_arrives_through_the_ledger_at_the_next_heartbeat() -> None:
+    store, stream = InMemoryStore(), SignalDown()
+    a = RunService(store, stream, heartbeat_s=0.2, lease_s=5)
+    b = RunService(store, stream, heartbeat_s=0.2, lease_s=5)
+    executor = TalksUntilCancelled()
+    await a.admit(a_context("r1"), body_digest="d", new_messages=[], executor=executor)
+    await executor.talking.wait()
+    # WHEN B cancels while the signal cannot be sent or read
+    await b.cancel(USER, "r1")
+    # THEN the run still ends as cancelled (the heartbeat's write returned the ledger's cancel flag)
+    await asyncio.wait_for(a.wait_idle(), timeout=5)
+    run = await store.get_run("t", "r1")
+    assert run is not None and run.status is RunStatus.CANCELLED
+
+
+async def test_a_heartbeat_is_one_store_request() -> None:
+    # GIVEN a run that stays busy for several heartbeats
+    store, stream = InMemoryStore(), InMemoryEventStream()
+    runs = RunService(store, stream, heartbeat_s=0.1, lease_s=5)
+    executor = TalksUntilCancelled()
+    await runs.admit(a_context("r1"), body_digest="d", new_messages=[], executor=executor)
+    await executor.talking.wait()
+    before = store.request_count
+    beats_before = (await store.get_run("t", "r1")).heartbeat_at  # type: ignore[union-attr]
+    store.request_count = before + 1  # the get_run above
+    await asyncio.sleep(0.75)
+    # THEN the store saw one request per heartbeat, and no more
+    during = store.request_count - before - 1
+    run = await store.get_run("t", "r1")
+    assert run is not None and run.heartbeat_at > beats_before
+    assert 4 <= during <= 8
+    runs._cancel_local("t", "r1")
+    await runs.wait_idle()
