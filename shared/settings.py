@@ -75,6 +75,12 @@ class Settings(BaseModel):
     """How long a thread stays with a run whose heartbeat stopped; a new message then takes the thread over."""
     run_heartbeat_s: float = Field(default=10.0, gt=0)
     """How often a run renews its lease (one DynamoDB write); below ``run_lease_s``."""
+    function_timeout_s: float = Field(default=900.0, gt=0)
+    """The invocation deadline when no Lambda context gives one (the streaming function's timeout)."""
+    run_deadline_margin_s: float = Field(default=20.0, ge=0)
+    """A run ends with ``run_deadline`` this long before its invocation's deadline."""
+    stream_deadline_margin_s: float = Field(default=5.0, ge=0)
+    """A stream response closes this long before its invocation's deadline (the client resumes)."""
     embedded: bool = False
     playground_enabled: bool = False
 
@@ -131,6 +137,9 @@ class Settings(BaseModel):
             "sse_ping_interval_s": opt("SSE_PING_INTERVAL_S"),
             "run_lease_s": opt("RUN_LEASE_S"),
             "run_heartbeat_s": opt("RUN_HEARTBEAT_S"),
+            "function_timeout_s": opt("FUNCTION_TIMEOUT_S"),
+            "run_deadline_margin_s": opt("RUN_DEADLINE_MARGIN_S"),
+            "stream_deadline_margin_s": opt("STREAM_DEADLINE_MARGIN_S"),
             "embedded": (opt("EMBEDDED") or "false").lower() == "true",
             "playground_enabled": (opt("PLAYGROUND_ENABLED") or "false").lower() == "true",
         }

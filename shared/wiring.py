@@ -156,6 +156,9 @@ class Services:
             ping_interval_s=self.settings.sse_ping_interval_s,
             heartbeat_s=self.settings.run_heartbeat_s,
             lease_s=self.settings.run_lease_s,
+            function_timeout_s=self.settings.function_timeout_s,
+            run_deadline_margin_s=self.settings.run_deadline_margin_s,
+            tail_deadline_margin_s=self.settings.stream_deadline_margin_s,
             on_run_finished=self._on_run_finished,
         )
 

@@ -26,6 +26,7 @@ from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Message, Origin
 from shared.ports import StreamEntry
 from shared.runs import intake
+from shared.runs.deadline import LAMBDA_CONTEXT_HEADER, deadline_from_lambda_header, invocation_deadline
 from shared.runs.pending_calls import settle_pending_calls
 from shared.settings import Settings
 from shared.stream_keys import thread_stream_key
@@ -98,6 +99,14 @@ def _decode_seq(cursor: str) -> int:
         raise InvalidRequest("malformed cursor", code="invalid_cursor") from exc
 
 
+def request_deadline(request: Request) -> float | None:
+    """The invocation's deadline from the Web Adapter's ``x-amzn-lambda-context`` header (None without one); also
+    set for the run this request starts, which inherits it."""
+    deadline = deadline_from_lambda_header(request.headers.get(LAMBDA_CONTEXT_HEADER))
+    invocation_deadline.set(deadline)
+    return deadline
+
+
 def create_app(services: Services | None = None) -> FastAPI:
     if services is None:
         from shared.observability import configure_logging
@@ -142,6 +151,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         },
     )
     async def run_agent(request: Request, caller: Caller) -> StreamingResponse:
+        deadline = request_deadline(request)
         body = await read_limited_body(request, svc.settings.max_body_bytes)
         run_input = intake.parse_run_input(body)
         profile = svc.profiles.resolve(CHAT_PROFILE, tenant_id=caller.tenant_id)
@@ -177,7 +187,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         )
         run_id = admission.run.run_id
         return OwnedRunResponse(
-            run_frames(svc.runs.tail_run(caller.tenant_id, run_id)),
+            run_frames(svc.runs.tail_run(caller.tenant_id, run_id, deadline=deadline)),
             settled=lambda: svc.runs.wait_settled(caller.tenant_id, run_id),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
@@ -206,6 +216,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         responses={200: {"content": {"text/event-stream": {}}, "description": "AG-UI events of the run"}},
     )
     async def run_events(
+        request: Request,
         caller: Caller,
         runId: str,
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
@@ -214,8 +225,9 @@ def create_app(services: Services | None = None) -> FastAPI:
         intake.check_id("runId", runId, where="path")
         run = await svc.runs.get_visible_run(caller, runId)
         after = intake.check_stream_id(last_event_id or lastEventId or "0-0")
+        deadline = request_deadline(request)
         return StreamingResponse(
-            run_frames(svc.runs.tail_run(caller.tenant_id, run.run_id, after=after)),
+            run_frames(svc.runs.tail_run(caller.tenant_id, run.run_id, after=after, deadline=deadline)),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )
@@ -249,6 +261,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         responses={200: {"content": {"text/event-stream": {}}, "description": "events of every run of the thread"}},
     )
     async def thread_events(
+        request: Request,
         caller: Caller,
         threadId: str,
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
@@ -259,7 +272,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         after = intake.check_stream_id(last_event_id or lastEventId or "0-0")
         key = thread_stream_key(caller.tenant_id, threadId)
         return StreamingResponse(
-            frames(svc.runs.tail(key, after=after, until_terminal=False)),
+            frames(svc.runs.tail(key, after=after, until_terminal=False, deadline=request_deadline(request))),
             media_type="text/event-stream",
             headers=SSE_HEADERS,
         )

@@ -14,12 +14,15 @@ from typing import Any
 
 from shared.automation.runner import automation_runner
 from shared.container import container_services, run_in_container
+from shared.runs.deadline import deadline_from_context, invocation_deadline
 from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
 
 
 async def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
+    # The run ends with run_deadline before the function's timeout rather than being killed by it.
+    invocation_deadline.set(deadline_from_context(context))
     runner = automation_runner(services)
     outcome = await runner.handle_event(event, request_id=getattr(context, "aws_request_id", None))
     return outcome.as_dict()

@@ -39,6 +39,7 @@ from shared.adapters.aws.clients import client_factory
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue, coalescer_for
 from shared.memory.job import RunCompleted
 from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
+from shared.runs.deadline import deadline_from_context, invocation_deadline
 from shared.settings import Settings
 from shared.wiring import Services
 
@@ -90,9 +91,15 @@ class MemoryExtractHandler:
 
     def handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         self._config.register_lambda_context(context)
-        response = process_partial_response(
-            event=event, record_handler=self._record, processor=self._processor, context=context
-        )
+        # Each memory run ends with run_deadline before the function's timeout (its record is then retried by SQS)
+        # rather than the invocation being killed mid-batch.
+        token = invocation_deadline.set(deadline_from_context(context))
+        try:
+            response = process_partial_response(
+                event=event, record_handler=self._record, processor=self._processor, context=context
+            )
+        finally:
+            invocation_deadline.reset(token)
         return dict(response)
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ RUN_ERROR_MESSAGES: dict[str, str] = {
     "model_stream_interrupted": "The model's answer broke off.",
     "model_bad_request": "The model provider rejected the request.",
     "run_failed": "The run failed.",
+    "run_deadline": "The run took longer than its time limit.",
 }
 
 

@@ -42,6 +42,7 @@ from shared.executors.tool_results import emit_result, synthetic_error, tool_mes
 from shared.executors.worker import ExecutionResult
 from shared.models import Identity, Message, Run, RunStatus, ThreadTakeover, merge_usage, utc_now
 from shared.ports import EventStream, StreamEntry
+from shared.runs.deadline import current_deadline
 from shared.runs.emitter import RunEmitter, is_terminal, run_started
 from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
 from shared.runs.sweeper import RunSweeper, SweepReport, SweepStore
@@ -70,6 +71,13 @@ STALE_CLAIM_AFTER = timedelta(minutes=15)
 """A backstop for claims the lease check cannot judge: the longest a Lambda function runs."""
 SETTLE_GRACE_S = 15.0
 """How long after the ledger records a run's end its terminal event may still be on its way (``_settle``)."""
+FUNCTION_TIMEOUT_S = 900.0
+"""The deadline of an invocation that did not say (no Lambda context): the longest a Lambda function runs."""
+RUN_DEADLINE_MARGIN_S = 20.0
+"""A run ends this long before its invocation's deadline: enough to settle (flush, ledger, publish: bounded)."""
+TAIL_DEADLINE_MARGIN_S = 5.0
+"""A stream response closes this long before its invocation's deadline; the client resumes with Last-Event-ID."""
+RUN_DEADLINE = "run_deadline"
 AFTER_RUN_TIMEOUT_S = 10.0
 """The most the run-finished hook (metrics, run-completed publish) may hold back the terminal event."""
 _REMEMBERED_SETTLED = 1024
@@ -180,6 +188,9 @@ class RunService:
         flush_timeout_s: float = 10.0,
         settle_grace_s: float = SETTLE_GRACE_S,
         after_run_timeout_s: float = AFTER_RUN_TIMEOUT_S,
+        function_timeout_s: float = FUNCTION_TIMEOUT_S,
+        run_deadline_margin_s: float = RUN_DEADLINE_MARGIN_S,
+        tail_deadline_margin_s: float = TAIL_DEADLINE_MARGIN_S,
     ) -> None:
         if heartbeat_s >= lease_s:
             raise ValueError("the heartbeat must renew the lease before it expires (heartbeat_s < lease_s)")
@@ -192,6 +203,10 @@ class RunService:
         self._flush_timeout_s = flush_timeout_s
         self._settle_grace = timedelta(seconds=settle_grace_s)
         self._after_run_timeout_s = after_run_timeout_s
+        self._function_timeout_s = function_timeout_s
+        self._run_deadline_margin_s = run_deadline_margin_s
+        self._tail_deadline_margin_s = tail_deadline_margin_s
+        self._past_deadline: set[tuple[str, str]] = set()
         self.on_run_finished = on_run_finished
         self._sweeper = RunSweeper(store, stream)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -266,7 +281,10 @@ class RunService:
             await self._stream.expire(key, 0)
         except Exception:
             logger.warning("could not clear a stale run stream", extra={"run_id": ctx.run_id}, exc_info=True)
-        task = asyncio.create_task(self._execute(ctx, executor, key, claim_thread), name=f"run:{ctx.run_id}")
+        deadline = self.invocation_deadline()
+        task = asyncio.create_task(
+            self._execute(ctx, executor, key, claim_thread, deadline), name=f"run:{ctx.run_id}"
+        )
         self._tasks.add(task)
         self._by_run[(identity.tenant_id, ctx.run_id)] = task
         task.add_done_callback(self._tasks.discard)
@@ -302,6 +320,10 @@ class RunService:
         except Exception:
             # The context window still repairs dangling calls at read time, and the sweeper ends the run later.
             logger.exception("could not close the run taken over", extra={"run_id": takeover.previous_run_id})
+
+    def invocation_deadline(self) -> float:
+        """The current invocation's deadline (epoch seconds): the Lambda context's, else the function timeout."""
+        return current_deadline(fallback_s=self._function_timeout_s)
 
     async def _probe_stream(self) -> None:
         """Refuse before anything is stored when the event stream is down: nobody could follow the run."""
@@ -390,7 +412,14 @@ class RunService:
         if inner is not None and not inner.done() and not inner.cancelling():
             inner.cancel()
 
-    async def _execute(self, ctx: RunContext, executor: Executor, key: str, claim_thread: bool) -> None:
+    def _deadline_reached(self, tenant_id: str, run_id: str) -> None:
+        logger.warning("run reached its deadline; ending it", extra={"run_id": run_id})
+        self._past_deadline.add((tenant_id, run_id))
+        self._cancel_local(tenant_id, run_id)
+
+    async def _execute(
+        self, ctx: RunContext, executor: Executor, key: str, claim_thread: bool, deadline: float
+    ) -> None:
         tenant = ctx.identity.tenant_id
         emitter = RunEmitter(
             self._stream,
@@ -409,6 +438,9 @@ class RunService:
             on_cancel=lambda: self._cancel_local(tenant, ctx.run_id),
         )
         watch.start()
+        # The run ends itself before its invocation's deadline, so the platform never kills it mid-way.
+        stop_in = max(0.0, deadline - self._run_deadline_margin_s - time.time())
+        timer = asyncio.get_running_loop().call_later(stop_in, self._deadline_reached, tenant, ctx.run_id)
         # What settles the run if it is itself cancelled (process shutdown): failed, with a RUN_ERROR.
         outcome = _Outcome(terminal=RunErrorEvent(message=RUN_ERROR_MESSAGES["run_failed"], code="run_failed"))
         try:
@@ -419,17 +451,17 @@ class RunService:
                 result = await inner
             finally:
                 self._inner.pop((tenant, ctx.run_id), None)
-            outcome = self._finished(ctx, result)
+            if (tenant, ctx.run_id) in self._past_deadline:
+                outcome = await self._out_of_time(ctx, emitter, result)
+            else:
+                outcome = self._finished(ctx, result)
         except Exception as exc:
             outcome = await self._failed(ctx, emitter, exc)
         finally:
+            timer.cancel()
+            self._past_deadline.discard((tenant, ctx.run_id))
             await watch.stop()
-            if watch.state.lost:
-                # The takeover ended this run and closed its stream; nothing of this process may follow.
-                emitter.discard()
-            else:
-                await self._settle(ctx, emitter, key, claim_thread, outcome)
-            self._remember_settled(tenant, ctx.run_id)
+            # Logged before the run settles: after its terminal event this environment may be frozen.
             logger.info(
                 "run finished",
                 extra={
@@ -444,6 +476,12 @@ class RunService:
                     "heartbeats": watch.state.beats,
                 },
             )
+            if watch.state.lost:
+                # The takeover ended this run and closed its stream; nothing of this process may follow.
+                emitter.discard()
+            else:
+                await self._settle(ctx, emitter, key, claim_thread, outcome)
+            self._remember_settled(tenant, ctx.run_id)
 
     def _finished(self, ctx: RunContext, result: ExecutionResult) -> _Outcome:
         outcome: dict[str, Any] = {"type": "cancelled" if result.cancelled else "success"}
@@ -461,14 +499,20 @@ class RunService:
             ),
         )
 
-    async def _failed(self, ctx: RunContext, emitter: RunEmitter, exc: Exception) -> _Outcome:
-        """Close what the run left open on its stream (tool calls, the step); the RUN_ERROR itself comes last."""
-        error_code, message = run_error_of(exc)
-        partial_usage = list(getattr(exc, "usage_so_far", None) or [])
-        logger.exception(
-            "run failed",
-            extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id, "code": error_code, "cause": _cause(exc)},
+    async def _out_of_time(self, ctx: RunContext, emitter: RunEmitter, result: ExecutionResult) -> _Outcome:
+        """The run was stopped at its deadline (the executor wound down as on a cancel): RUN_ERROR run_deadline."""
+        await self._close_open(ctx, emitter)
+        return _Outcome(
+            status=RunStatus.FAILED,
+            result=result,
+            error_code=RUN_DEADLINE,
+            terminal=RunErrorEvent(
+                message=RUN_ERROR_MESSAGES[RUN_DEADLINE], code=RUN_DEADLINE, usage=usage_to_agui(result.usage)
+            ),
         )
+
+    async def _close_open(self, ctx: RunContext, emitter: RunEmitter) -> None:
+        """Close what the run left open on its stream (tool calls, the step) before its RUN_ERROR."""
         try:
             await self._answer_open_calls(ctx, emitter)
             if emitter.open_step is not None:
@@ -476,6 +520,16 @@ class RunService:
                 await emitter.emit(StepFinishedEvent(step_name=emitter.open_step))
         except Exception:
             logger.exception("could not close the failed run's open events", extra={"run_id": ctx.run_id})
+
+    async def _failed(self, ctx: RunContext, emitter: RunEmitter, exc: Exception) -> _Outcome:
+        """Close what the run left open on its stream; the RUN_ERROR itself comes last (``_settle``)."""
+        error_code, message = run_error_of(exc)
+        partial_usage = list(getattr(exc, "usage_so_far", None) or [])
+        logger.exception(
+            "run failed",
+            extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id, "code": error_code, "cause": _cause(exc)},
+        )
+        await self._close_open(ctx, emitter)
         return _Outcome(
             status=RunStatus.FAILED,
             result=ExecutionResult(usage=partial_usage),
@@ -569,15 +623,30 @@ class RunService:
         while len(self._settled) > _REMEMBERED_SETTLED:
             self._settled.popitem(last=False)
 
+    def _tail_ends_at(self, deadline: float | None) -> float:
+        """When a stream response closes (epoch seconds): before its invocation's deadline, with a margin."""
+        return (deadline or self.invocation_deadline()) - self._tail_deadline_margin_s
+
+    def _block_ms(self, ends_at: float) -> int | None:
+        """How long the next blocking read may wait: the ping interval, cut at the end; None once it has passed."""
+        left = ends_at - time.time()
+        if left <= 0:
+            return None
+        return max(1, int(min(self._ping_interval_s, left) * 1000))
+
     async def tail(
-        self, key: str, *, after: str = "0-0", until_terminal: bool = True
+        self, key: str, *, after: str = "0-0", until_terminal: bool = True, deadline: float | None = None
     ) -> AsyncIterator[StreamEntry | None]:
         """Entries after ``after``; ``None`` marks a silent stretch (send a ping). A run's tail ends after the
-        terminal event; a thread's tail (``until_terminal=False``) goes on until the client leaves, or until the
-        stream has been unreachable for the outage grace period (the client then resumes with its last id)."""
+        terminal event; a thread's tail (``until_terminal=False``) goes on until the client leaves, until the
+        stream has been unreachable for the outage grace period, or until shortly before the invocation's
+        ``deadline``; the client then resumes with its last id."""
         cursor = after
-        block_ms = int(self._ping_interval_s * 1000)
+        ends_at = self._tail_ends_at(deadline)
         while True:
+            block_ms = self._block_ms(ends_at)
+            if block_ms is None:
+                return
             entries = await self._read_through_outage(key, cursor, block_ms)
             if entries is None:
                 return
@@ -590,18 +659,25 @@ class RunService:
                 if until_terminal and is_terminal(entry.event):
                     return
 
-    async def tail_run(self, tenant_id: str, run_id: str, *, after: str = "0-0") -> AsyncIterator[StreamEntry | None]:
+    async def tail_run(
+        self, tenant_id: str, run_id: str, *, after: str = "0-0", deadline: float | None = None
+    ) -> AsyncIterator[StreamEntry | None]:
         """A run's events after ``after`` until its terminal event; ``None`` marks a silent stretch.
 
         Always ends with exactly one terminal event: the stream's own; or, when the ledger says the run ended and
         the stream has none (lost in an outage, or the process died), one rebuilt from the ledger; or, when the
         stream stays unreachable, ``RUN_ERROR`` ``stream_unavailable`` (the run itself goes on). Rebuilt events
-        carry an empty id: they are not on the stream and cannot be resumed from.
+        carry an empty id: they are not on the stream and cannot be resumed from. Shortly before the invocation's
+        ``deadline`` (a run that executes elsewhere and outlasts this response) it ends without a terminal event,
+        and the client resumes with its last id.
         """
         key = run_stream_key(tenant_id, run_id)
         cursor = after
-        block_ms = int(self._ping_interval_s * 1000)
+        ends_at = self._tail_ends_at(deadline)
         while True:
+            block_ms = self._block_ms(ends_at)
+            if block_ms is None:
+                return
             entries = await self._read_through_outage(key, cursor, block_ms)
             if entries is None:
                 yield synthetic_entry(

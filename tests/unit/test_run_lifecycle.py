@@ -137,7 +137,10 @@ async def test_a_reader_of_a_settling_run_waits_for_the_real_terminal_event(jour
 
     runs = RunService(journal.store, journal.stream, on_run_finished=slow_hook, ping_interval_s=0.05)
     await runs.admit(a_context("r1"), body_digest="d", new_messages=[], executor=SaysHello())
-    while (run := await journal.store.get_run("t", "r1")) is None or not run.status.is_terminal:
+    for _ in range(500):
+        run = await journal.store.get_run("t", "r1")
+        if run is not None and run.status.is_terminal:
+            break
         await asyncio.sleep(0.01)
     # WHEN a reader tails the run meanwhile
     reader = asyncio.create_task(_terminal_of(runs))
