@@ -41,6 +41,23 @@ def main() -> None:
     settings = Settings.from_env().model_copy(update={"embedded": True})
     aws = EmbeddedAws(settings)
     aws.start()
+    app, services = build_local_app(settings)
+    port = int(os.environ.get("PORT", "8000"))
+    url = f"http://127.0.0.1:{port}"
+    playground = f"{url}/playground" if settings.playground_enabled else "off"
+    logging.getLogger(__name__).info(
+        "serving", extra={"url": url, "playground": playground, "model": type(services.model).__name__}
+    )
+    print(f"Serving {url} (playground: {playground})", flush=True)
+    try:
+        uvicorn.run(app, host=os.environ.get("HOST", "127.0.0.1"), port=port, log_level="info")
+    finally:
+        aws.stop()
+
+
+def build_local_app(settings: Settings) -> tuple[FastAPI, Services]:
+    """The app of ``make dev`` on an already started ``EmbeddedAws``: the in-process stream store unless
+    REDIS_URL is set, the memory worker and the schedule runner in the same process."""
     overrides = {}
     if not settings.redis_url:
         from shared.adapters.redis_stream import RedisEventStream
@@ -55,17 +72,7 @@ def main() -> None:
     services.overrides["run_completed_publisher"] = RunCompletedPublisher(InProcessMemoryWorker(services))
     app = local_app(services)
     _run_local_scheduler(app, services)
-    port = int(os.environ.get("PORT", "8000"))
-    url = f"http://127.0.0.1:{port}"
-    playground = f"{url}/playground" if settings.playground_enabled else "off"
-    logging.getLogger(__name__).info(
-        "serving", extra={"url": url, "playground": playground, "model": type(services.model).__name__}
-    )
-    print(f"Serving {url} (playground: {playground})", flush=True)
-    try:
-        uvicorn.run(app, host=os.environ.get("HOST", "127.0.0.1"), port=port, log_level="info")
-    finally:
-        aws.stop()
+    return app, services
 
 
 def local_app(services: Services) -> FastAPI:
@@ -82,10 +89,11 @@ def _run_local_scheduler(app: FastAPI, services: Services) -> None:
     import boto3
 
     from functions.automation.handler import handle
+    from shared.adapters.aws.clients import serialised
     from shared.local.scheduler import LocalScheduler
 
     scheduler = LocalScheduler(
-        boto3.client("scheduler", region_name=services.settings.aws_region),
+        serialised(boto3.client("scheduler", region_name=services.settings.aws_region)),
         services.settings.scheduler_group_name or "default",
         lambda event: handle(event, None, services),
     )

@@ -7,12 +7,16 @@ from typing import Any
 
 import boto3
 
+from shared.adapters.aws.clients import serialise_calls, serialised
 from shared.adapters.aws.dynamodb_store import create_table
 from shared.settings import Settings
 
 
 class EmbeddedAws:
-    """moto's ``mock_aws`` for the life of the process, with the table created as template.yaml defines it."""
+    """moto's ``mock_aws`` for the life of the process, with the table created as template.yaml defines it.
+
+    moto in-process is not thread-safe, so every AWS client of the process sends one request at a time
+    (``shared.adapters.aws.clients.serialise_calls``)."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -27,15 +31,17 @@ class EmbeddedAws:
             ("AWS_DEFAULT_REGION", self._settings.aws_region),
         ):
             os.environ.setdefault(name, value)
+        serialise_calls()
         self._mock = mock_aws()
         self._mock.start()
-        client = boto3.client("dynamodb", region_name=self._settings.aws_region)
+        client = serialised(boto3.client("dynamodb", region_name=self._settings.aws_region))
         create_table(client, self._settings.table_name)
 
     def stop(self) -> None:
         if self._mock is not None:
             self._mock.stop()
             self._mock = None
+            serialise_calls(on=False)
 
 
 def embedded_stream_client() -> Any:

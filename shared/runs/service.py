@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -207,6 +208,7 @@ class RunService:
         self._run_deadline_margin_s = run_deadline_margin_s
         self._tail_deadline_margin_s = tail_deadline_margin_s
         self._past_deadline: set[tuple[str, str]] = set()
+        self._cancel_sent: weakref.WeakSet[asyncio.Task[ExecutionResult]] = weakref.WeakSet()
         self.on_run_finished = on_run_finished
         self._sweeper = RunSweeper(store, stream)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -408,8 +410,10 @@ class RunService:
 
     def _cancel_local(self, tenant_id: str, run_id: str) -> None:
         inner = self._inner.get((tenant_id, run_id))
-        # Once only: a second cancel would interrupt the executor's own wind-down (its salvage of the turn).
-        if inner is not None and not inner.done() and not inner.cancelling():
+        # Once only: a second cancel would interrupt the executor's own wind-down (its salvage of the turn). Our
+        # own record, not ``Task.cancelling()``, which libraries' cancel scopes inside the executor also move.
+        if inner is not None and not inner.done() and inner not in self._cancel_sent:
+            self._cancel_sent.add(inner)
             inner.cancel()
 
     def _deadline_reached(self, tenant_id: str, run_id: str) -> None:

@@ -20,8 +20,15 @@ from tests.support.redis_server import free_port
 def serve_app(services: Services, app_factory: Callable[[Services], FastAPI] = create_app) -> Iterator[str]:
     """Serve ``app_factory(services)`` (``create_app`` by default); yields the base URL. Clients bound to an event
     loop (Redis) must be created lazily by ``services`` so that they belong to the server's loop."""
+    with serve_asgi(app_factory(services)) as url:
+        yield url
+
+
+@contextmanager
+def serve_asgi(app: FastAPI) -> Iterator[str]:
+    """Serve an app on a free loopback port in a background thread; yields the base URL."""
     port = free_port()
-    config = uvicorn.Config(app_factory(services), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()
