@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
@@ -193,6 +194,70 @@ class Services:
                 self.settings.event_bus_name, client_factory("events", region=self.settings.aws_region)
             )
         )
+
+    def warm_up(self) -> list[str]:
+        """Build what a request would otherwise build first, while the function initialises: the store clients
+        (DynamoDB), the stream client (Redis), the model adapter's HTTP client (imports ``openai``), the token
+        verifier, the catalogs, the run service, the worker, the tokenizer and the metrics library. No network call;
+        a part that cannot be built (a setting missing in a test) is skipped, logged, and built on first use as
+        before. Returns the parts built."""
+        import importlib
+
+        steps: dict[str, Any] = {
+            "store": lambda: getattr(self.store, "client", None),
+            "memories": lambda: getattr(self.memories, "client", None),
+            "stream": lambda: self.stream,
+            "model": self._warm_model,
+            "verifier": lambda: self.verifier,
+            "profiles": lambda: self.profiles,
+            "runs": lambda: self.runs,
+            "publisher": lambda: self.run_completed_publisher,
+            "metrics": lambda: importlib.import_module("aws_lambda_powertools.metrics"),
+            "tokenizer": lambda: importlib.import_module("shared.tokens").tokenizer_name(),
+            # anyio loads its asyncio backend on the first sync dependency run in the thread pool (token checks).
+            "anyio": lambda: importlib.import_module("anyio._backends._asyncio"),
+            "worker": self.worker,
+        }
+        built: list[str] = []
+        for name, step in steps.items():
+            try:
+                step()
+            except Exception as exc:
+                logger.info("warm-up skipped a part", extra={"part": name, "reason": type(exc).__name__})
+                continue
+            built.append(name)
+        return built
+
+    def _warm_model(self) -> None:
+        """The model adapter's HTTP client, and the ``openai`` resources it loads lazily on the first request."""
+        client = getattr(self.model, "client", None)
+        if client is not None:
+            _ = client.chat.completions
+
+    async def connect(self) -> None:
+        """Open connections during init, so the first request does not: the stream's (Redis, TLS on ElastiCache),
+        the store's (one GetItem of a run that does not exist), and the worker threads the store's calls and the
+        app's sync dependencies run on. Each part is tried on its own."""
+        import anyio.to_thread
+
+        async def store_connection() -> None:
+            await self.store.get_run("warm-up", "warm-up")
+
+        async def stream_connection() -> None:
+            ping = getattr(self.stream, "ping", None)
+            if ping is not None:
+                await ping()
+
+        parts = {
+            "stream": stream_connection(),
+            "store": store_connection(),
+            "threads": asyncio.to_thread(lambda: None),
+            "anyio threads": anyio.to_thread.run_sync(lambda: None),
+        }
+        results = await asyncio.gather(*parts.values(), return_exceptions=True)
+        for name, outcome in zip(parts, results, strict=True):
+            if isinstance(outcome, BaseException):
+                logger.info("warm-up could not connect a part", extra={"part": name, "reason": type(outcome).__name__})
 
     def worker(self) -> WorkerExecutor:
         from shared.memory.injection import ActiveMemories

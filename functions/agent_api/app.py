@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -107,6 +108,21 @@ def request_deadline(request: Request) -> float | None:
     return deadline
 
 
+async def _exercise_routes(app: FastAPI) -> None:
+    """Two requests to the app itself during start-up, so that what FastAPI and our dependencies build on the first
+    request (route handlers, the auth dependency's worker thread, the error handlers) is built at init: the health
+    check, and a run request without a token (refused with 401 before anything is read or stored)."""
+    import httpx
+
+    try:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://start-up") as client:
+            await client.get("/healthz")
+            await client.post("/api/v1/agent", content=b"{}")
+    except Exception:
+        logger.info("start-up requests failed; the first request builds the routes", exc_info=True)
+
+
 def create_app(services: Services | None = None) -> FastAPI:
     if services is None:
         from shared.observability import configure_logging
@@ -117,6 +133,14 @@ def create_app(services: Services | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Lambda's init (the Web Adapter waits for the readiness check): clients and libraries are built here, not
+        # on the first request.
+        svc.warm_up()
+        try:
+            await asyncio.wait_for(svc.connect(), timeout=2.0)
+        except Exception:
+            logger.warning("could not open connections during start-up; the first request will", exc_info=True)
+        await _exercise_routes(_app)
         yield
         await svc.runs.wait_idle()
 

@@ -12,7 +12,7 @@ import pytest
 
 from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
 from tests.conftest import REGION, TABLE, TEST_SECRET
-from tests.lambda_emulation.instances import Instance
+from tests.support.lambda_instance import Instance
 from tests.support.model_server import ModelServer
 from tests.support.moto_server import moto_server
 

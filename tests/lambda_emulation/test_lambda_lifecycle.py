@@ -19,8 +19,8 @@ from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.models import Identity, RunStatus
 from tests.conftest import bearer
 from tests.lambda_emulation.conftest import LEASE_S
-from tests.lambda_emulation.instances import Instance
 from tests.reliability.streams import TERMINAL, assert_well_formed_run, body, events_of
+from tests.support.lambda_instance import Instance
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
 from tests.support.sse import iter_sse_frames
 
