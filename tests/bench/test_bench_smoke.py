@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from bench import cold_start, context_assembly, input_tokens, memory_tokens, server_overhead
+from bench import cold_start, context_assembly, first_request, input_tokens, memory_tokens, server_overhead
 
 
 def test_input_tokens_smoke_reports_every_policy_with_billed_never_above_raw() -> None:
@@ -95,3 +95,11 @@ def test_cold_start_smoke_times_an_entry_module_against_its_libraries() -> None:
     assert entry.ours > 0 and entry.bare > 0 and entry.bare_packages > 0
     assert "pydantic" in entry.packages
     assert entry.heavy, "-X importtime found no library imports"
+
+
+def test_first_request_smoke_times_a_fresh_start_against_warm_requests() -> None:
+    # A fresh instance started by run.sh: one first request and two warm ones, each to its first text.
+    result = first_request.main(["--smoke"])
+    assert len(result.first_ms) == 1 and len(result.warm_ms) == 2
+    assert all(ms > 0 for ms in result.first_ms + result.warm_ms)
+    assert result.ratio > 0
