@@ -626,6 +626,70 @@ async def test_claim_of_someone_elses_thread_is_refused(store: Store) -> None:
     assert (await store.get_thread(ALICE, "t1")).active_run_id is None
 
 
+# ---- lease takeover ------------------------------------------------------------------------------------------
+
+
+def a_lease_cutoff() -> Any:
+    """Leases renewed before this have expired (a 30 s lease)."""
+    return utc_now() - timedelta(seconds=30)
+
+
+async def test_take_over_refuses_while_the_holders_lease_is_alive(store: Store) -> None:
+    # GIVEN r1 holds the thread and its run beats
+    await store.open_thread(ALICE, "t1")
+    await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    await store.create_run(a_run("r1"))
+    # WHEN r2 tries to take it over  THEN refused, r1 keeps it
+    assert await store.take_over_thread(ALICE, "t1", "r2", lease_expired_before=a_lease_cutoff()) is None
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r1"
+
+
+async def test_take_over_hands_the_thread_over_once_the_holders_lease_expired(store: Store) -> None:
+    # GIVEN r1 holds the thread and its last heartbeat is a minute old
+    await store.open_thread(ALICE, "t1")
+    await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    await store.create_run(a_run("r1").model_copy(update={"heartbeat_at": utc_now() - timedelta(minutes=1)}))
+    # WHEN r2 takes it over  THEN it gets the thread and learns the old run, which is left for it to close
+    takeover = await store.take_over_thread(ALICE, "t1", "r2", lease_expired_before=a_lease_cutoff())
+    assert takeover is not None and takeover.previous_run_id == "r1"
+    assert takeover.previous is not None and takeover.previous.status is RunStatus.RUNNING
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r2"
+    # AND a second taker (r3) is refused: r2's claim is fresh and r2 has no run record yet
+    assert await store.take_over_thread(ALICE, "t1", "r3", lease_expired_before=a_lease_cutoff()) is None
+
+
+async def test_take_over_of_a_holder_that_already_ended_or_never_stored_its_run(store: Store) -> None:
+    # GIVEN a thread still claimed by a run that ended (its release was lost)
+    await store.open_thread(ALICE, "t1")
+    await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    await store.create_run(a_run("r1"))
+    await store.finish_run("tenant-a", "r1", status="succeeded", usage=[], last_stream_id=None)
+    # THEN it is taken over at once
+    takeover = await store.take_over_thread(ALICE, "t1", "r2", lease_expired_before=a_lease_cutoff())
+    assert takeover is not None and takeover.previous is not None and takeover.previous.status.is_terminal
+    # AND a claim whose run was never stored is taken over only once the claim itself is older than the lease
+    await store.open_thread(ALICE, "t2")
+    await store.claim_thread(ALICE, "t2", "ghost", stale_before=fifteen_minutes_ago())
+    assert await store.take_over_thread(ALICE, "t2", "r3", lease_expired_before=a_lease_cutoff()) is None
+    await asyncio.sleep(0.002)
+    takeover = await store.take_over_thread(ALICE, "t2", "r3", lease_expired_before=utc_now())
+    assert takeover is not None and (takeover.previous_run_id, takeover.previous) == ("ghost", None)
+
+
+async def test_take_over_of_someone_elses_thread_is_refused(store: Store) -> None:
+    await store.open_thread(ALICE, "t1")
+    await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    assert await store.take_over_thread(BOB, "t1", "r2", lease_expired_before=utc_now()) is None
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r1"
+
+
+async def test_a_heartbeat_returns_the_record_with_a_cancel_asked_through_the_ledger(store: Store) -> None:
+    await store.create_run(a_run("r1"))
+    await store.request_cancel("tenant-a", "r1")
+    beat = await store.heartbeat("tenant-a", "r1", last_stream_id="5-0")
+    assert beat.cancel_requested and beat.status is RunStatus.RUNNING and beat.last_stream_id == "5-0"
+
+
 # ---- audit -------------------------------------------------------------------------------------------------
 
 
