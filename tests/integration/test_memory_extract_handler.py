@@ -288,3 +288,51 @@ def test_a_retry_after_a_failure_extracts_with_a_fresh_run(
     second = handler.handle({"Records": [sqs_record(due["body"], receive_count=2)]}, FakeLambdaContext())  # type: ignore[arg-type]
     assert second["batchItemFailures"] == []
     assert [m.run_id for m in memories_of("u-9")] == [memory_run_id(TENANT, "th-retry", 1, 2)]
+
+
+@dataclass
+class AlmostOutOfTime(FakeLambdaContext):
+    """An invocation with 2 s left."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 2_000
+
+
+def test_a_memory_run_that_would_outlive_the_invocation_ends_with_run_deadline_and_its_record_is_retried(
+    aws: Any, store: DynamoDBStore, redis_url: str
+) -> None:
+    # GIVEN a memory function whose runs keep a 1.9 s margin before the deadline, a slow model, and 2 s left
+    queue_url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="agent-memory")["QueueUrl"]
+    aws.create_table(
+        TableName=IDEMPOTENCY_TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )
+    model = RaisingScriptedModel()
+    services = Services(
+        make_settings(
+            redis_url=redis_url,
+            idempotency_table_name=IDEMPOTENCY_TABLE,
+            memory_queue_url=queue_url,
+            memory_idle_s=0,
+            run_deadline_margin_s=1.9,
+        ),
+        overrides={"store": store, "model": model},
+    )
+    handler = MemoryExtractHandler(services)
+    try:
+        asyncio.run(seed(store, "u-late", "th-late", "I keep bees on the roof."))
+        completed = {"Records": [sqs_record(run_completed("u-late", "th-late", "run-late"))]}
+        noted = handler.handle(completed, FakeLambdaContext())  # type: ignore[arg-type]
+        assert noted["batchItemFailures"] == []
+        [due] = due_records()
+        model.turns.append(Turn(text=["thinking "] * 20, delay_s=0.5))
+        # WHEN the due extraction is handled with 2 s left
+        response = handler.handle({"Records": [due]}, AlmostOutOfTime())  # type: ignore[arg-type]
+    finally:
+        handler.close()
+    # THEN the memory run ended itself with run_deadline (not killed by the platform), and SQS retries the record
+    assert len(response["batchItemFailures"]) == 1
+    run = asyncio.run(store.get_run(TENANT, memory_run_id(TENANT, "th-late", 1, 1)))
+    assert run is not None and (run.status, run.error_code) == (RunStatus.FAILED, "run_deadline")
