@@ -452,7 +452,7 @@ class RunService:
             inner = asyncio.create_task(executor.execute(ctx, emitter))
             self._inner[(tenant, ctx.run_id)] = inner
             try:
-                result = await inner
+                result = await self._executed(inner)
             finally:
                 self._inner.pop((tenant, ctx.run_id), None)
             if (tenant, ctx.run_id) in self._past_deadline:
@@ -486,6 +486,20 @@ class RunService:
             else:
                 await self._settle(ctx, emitter, key, claim_thread, outcome)
             self._remember_settled(tenant, ctx.run_id)
+
+    @staticmethod
+    async def _executed(inner: asyncio.Task[ExecutionResult]) -> ExecutionResult:
+        """The executor's result; a cancelled executor that did not wind down by itself counts as cancelled (a
+        cancel or the deadline stopped it), unless this run's own task is being cancelled (shutdown)."""
+        try:
+            return await inner
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not inner.cancelled() or (current is not None and current.cancelling()):
+                raise
+            result = ExecutionResult()
+            result.cancelled = True
+            return result
 
     def _finished(self, ctx: RunContext, result: ExecutionResult) -> _Outcome:
         outcome: dict[str, Any] = {"type": "cancelled" if result.cancelled else "success"}

@@ -222,3 +222,31 @@ async def test_a_heartbeat_is_one_store_request() -> None:
     assert 4 <= during <= 8
     runs._cancel_local("t", "r1")
     await runs.wait_idle()
+
+
+class IgnoresCancellation:
+    """An executor that does not wind down by itself: a cancel simply propagates out of it."""
+
+    step_name = "worker"
+
+    def __init__(self) -> None:
+        self.talking = asyncio.Event()
+
+    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+        self.talking.set()
+        await asyncio.sleep(3600)
+        return ExecutionResult()
+
+
+async def test_a_cancel_of_an_executor_that_does_not_wind_down_still_settles_the_run_as_cancelled(
+    journal: Journal,
+) -> None:
+    runs = service(journal)
+    executor = IgnoresCancellation()
+    await runs.admit(a_context("r1"), body_digest="d", new_messages=[], executor=executor)
+    await executor.talking.wait()
+    await runs.cancel(USER, "r1")
+    await asyncio.wait_for(runs.wait_idle(), timeout=5)
+    run = await journal.store.get_run("t", "r1")
+    assert run is not None and run.status is RunStatus.CANCELLED
+    assert journal.entries[-1] == "terminal"
