@@ -28,6 +28,9 @@ CANCEL_SIGNAL = "cancel"
 SIGNAL_BLOCK_MS = 10_000
 """How long one blocking read of the control stream waits (below the Redis client's 20 s socket timeout)."""
 SIGNAL_RETRY_S = 1.0
+STOP_WAIT_S = 0.2
+"""How long ``stop`` waits for the watchers. redis-py can swallow the cancellation of a blocking read (the task then
+goes on reading); such a watcher sees the stop flag when its read returns (at most ``SIGNAL_BLOCK_MS``) and ends."""
 
 
 @dataclass
@@ -62,6 +65,7 @@ class RunWatch:
         self._on_cancel = on_cancel
         self._signal_block_ms = signal_block_ms
         self.state = LeaseState()
+        self._stopping = False
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -71,9 +75,19 @@ class RunWatch:
         ]
 
     async def stop(self) -> None:
+        """Cancel both watchers and wait for them, at most ``STOP_WAIT_S``: a Redis client can be slow to give up
+        a blocking read it was cancelled in, and the run's end must never wait on that."""
+        self._stopping = True
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if not self._tasks:
+            return
+        _done, pending = await asyncio.wait(self._tasks, timeout=STOP_WAIT_S)
+        if pending:
+            logger.warning(
+                "a run watcher did not stop at once; it ends when its blocking read returns",
+                extra={"run_id": self._run_id, "watchers": sorted(t.get_name() for t in pending)},
+            )
 
     def _cancel(self, via: str) -> None:
         if self.state.cancel_seen_via is None:
@@ -82,7 +96,7 @@ class RunWatch:
         self._on_cancel()
 
     async def _heartbeat(self) -> None:
-        while True:
+        while not self._stopping:
             await asyncio.sleep(self._heartbeat_s)
             try:
                 run: Run = await self._beat()
@@ -105,7 +119,7 @@ class RunWatch:
         key = run_control_key(self._tenant_id, self._run_id)
         cursor = "0-0"
         failing = False
-        while True:
+        while not self._stopping:
             try:
                 entries = await self._stream.read_after(key, cursor, block_ms=self._signal_block_ms)
             except Exception:
