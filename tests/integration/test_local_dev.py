@@ -32,7 +32,9 @@ TURNS = 200
 
 @pytest.fixture
 def local_dev() -> Iterator[tuple[str, Services]]:
-    settings = make_settings(embedded=True)
+    # Memory extraction right after each turn (make dev waits for a few quiet seconds; no wait here), so memory
+    # runs write while the next turn does.
+    settings = make_settings(embedded=True, memory_idle_s=0)
     aws = EmbeddedAws(settings)
     aws.start()
     try:
@@ -63,8 +65,8 @@ async def test_two_hundred_sequential_turns_with_memory_runs_between_never_fail(
     for _ in range(200):
         runs = await services.store.list_runs_for_thread("tenant-1", "th-dev", limit=1000)
         memory = [r for r in runs if r.meta.executor is ExecutorKind.MEMORY]
-        if len(memory) >= TURNS // 2 and all(r.status.is_terminal for r in memory):
+        if len(memory) >= TURNS // 10 and all(r.status.is_terminal for r in memory):
             break
         await asyncio.sleep(0.1)
-    assert len(memory) >= TURNS // 2
+    assert len(memory) >= TURNS // 10
     assert all(r.status is RunStatus.SUCCEEDED for r in runs if r.meta.executor is ExecutorKind.WORKER)
