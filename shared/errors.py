@@ -59,8 +59,19 @@ class ServiceUnavailable(AgentError):
     code = "service_unavailable"
 
 
+TRANSIENT_MODEL_CODES: frozenset[str] = frozenset(
+    {"model_rate_limited", "model_unavailable", "model_timeout", "model_stream_interrupted"}
+)
+"""Model failures that may pass by themselves: the same request can succeed later (retry the run, not the text)."""
+
+
 class ModelError(AgentError):
     code = "model_error"
+
+    @property
+    def transient(self) -> bool:
+        """True when sending the same request again later may succeed (see ``TRANSIENT_MODEL_CODES``)."""
+        return self.code in TRANSIENT_MODEL_CODES
 
 
 class ConfigurationError(AgentError):

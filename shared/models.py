@@ -111,6 +111,10 @@ class Usage(BaseModel):
 
     provider: str = "openai-compatible"
     model: str
+    """The logical model id the profile names."""
+    provider_model: str | None = None
+    """The id sent to the provider for ``model`` (``MODEL_ID_MAP``); None when it was not recorded (older runs,
+    models that are not behind a provider)."""
     input_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0

@@ -73,6 +73,7 @@ async def emit_run_metrics(ctx: RunContext, status: RunStatus, result: Execution
     metrics.add_metadata(key="run_id", value=ctx.run_id)
     metrics.add_metadata(key="executor", value=ctx.meta.executor.value)
     metrics.add_metadata(key="profile", value=ctx.profile.name)
+    metrics.add_metadata(key="models", value=run_models(result))
     metrics.flush_metrics()
 
 
@@ -95,3 +96,13 @@ def emit_swept_runs(count: int) -> None:
     metrics.add_metric(name=RUNS_SWEPT, unit=MetricUnit.Count, value=count)
     metrics.add_metadata(key="source", value="sweeper")
     metrics.flush_metrics()
+
+
+def run_models(result: ExecutionResult) -> list[dict[str, str | None]]:
+    """The models a run called: the profile's logical id and the id the provider was sent (``MODEL_ID_MAP``)."""
+    seen: dict[tuple[str, str | None], dict[str, str | None]] = {}
+    for usage in result.usage:
+        seen.setdefault(
+            (usage.model, usage.provider_model), {"model": usage.model, "providerModel": usage.provider_model}
+        )
+    return list(seen.values())

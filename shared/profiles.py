@@ -74,7 +74,9 @@ KNOWN_MODELS: Mapping[str, ModelTraits] = {
     "qwq-plus": ModelTraits(False),
     "deepseek-reasoner": ModelTraits(False),
 }
-"""Model ids a profile may name. Add a row when adding a model; the loader refuses ids it does not know."""
+"""What is known about logical model ids. The loader refuses a model listed here that cannot turn thinking off, and
+accepts an id missing from the table with a warning (add a row when adding a model). Which id the provider is sent
+is deployment configuration (``MODEL_ID_MAP``, shared.llm.model_ids), not this table."""
 
 
 class ModelConfig(BaseModel):
@@ -224,7 +226,7 @@ class ProfileCatalog:
 
     @property
     def model_names(self) -> frozenset[str]:
-        """Every model id some profile names (what a preflight check must find on the endpoint)."""
+        """Every logical model id some profile names (mapped through ``MODEL_ID_MAP``, what a preflight checks)."""
         return frozenset(p.model.name for p in self._profiles.values())
 
     def get(self, name: str) -> ExecutionProfile:
@@ -375,13 +377,15 @@ def _check_profile(
         )
     traits = known_models.get(profile.model.name)
     if traits is None:
-        problems.append(
-            ProfileProblem(
-                source,
-                "model.name",
-                f"unknown model id {profile.model.name!r}",
-                "use a model listed in KNOWN_MODELS (shared/profiles.py) or add a row there",
-            )
+        # Accepted: a deployment may serve models this table has never heard of (docs/providers.md). The thinking
+        # switch is sent anyway; a model that cannot turn thinking off shows up in the preflight.
+        logger.warning(
+            "profile names a model id the built-in table does not know; accepted as it is",
+            extra={
+                "profile_file": source,
+                "model": profile.model.name,
+                "fix": "add a row to KNOWN_MODELS (shared/profiles.py) if the model can turn thinking off",
+            },
         )
     elif not traits.thinking_off:
         problems.append(

@@ -27,8 +27,8 @@ class Settings(BaseModel):
     llm_provider: str | None = None
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 2
-    worker_model_id: str | None = None
-    memory_model_id: str | None = None
+    model_id_map: str | None = None
+    """``MODEL_ID_MAP``: JSON ``{"<logical id>": "<provider id>"}`` (shared.llm.model_ids)."""
 
     window_n_override: int | None = Field(default=None, ge=1)
     memory_confidence_threshold: float = 0.7
@@ -105,8 +105,7 @@ class Settings(BaseModel):
             "llm_provider": opt("LLM_PROVIDER"),
             "llm_timeout_s": opt("LLM_TIMEOUT_S"),
             "llm_max_retries": opt("LLM_MAX_RETRIES"),
-            "worker_model_id": opt("WORKER_MODEL_ID"),
-            "memory_model_id": opt("MEMORY_MODEL_ID"),
+            "model_id_map": opt("MODEL_ID_MAP"),
             "window_n_override": opt("WINDOW_N_OVERRIDE"),
             "memory_confidence_threshold": opt("MEMORY_CONFIDENCE_THRESHOLD"),
             "memory_queue_url": opt("MEMORY_QUEUE_URL"),

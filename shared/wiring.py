@@ -84,6 +84,7 @@ class Services:
                 provider=parse_provider(self.settings.llm_provider) if self.settings.llm_provider else None,
                 timeout_s=self.settings.llm_timeout_s,
                 max_retries=self.settings.llm_max_retries,
+                model_ids=self.model_ids,
             )
         from shared.llm.offline import OfflineChatModel
 
@@ -93,6 +94,21 @@ class Services:
     def llm_api_key(self) -> str:
         """The key for the model endpoint (and an embeddings endpoint on the same provider)."""
         return self._llm_api_key()
+
+    @cached_property
+    def model_ids(self) -> dict[str, str]:
+        """``MODEL_ID_MAP``, validated; ids that the built-in model table does not know are logged, not refused."""
+        from shared.llm.model_ids import parse_model_id_map
+        from shared.profiles import KNOWN_MODELS
+
+        mapping = parse_model_id_map(self.settings.model_id_map)
+        for logical, provider_id in mapping.items():
+            if provider_id not in KNOWN_MODELS:
+                logger.warning(
+                    "MODEL_ID_MAP names a provider model id the built-in table does not know; sending it as set",
+                    extra={"model": logical, "provider_model": provider_id},
+                )
+        return mapping
 
     def _llm_api_key(self) -> str:
         """LLM_API_KEY if set; else the secret named by LLM_API_KEY_SECRET_NAME (Powertools Parameters, cached)."""

@@ -1,7 +1,12 @@
 """Run the intent regression set against a model and print accuracy per label and tokens per case.
 
-    python -m shared.intent.regression --base-url URL --api-key KEY --model M --variant A|B
+    python -m shared.intent.regression --base-url URL --api-key KEY --variant A|B [--model M] [--min-accuracy 0.8]
     python -m shared.intent.regression --scripted --variant B        # CI: proves the harness only
+
+``--base-url``, ``--api-key``, ``--provider`` default to ``LLM_BASE_URL``, ``LLM_API_KEY``, ``LLM_PROVIDER``;
+``--model`` defaults to the model of the variant's shipped profile (A: ``chat_default``, B: ``chat_default_b``),
+sent under the id ``MODEL_ID_MAP`` (or ``--model-id-map``) maps it to. With ``--min-accuracy`` the command
+exits 1 when the overall accuracy is below it, and prints the threshold and the verdict either way.
 
 Each case is sent as the worker would send it (the variant's system prompt with the default tools, the case's
 history and its user message) plus one evaluation instruction: call ``report_intent(label)`` instead of
@@ -28,8 +33,11 @@ from pathlib import Path
 from typing import cast
 from zoneinfo import ZoneInfo
 
+from shared.errors import ConfigurationError
+from shared.harness import threshold_verdict
 from shared.intent.cases import DEFAULT_CASES, IntentCase, load_cases
 from shared.intent.prompts import A_TO_B, IntentVariant, build_system_prompt, labels_for
+from shared.llm.model_ids import parse_model_id_map
 from shared.llm.types import (
     ChatChunk,
     ChatMessage,
@@ -243,11 +251,23 @@ class ScriptedIntentModel:
         return [self._model_name]
 
 
-def _openai_model(base_url: str, api_key: str, provider: str | None) -> ChatModel:
+VARIANT_PROFILES: Mapping[str, str] = {"A": "chat_default", "B": "chat_default_b"}
+"""The shipped profile whose model a variant's regression run uses by default."""
+
+
+def _openai_model(base_url: str, api_key: str, provider: str | None, model_ids: Mapping[str, str]) -> ChatModel:
     # Imported lazily: the adapter is the only module allowed to import ``openai`` and is not needed in
     # --scripted.
     module = importlib.import_module("shared.llm.openai_chat")
-    return cast(ChatModel, module.OpenAIChatModel(base_url, api_key, provider=provider))
+    thinking = importlib.import_module("shared.llm.thinking")
+    parsed = thinking.parse_provider(provider) if provider else None
+    return cast(ChatModel, module.OpenAIChatModel(base_url, api_key, provider=parsed, model_ids=model_ids))
+
+
+def _default_model(variant: IntentVariant) -> str:
+    from shared.profiles import default_catalog
+
+    return default_catalog().get(VARIANT_PROFILES[variant]).model.name
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -255,15 +275,30 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m shared.intent.regression", description="Run the intent regression set."
     )
     parser.add_argument("--variant", choices=["A", "B"], required=True)
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. a DashScope compatible-mode URL")
+    parser.add_argument(
+        "--base-url",
+        default=os.environ.get("LLM_BASE_URL"),
+        help="OpenAI-compatible endpoint, e.g. a DashScope compatible-mode URL (default: $LLM_BASE_URL)",
+    )
     parser.add_argument(
         "--api-key", default=None, help="API key (default: the LLM_API_KEY environment variable)"
     )
-    parser.add_argument("--model", help="model id")
-    parser.add_argument("--provider", default=None, help="provider hint for the thinking-off mapping")
+    parser.add_argument(
+        "--model", help="logical model id (default: the model of the variant's profile, chat_default or chat_default_b)"
+    )
+    parser.add_argument(
+        "--model-id-map", default=os.environ.get("MODEL_ID_MAP"), help="JSON logical -> provider id ($MODEL_ID_MAP)"
+    )
+    parser.add_argument(
+        "--provider",
+        default=os.environ.get("LLM_PROVIDER") or None,
+        help="provider hint for the thinking-off mapping (default: $LLM_PROVIDER, else detected)",
+    )
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES)
     parser.add_argument("--limit", type=int, default=None, help="run only the first N cases")
-    parser.add_argument("--min-accuracy", type=float, default=None, help="exit 1 below this overall accuracy")
+    parser.add_argument(
+        "--min-accuracy", type=float, default=None, help="exit 1 below this overall accuracy (0-1), e.g. 0.8"
+    )
     parser.add_argument(
         "--scripted", action="store_true", help="use the scripted model (proves the harness only)"
     )
@@ -280,20 +315,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("scripted model: it answers with the expected labels; this proves the harness, not a model.")
     else:
         api_key = args.api_key or os.environ.get("LLM_API_KEY")
-        if not (args.base_url and args.model and api_key):
+        if not (args.base_url and api_key):
             print(
-                "--base-url, --model and --api-key (or LLM_API_KEY) are required without --scripted",
+                "--base-url (or LLM_BASE_URL) and --api-key (or LLM_API_KEY) are required without --scripted",
                 file=sys.stderr,
             )
             return 2
-        model, model_name = _openai_model(args.base_url, api_key, args.provider), args.model
+        try:
+            model_ids = parse_model_id_map(args.model_id_map)
+        except ConfigurationError as exc:
+            print(exc.message, file=sys.stderr)
+            return 2
+        model_name = args.model or _default_model(variant)
+        model = _openai_model(args.base_url, api_key, args.provider, model_ids)
+        print(f"model {model_name} (sent as {model_ids.get(model_name, model_name)}) at {args.base_url}")
     now = datetime.now(ZoneInfo("Asia/Shanghai"))
     results = asyncio.run(run_regression(model, model_name=model_name, variant=variant, cases=cases, now=now))
     print(render_report(results, variant))
     accuracy = sum(r.correct for r in results) / max(len(results), 1)
-    if args.min_accuracy is not None and accuracy < args.min_accuracy:
-        return 1
-    return 0
+    line, failed = threshold_verdict("min_accuracy", accuracy, args.min_accuracy)
+    print(line)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -4,22 +4,36 @@ This is the only module that imports ``openai``. It turns the SDK's stream into 
 (``TextDelta``, ``ReasoningDelta``, ``ToolCallDelta``, one ``Finished``) and the SDK's errors into
 ``ModelError`` with a stable code:
 
-    model_rate_limited          HTTP 429, after the client's retries
-    model_unavailable           HTTP 5xx / 401 / 403, connection refused or reset before the stream started
-    model_timeout               no answer (or no next chunk) within ``timeout_s``
-    model_bad_request           any other 4xx: the request itself is wrong (unknown model, bad schema, ...)
-    model_stream_interrupted    the stream broke or ended before a ``finish_reason``
+    model_rate_limited          HTTP 429, after the retries                                    transient
+    model_unavailable           HTTP 5xx, connection refused or reset, after the retries;       transient
+                                or 401/403 (the key was refused; not retried)
+    model_timeout               no answer (or no next chunk) within ``timeout_s``               transient
+    model_stream_interrupted    the stream broke or ended before a ``finish_reason``            transient
+    model_rejected_request      the server rejected the request itself: any other 4xx, or a 5xx whose body is a
+                                request-validation error (llama.cpp answers a schema error with 500). Never
+                                retried: the same request fails the same way. ``details["rejected"]`` is
+                                ``"history"`` when the server's explanation points at the messages.
 
-Retries are the ``openai`` client's own (429, 5xx, timeouts and connection errors, with backoff honouring
-``retry-after``), which happen before the stream starts. Once a chunk has been yielded nothing is retried: the
-caller has already shown it, and a second answer would duplicate text and tokens.
+Retries are this adapter's own (the client is created with ``max_retries=0``), so that a validation error with a
+5xx status is not retried: 429, 408/409, other 5xx, timeouts and connection errors are tried again up to
+``max_retries`` times with exponential backoff, honouring ``retry-after(-ms)``, and only before the stream starts.
+Once a chunk has been yielded nothing is retried: the caller has already shown it, and a second answer would
+duplicate text and tokens. Every rejection is logged once, on one line, with the server's explanation truncated
+and with anything that looks like a credential removed (``explain_rejection``).
+
+Model ids: requests name the profile's logical model; ``model_ids`` maps it to the id the provider serves
+(``MODEL_ID_MAP``, docs/providers.md). ``Usage`` records both.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import random
+import re
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -44,6 +58,39 @@ from shared.llm.types import (
     ToolSpec,
 )
 from shared.models import Usage
+
+logger = logging.getLogger(__name__)
+
+MAX_EXPLANATION_CHARS = 300
+"""How much of a server's error text goes into a log line and an error message."""
+RETRY_BASE_S = 0.5
+RETRY_MAX_S = 8.0
+
+# A 5xx whose body says the request failed validation: a server bug in the status code, not an outage.
+_VALIDATION_BODY = re.compile(
+    r"validation error|input should be|field required|extra inputs are not permitted|invalid_request_error"
+    r"|is not of type|unprocessable|could not parse|bad request|invalid (?:value|type|message|request)",
+    re.IGNORECASE,
+)
+_HISTORY_HINT = re.compile(r"messages|role|tool_call|content", re.IGNORECASE)
+_SECRETS = (
+    re.compile(r"(?i)((?:bearer|basic)\s+)[^\s\"',]+"),
+    re.compile(r"(?i)((?:api[_-]?key|x-api-key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+    re.compile(r"\b(sk-)[A-Za-z0-9_-]{6,}"),
+)
+
+
+def explain_rejection(text: str, *, secrets: Iterable[str] = ()) -> str:
+    """A server's error text made fit for a log line: one line, credentials removed, truncated."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "***")
+    for pattern in _SECRETS:
+        text = pattern.sub(lambda m: m.group(1) + "***", text)
+    text = " ".join(text.split())
+    if len(text) > MAX_EXPLANATION_CHARS:
+        text = text[: MAX_EXPLANATION_CHARS - 1] + "…"
+    return text
 
 
 def estimate_tokens(text: str) -> int:
@@ -93,12 +140,16 @@ class OpenAIChatModel:
         timeout_s: float = 60.0,
         max_retries: int = 2,
         client: AsyncOpenAI | None = None,
+        model_ids: Mapping[str, str] | None = None,
+        retry_base_s: float = RETRY_BASE_S,
     ) -> None:
         self.base_url = base_url
         self.thinking_provider: Provider = provider or detect_provider(base_url)
         self.provider: str = self.thinking_provider  # the usage label; a plain str as the port declares
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        self.model_ids: dict[str, str] = dict(model_ids or {})
+        self.retry_base_s = retry_base_s
         self._api_key = api_key
         self._client = client
         self._owns_client = client is None
@@ -110,9 +161,13 @@ class OpenAIChatModel:
                 base_url=self.base_url,
                 api_key=self._api_key,
                 timeout=self.timeout_s,
-                max_retries=self.max_retries,
+                max_retries=0,  # retried here, where a validation error with a 5xx status can be told apart
             )
         return self._client
+
+    def provider_model_id(self, model: str) -> str:
+        """The id the provider serves for a profile's logical ``model`` (itself when not mapped)."""
+        return self.model_ids.get(model, model)
 
     async def aclose(self) -> None:
         """Close the HTTP client if this adapter created it."""
@@ -129,7 +184,7 @@ class OpenAIChatModel:
         try:
             return [model.id async for model in self.client.models.list()]
         except openai.OpenAIError as exc:
-            raise _model_error(exc, streaming=False) from exc
+            raise self._error(exc, streaming=False, model="(list models)") from exc
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
         """Stream one model turn; ends with exactly one ``Finished`` or raises ``ModelError``.
@@ -137,20 +192,7 @@ class OpenAIChatModel:
         Tool-call ids and names are passed on once per index even when the server repeats them in every
         delta, so a consumer may concatenate or overwrite; arguments arrive as fragments to concatenate.
         """
-        try:
-            response = await self.client.chat.completions.create(
-                model=request.model,
-                messages=cast("list[ChatCompletionMessageParam]", [m.to_openai() for m in request.messages]),
-                tools=_tool_params(request.tools) if request.tools else openai.omit,
-                temperature=request.temperature if request.temperature is not None else openai.omit,
-                max_tokens=request.max_tokens if request.max_tokens is not None else openai.omit,
-                stream=True,
-                stream_options={"include_usage": True},
-                extra_body=thinking_extra_body(self.thinking_provider, enabled=request.thinking == "on"),
-            )
-        except openai.OpenAIError as exc:
-            raise _model_error(exc, streaming=False) from exc
-
+        response = await self._open_stream(request)
         state = _StreamState()
         stripper = ThinkStripper()
         try:
@@ -160,7 +202,7 @@ class OpenAIChatModel:
         except (openai.OpenAIError, ValueError) as exc:
             # A break after the finish_reason only cost us the usage trailer: the answer is complete.
             if state.finish_reason is None:
-                raise _model_error(exc, streaming=True) from exc
+                raise self._error(exc, streaming=True, model=request.model) from exc
         finally:
             await response.close()
 
@@ -180,6 +222,44 @@ class OpenAIChatModel:
         if state.tool_calls and reason == "stop":  # servers that end tool calls with "stop"
             reason = "tool_calls"
         yield Finished(reason=reason, usage=self._usage(request, state))
+
+    async def _open_stream(self, request: ChatRequest) -> Any:
+        """Send the request; retry transient failures (before any chunk) with backoff; map the final error."""
+        attempt = 0
+        while True:
+            try:
+                return await self.client.chat.completions.create(
+                    model=self.provider_model_id(request.model),
+                    messages=cast("list[ChatCompletionMessageParam]", [m.to_openai() for m in request.messages]),
+                    tools=_tool_params(request.tools) if request.tools else openai.omit,
+                    tool_choice={"type": "function", "function": {"name": request.tool_choice}}
+                    if request.tool_choice
+                    else openai.omit,
+                    temperature=request.temperature if request.temperature is not None else openai.omit,
+                    max_tokens=request.max_tokens if request.max_tokens is not None else openai.omit,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                    extra_body=thinking_extra_body(self.thinking_provider, enabled=request.thinking == "on"),
+                )
+            except openai.OpenAIError as exc:
+                error = self._error(exc, streaming=False, model=request.model)
+                if not _retryable(exc, error) or attempt >= self.max_retries:
+                    raise error from exc
+                await asyncio.sleep(_retry_delay(exc, attempt, self.retry_base_s))
+                attempt += 1
+
+    def _error(self, exc: Exception, *, streaming: bool, model: str) -> ModelError:
+        error = _model_error(exc, streaming=streaming, secrets=(self._api_key,))
+        details: dict[str, Any] = error.details
+        details.update(provider=self.provider, model=model, provider_model=self.provider_model_id(model))
+        if error.code == "model_rejected_request":
+            logger.warning(
+                "model rejected the request: HTTP %s: %s",
+                details.get("status"),
+                details.get("explanation", ""),
+                extra={k: details.get(k) for k in ("provider", "model", "provider_model", "status", "rejected")},
+            )
+        return error
 
     def _chunk_items(
         self, chunk: ChatCompletionChunk, state: _StreamState, stripper: ThinkStripper
@@ -212,6 +292,7 @@ class OpenAIChatModel:
             return Usage(
                 provider=self.provider,
                 model=request.model,
+                provider_model=self.provider_model_id(request.model),
                 input_tokens=_estimate_request_tokens(request),
                 output_tokens=estimate_tokens(
                     "".join(state.visible_text) + "".join(state.reasoning_text) + "".join(state.tool_text)
@@ -225,6 +306,7 @@ class OpenAIChatModel:
         return Usage(
             provider=self.provider,
             model=request.model,
+            provider_model=self.provider_model_id(request.model),
             input_tokens=reported.prompt_tokens,
             output_tokens=reported.completion_tokens,
             # Reasoning is part of the output tokens; without the server's breakdown we estimate the part.
@@ -276,7 +358,40 @@ def _estimate_request_tokens(request: ChatRequest) -> int:
     return estimate_tokens(messages) + estimate_tokens(tools)
 
 
-def _model_error(exc: Exception, *, streaming: bool) -> ModelError:
+def _retryable(exc: Exception, error: ModelError) -> bool:
+    if isinstance(exc, openai.APIStatusError) and exc.status_code in (401, 403):
+        return False  # the key was refused: asking again does not help
+    return error.transient
+
+
+def _retry_delay(exc: Exception, attempt: int, base_s: float) -> float:
+    """Exponential backoff with jitter, or what the server asked for in ``retry-after-ms`` / ``retry-after``."""
+    if isinstance(exc, openai.APIStatusError):
+        headers = exc.response.headers
+        try:
+            if (ms := headers.get("retry-after-ms")) is not None:
+                return min(float(ms) / 1000, RETRY_MAX_S * 4)
+            if (seconds := headers.get("retry-after")) is not None:
+                return min(float(seconds), RETRY_MAX_S * 4)
+        except ValueError:
+            pass
+    return float(min(RETRY_MAX_S, base_s * 2**attempt) * (0.75 + random.random() / 2))
+
+
+def _status_explanation(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else inner
+        if message:
+            return message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
+        return json.dumps(body, ensure_ascii=False)
+    if body is not None:
+        return str(body)
+    return exc.message
+
+
+def _model_error(exc: Exception, *, streaming: bool, secrets: Iterable[str] = ()) -> ModelError:
     """Map an SDK error to a ``ModelError`` code; ``streaming``: chunks may already have been yielded."""
     details: dict[str, Any] = {"error": type(exc).__name__}
     if isinstance(exc, openai.APITimeoutError):
@@ -288,15 +403,23 @@ def _model_error(exc: Exception, *, streaming: bool) -> ModelError:
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         details["status"] = status
+        explanation = explain_rejection(_status_explanation(exc), secrets=secrets)
         if status == 429:
             return ModelError("the model endpoint is rate-limiting us", code="model_rate_limited", details=details)
-        if status >= 500 or status in (401, 403):
+        if status == 408:
+            return ModelError("the model endpoint timed out the request", code="model_timeout", details=details)
+        rejected = (400 <= status < 500 and status not in (401, 403, 409)) or (
+            status >= 500 and _VALIDATION_BODY.search(explanation) is not None
+        )
+        if rejected:
+            details["explanation"] = explanation
+            details["rejected"] = "history" if _HISTORY_HINT.search(explanation) else "request"
             return ModelError(
-                f"the model endpoint failed with HTTP {status}", code="model_unavailable", details=details
+                f"the model endpoint rejected the request (HTTP {status}): {explanation}",
+                code="model_rejected_request",
+                details=details,
             )
         return ModelError(
-            f"the model endpoint rejected the request (HTTP {status}): {exc.message}",
-            code="model_bad_request",
-            details=details,
+            f"the model endpoint failed with HTTP {status}: {explanation}", code="model_unavailable", details=details
         )
     return ModelError(f"the model call failed: {exc}", code="model_unavailable", details=details)

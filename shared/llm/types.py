@@ -28,16 +28,21 @@ class ChatMessage:
     tool_call_id: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"role": self.role}
-        if self.role == "assistant":
-            data["content"] = self.content or None
-            if self.tool_calls:
-                data["tool_calls"] = [
-                    {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
-                    for cid, name, args in self.tool_calls
-                ]
-        else:
-            data["content"] = self.content or ""
+        """The message in the shape every server we target accepts (docs/providers.md, "Message shapes").
+
+        ``content`` is always a string, ``""`` when there is no text: OpenAI, DashScope and vLLM also take
+        ``null`` on an assistant tool-call message, but llama.cpp's server rejects it (HTTP 500, "Input should
+        be a valid string"), and the empty string means the same to all of them. Tool-call arguments are never
+        empty: ``"{}"`` stands for "no arguments", because servers that render tool calls through a chat
+        template parse them as JSON. Histories stored before this rule (no text, or ``None``) come out the
+        same way, since the shape is decided here and not in the store.
+        """
+        data: dict[str, Any] = {"role": self.role, "content": self.content or ""}
+        if self.role == "assistant" and self.tool_calls:
+            data["tool_calls"] = [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": args or "{}"}}
+                for cid, name, args in self.tool_calls
+            ]
         if self.tool_call_id is not None:
             data["tool_call_id"] = self.tool_call_id
         return data
@@ -51,6 +56,8 @@ class ChatRequest:
     thinking: Literal["off", "on"] = "off"
     temperature: float | None = None
     max_tokens: int | None = None
+    tool_choice: str | None = None
+    """Force a call of this tool (the preflight's check); None lets the model decide."""
 
 
 @dataclass(frozen=True)

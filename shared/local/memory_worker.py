@@ -11,7 +11,7 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue, coalescer_for
-from shared.memory.job import ExtractionReport, RunCompleted
+from shared.memory.job import ExtractionReport, MemoryRunFailed, RunCompleted
 from shared.memory.trigger import BusEvent, PublishFailure
 
 if TYPE_CHECKING:
@@ -71,5 +71,16 @@ class InProcessMemoryWorker:
             report = await work
             extra = {"thread_id": thread_id, **report.to_dict()}
             logger.info("memory extraction %s: %s", report.status, report.reason, extra=extra)
+        except MemoryRunFailed as exc:
+            if not exc.retryable:
+                logger.exception("memory extraction failed", extra={"thread_id": thread_id})
+                return
+            # A passing failure (a single-slot model server cut the stream for another request, say): the cursor
+            # did not move, so the next extraction on this thread reads these messages again.
+            logger.warning(
+                "memory extraction cut short (%s); the next extraction on this thread covers its messages",
+                exc.details.get("error_code"),
+                extra={"thread_id": thread_id, "retryable": True},
+            )
         except Exception:
             logger.exception("memory extraction failed", extra={"thread_id": thread_id})

@@ -30,6 +30,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import sys
 import unicodedata
 from collections import Counter
@@ -41,6 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.executors.context import RunContext
+from shared.harness import threshold_verdict
 from shared.llm.types import ChatChunk, ChatModel, ChatRequest, Finished, TextDelta, ToolCallDelta
 from shared.memory.executor import MemoryExecutor
 from shared.memory.job import MEMORY_PROFILE
@@ -467,29 +469,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--scripted", action="store_true", help="replay each case's recorded proposals (CI)")
     source.add_argument("--base-url", help="an OpenAI-compatible endpoint")
-    parser.add_argument("--api-key", default="none")
-    parser.add_argument("--model", default=None, help="model id (default: the memory profile's model)")
+    parser.add_argument("--api-key", default=os.environ.get("LLM_API_KEY") or "none", help="default: $LLM_API_KEY")
+    parser.add_argument(
+        "--model", default=None, help="logical model id (default: the memory profile's model, mapped by MODEL_ID_MAP)"
+    )
+    parser.add_argument(
+        "--model-id-map", default=os.environ.get("MODEL_ID_MAP"), help="JSON logical -> provider id ($MODEL_ID_MAP)"
+    )
+    parser.add_argument("--provider", default=os.environ.get("LLM_PROVIDER") or None, help="default: $LLM_PROVIDER")
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES)
+    parser.add_argument("--limit", type=int, default=None, help="run only the first N cases")
+    parser.add_argument(
+        "--min-recall", type=float, default=None, help="exit 1 when write recall is below this (0-1), e.g. 0.8"
+    )
     parser.add_argument("--threshold", type=float, default=Settings().memory_confidence_threshold)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON after the table")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)  # the table is the output; loader notices would interleave with it
-    cases = load_cases(args.cases)
+    cases = load_cases(args.cases)[: args.limit]
     model: ChatModel
     if args.scripted:
         model = ReplayModel()
         mode = "scripted model (recorded proposals replayed: measures the gate and the harness, not a model)"
     else:
+        from shared.llm.model_ids import parse_model_id_map
         from shared.llm.openai_chat import OpenAIChatModel
+        from shared.llm.thinking import parse_provider
 
-        model = OpenAIChatModel(args.base_url, args.api_key)
-        mode = f"model {args.model or _memory_profile().model.name} at {args.base_url}"
+        model_ids = parse_model_id_map(args.model_id_map)
+        provider = parse_provider(args.provider) if args.provider else None
+        model = OpenAIChatModel(args.base_url, args.api_key, provider=provider, model_ids=model_ids)
+        logical = args.model or _memory_profile().model.name
+        mode = f"model {logical} (sent as {model_ids.get(logical, logical)}) at {args.base_url}"
     results = asyncio.run(evaluate(cases, model, threshold=args.threshold, model_name=args.model))
     metrics = score(results)
     print(render(metrics, results, mode=mode, threshold=args.threshold))
     if args.json:
         print(json.dumps(metrics.as_dict(), ensure_ascii=False))
-    return 1 if metrics.errors else 0
+    recall = metrics.correct / metrics.expected if metrics.expected else 1.0
+    line, below = threshold_verdict("min_recall", recall, args.min_recall)
+    print(line)
+    if metrics.errors:
+        print(f"{metrics.errors} case(s) failed with an error: exit 1")
+    return 1 if metrics.errors or below else 0
 
 
 if __name__ == "__main__":

@@ -160,7 +160,6 @@ class MemoryExecutor:
             services.store,
             confidence_threshold=services.settings.memory_confidence_threshold,
             tools=services.tools,
-            model_name=services.settings.memory_model_id,
             embedder=embedder_for(services),
         )
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.errors import AgentError, NotFound
+from shared.errors import TRANSIENT_MODEL_CODES, AgentError, NotFound
 from shared.executors.context import RunContext
 from shared.llm.types import ChatModel
 from shared.memory.embeddings import Embedder, embedder_for
@@ -59,6 +59,12 @@ class MemoryRunFailed(AgentError):
     """The memory run did not succeed; the caller reports the message as failed so it is delivered again."""
 
     code = "memory_run_failed"
+
+    @property
+    def retryable(self) -> bool:
+        """True when the run failed for a passing reason (``TRANSIENT_MODEL_CODES``): a redelivery should succeed,
+        and the extraction cursor did not move, so it covers the same messages."""
+        return isinstance(self.details, dict) and bool(self.details.get("retryable"))
 
 
 @dataclass(frozen=True)
@@ -113,7 +119,6 @@ class MemoryExtraction:
             profiles=services.profiles,
             confidence_threshold=settings.memory_confidence_threshold,
             tools=services.tools,
-            model_name=settings.memory_model_id,
             embedder=embedder_for(services),
         )
 
@@ -182,6 +187,10 @@ class MemoryExtraction:
         if run.status is not RunStatus.SUCCEEDED:
             raise MemoryRunFailed(
                 f"memory run {run_id} ended {run.status.value}: {run.error_code or 'no error code'}",
-                details={"run_id": run_id},
+                details={
+                    "run_id": run_id,
+                    "error_code": run.error_code,
+                    "retryable": run.error_code in TRANSIENT_MODEL_CODES,
+                },
             )
         return ExtractionReport("extracted", "ok", run_id, result.decisions())

@@ -20,7 +20,9 @@ RUN_ERROR_MESSAGES: dict[str, str] = {
     "model_unavailable": "The model provider is unavailable; try again shortly.",
     "model_timeout": "The model did not answer in time.",
     "model_stream_interrupted": "The model's answer broke off.",
-    "model_bad_request": "The model provider rejected the request.",
+    "model_rejected_request": (
+        "The model provider rejected the request; sending it again will not help until the cause is fixed."
+    ),
     "run_failed": "The run failed.",
     "run_deadline": "The run took longer than its time limit.",
 }

@@ -83,6 +83,12 @@ AFTER_RUN_TIMEOUT_S = 10.0
 """The most the run-finished hook (metrics, run-completed publish) may hold back the terminal event."""
 _REMEMBERED_SETTLED = 1024
 
+HISTORY_REJECTED_MESSAGE = (
+    "The model provider rejected this conversation's history; new messages on this thread will fail the same way "
+    "until the cause is fixed."
+)
+LEGACY_ERROR_CODES = {"model_bad_request": "model_rejected_request"}
+"""Codes stored by earlier versions, shown under their current name when a terminal event is rebuilt."""
 STREAM_UNAVAILABLE = "stream_unavailable"
 STREAM_UNAVAILABLE_MESSAGE = (
     "The live event stream is unavailable. The run goes on and is saved: read the thread history, or resume "
@@ -118,7 +124,15 @@ def run_error_of(exc: BaseException) -> tuple[str, str]:
     code = exc.code if isinstance(exc, AgentError) else "run_failed"
     if code not in RUN_ERROR_MESSAGES or (code.startswith("model_") and not isinstance(exc, ModelError)):
         code = "run_failed"
+    details = exc.details if isinstance(exc, ModelError) and isinstance(exc.details, dict) else {}
+    if code == "model_rejected_request" and details.get("rejected") == "history":
+        return code, HISTORY_REJECTED_MESSAGE
     return code, RUN_ERROR_MESSAGES[code]
+
+
+def usage_metadata(usage: Sequence[Usage]) -> dict[str, Any] | None:
+    """``{"usageEstimated": true}`` when any count was estimated because the server reported no usage."""
+    return {"usageEstimated": True} if any(u.estimated for u in usage) else None
 
 
 def terminal_from_ledger(run: Run) -> dict[str, Any]:
@@ -128,9 +142,10 @@ def terminal_from_ledger(run: Run) -> dict[str, Any]:
     run's messages are complete in the thread history.
     """
     usage = [u.model_dump(mode="json", by_alias=True, exclude_none=True) for u in usage_to_agui(run.usage)]
-    metadata = {"rebuiltFromLedger": True}
+    metadata = {"rebuiltFromLedger": True, **(usage_metadata(run.usage) or {})}
     if run.status is RunStatus.FAILED:
-        code = run.error_code if run.error_code in RUN_ERROR_MESSAGES else "run_failed"
+        code = LEGACY_ERROR_CODES.get(run.error_code or "", run.error_code)
+        code = code if code in RUN_ERROR_MESSAGES else "run_failed"
         return {
             "type": "RUN_ERROR",
             "message": RUN_ERROR_MESSAGES[code],
@@ -514,6 +529,7 @@ class RunService:
                 run_id=ctx.run_id,
                 outcome=outcome,
                 usage=usage_to_agui(result.usage),
+                metadata=usage_metadata(result.usage),
             ),
         )
 
@@ -525,7 +541,10 @@ class RunService:
             result=result,
             error_code=RUN_DEADLINE,
             terminal=RunErrorEvent(
-                message=RUN_ERROR_MESSAGES[RUN_DEADLINE], code=RUN_DEADLINE, usage=usage_to_agui(result.usage)
+                message=RUN_ERROR_MESSAGES[RUN_DEADLINE],
+                code=RUN_DEADLINE,
+                usage=usage_to_agui(result.usage),
+                metadata=usage_metadata(result.usage),
             ),
         )
 
@@ -552,7 +571,12 @@ class RunService:
             status=RunStatus.FAILED,
             result=ExecutionResult(usage=partial_usage),
             error_code=error_code,
-            terminal=RunErrorEvent(message=message, code=error_code, usage=usage_to_agui(partial_usage)),
+            terminal=RunErrorEvent(
+                message=message,
+                code=error_code,
+                usage=usage_to_agui(partial_usage),
+                metadata=usage_metadata(partial_usage),
+            ),
         )
 
     async def _answer_open_calls(self, ctx: RunContext, emitter: RunEmitter) -> None:
@@ -762,6 +786,23 @@ class RunService:
     @property
     def active_runs(self) -> int:
         return len(self._tasks)
+
+
+def _log_failure(ctx: RunContext, exc: BaseException, code: str) -> None:
+    """One log line per failed run. A model failure is not a bug of ours: a transient one (the provider was busy, a
+    single-slot server cut the stream for another request) is a one-line warning, since the work is retried (a new
+    run, a redelivered memory event); a rejected request is an error with the provider's explanation; only an
+    unexpected failure carries a traceback."""
+    extra: dict[str, Any] = {"run_id": ctx.run_id, "thread_id": ctx.thread_id, "code": code, "cause": _cause(exc)}
+    if isinstance(exc, ModelError):
+        details = exc.details if isinstance(exc.details, dict) else {}
+        extra.update({k: details[k] for k in ("provider", "model", "provider_model", "status") if k in details})
+        if exc.transient:
+            logger.warning("run failed (transient, retryable): %s", exc.code, extra={**extra, "retryable": True})
+        else:
+            logger.error("run failed: %s", _cause(exc), extra={**extra, "retryable": False})
+        return
+    logger.exception("run failed", extra=extra)
 
 
 def _cause(exc: BaseException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -16,8 +17,8 @@ import httpx
 import pytest
 
 from shared.errors import ModelError
-from shared.llm.openai_chat import OpenAIChatModel
-from shared.llm.preflight import check_models, main
+from shared.llm.openai_chat import OpenAIChatModel, explain_rejection
+from shared.llm.preflight import main, run_preflight
 from shared.llm.thinking import Provider
 from shared.llm.types import (
     ChatChunk,
@@ -305,13 +306,116 @@ async def test_a_retry_that_succeeds_streams_normally(server: ModelServer, make_
     assert len(server.requests) == 2
 
 
-async def test_a_bad_request_is_not_retried(server: ModelServer, make_model: MakeModel) -> None:
+async def test_a_bad_request_is_rejected_without_a_retry(server: ModelServer, make_model: MakeModel) -> None:
     server.enqueue(ScriptedTurn(status=400, error_message="unknown model"))
     with pytest.raises(ModelError) as failure:
         await collect(make_model(max_retries=2), ask())
-    assert failure.value.code == "model_bad_request"
+    assert failure.value.code == "model_rejected_request"
+    assert failure.value.details["rejected"] == "request"
     assert "unknown model" in failure.value.message
     assert len(server.requests) == 1
+
+
+async def test_a_5xx_validation_error_is_a_rejection_of_the_history_not_an_outage(
+    server: ModelServer, make_model: MakeModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    # GIVEN a server that answers a schema error with HTTP 500, as llama.cpp does, quoting a credential
+    explanation = (
+        "1 validation error: body.messages.2.content: Input should be a valid string "
+        "(request by api_key=sk-live-abcdef0123456789, Authorization: Bearer sk-live-abcdef0123456789) "
+    ) + "x" * 600
+    server.enqueue(*[ScriptedTurn(status=500, error_message=explanation) for _ in range(3)])
+    # WHEN an adapter allowed two retries streams a turn
+    with caplog.at_level(logging.WARNING, logger="shared.llm.openai_chat"), pytest.raises(ModelError) as failure:
+        await collect(make_model(max_retries=2), ask())
+    # THEN it was sent once, and ends as a rejected request that points at the history
+    assert len(server.requests) == 1
+    error = failure.value
+    assert (error.code, error.transient) == ("model_rejected_request", False)
+    assert error.details["rejected"] == "history"
+    assert error.details["status"] == 500
+    # AND one log line carries the server's explanation, truncated, without the credential
+    [line] = [r for r in caplog.records if r.getMessage().startswith("model rejected the request")]
+    logged = line.getMessage()
+    assert "body.messages.2.content: Input should be a valid string" in logged
+    assert "sk-live" not in logged and "sk-live" not in error.message
+    assert len(logged) < 400
+    assert "\n" not in logged
+    assert line.exc_info is None
+
+
+async def test_a_refused_key_is_not_retried(server: ModelServer, make_model: MakeModel) -> None:
+    server.enqueue(*[ScriptedTurn(status=401, error_message="invalid api key") for _ in range(3)])
+    with pytest.raises(ModelError) as failure:
+        await collect(make_model(max_retries=2), ask())
+    assert failure.value.code == "model_unavailable"
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("key sk-abcdefghijkl leaked", "key sk-*** leaked"),
+        ('{"api_key": "abc123secret"}', '{"api_key": "***"}'),
+        ("Authorization: Bearer eyJhbGciOi.x.y done", "Authorization: Bearer *** done"),
+        ("plain\nmulti   line", "plain multi line"),
+    ],
+)
+def test_explanations_lose_credentials_and_line_breaks(message: str, expected: str) -> None:
+    assert explain_rejection(message) == expected
+
+
+def test_an_explanation_drops_the_configured_key_wherever_it_appears() -> None:
+    assert explain_rejection("bad key my-own-key-42 for model", secrets=["my-own-key-42"]) == "bad key *** for model"
+
+
+# -- message shapes and model ids ------------------------------------------------------------------------------
+
+
+async def test_tool_call_history_is_sent_with_string_content_and_json_arguments(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a history as stored before the fix: an assistant tool-call message without text (None), a call with no
+    # arguments, an empty tool result and an empty answer
+    history = (
+        ChatMessage(role="user", content="time?"),
+        ChatMessage(role="assistant", content=None, tool_calls=(("call_1", "get_current_time", ""),)),
+        ChatMessage(role="tool", content=None, tool_call_id="call_1"),
+        ChatMessage(role="assistant", content=None),
+        ChatMessage(role="user", content="and now?"),
+    )
+    # WHEN the adapter sends it
+    await collect(make_model(), ChatRequest(model=MODEL, messages=history))
+    # THEN every content is a string (never null) and the arguments are a JSON object
+    sent = server.requests[0]["messages"]
+    assert [m["content"] for m in sent] == ["time?", "", "", "", "and now?"]
+    assert sent[1]["tool_calls"] == [
+        {"id": "call_1", "type": "function", "function": {"name": "get_current_time", "arguments": "{}"}}
+    ]
+    assert sent[2]["tool_call_id"] == "call_1"
+    assert all(m["content"] is not None for m in sent)
+
+
+async def test_the_provider_is_sent_the_mapped_id_and_usage_records_both(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    server.enqueue(ScriptedTurn(text=["ok"], usage=(5, 1)), ScriptedTurn(text=["ok"], usage=(5, 1)))
+    model = make_model(model_ids={"qwen3.5-30b-a3b": "qwen3.5-35b-a3b"})
+    mapped = finished(await collect(model, ChatRequest(model="qwen3.5-30b-a3b", messages=ask().messages))).usage
+    unmapped = finished(await collect(model, ask())).usage
+    assert [body["model"] for body in server.requests] == ["qwen3.5-35b-a3b", MODEL]
+    assert mapped is not None and unmapped is not None
+    assert (mapped.model, mapped.provider_model) == ("qwen3.5-30b-a3b", "qwen3.5-35b-a3b")
+    assert (unmapped.model, unmapped.provider_model) == (MODEL, MODEL)
+
+
+async def test_a_forced_tool_choice_reaches_the_server(server: ModelServer, make_model: MakeModel) -> None:
+    tool = ToolSpec("get_current_time", "time", {"type": "object", "properties": {}})
+    await collect(make_model(), ask(tools=(tool,), tool_choice="get_current_time"))
+    await collect(make_model(), ask(tools=(tool,)))
+    forced, free = server.requests
+    assert forced["tool_choice"] == {"type": "function", "function": {"name": "get_current_time"}}
+    assert "tool_choice" not in free
 
 
 async def test_mid_stream_disconnect_fails_after_the_chunks_already_yielded(
@@ -370,53 +474,119 @@ async def test_list_models_returns_the_endpoint_ids(make_model: MakeModel) -> No
     assert await make_model().list_models() == ["qwen3.5-35b-a3b", "qwen3.5-flash"]
 
 
-async def test_preflight_reports_missing_ids_and_the_dashscope_name_of_the_worker_model(
-    make_model: MakeModel,
+def probe_turns() -> list[ScriptedTurn]:
+    """What a working endpoint answers the preflight: the forced call, then text after the tool result."""
+    return [
+        ScriptedTurn(tool_calls=[ScriptedToolCall("preflight_echo", '{"word": "ping"}', id="call_probe")]),
+        ScriptedTurn(text=["pong"]),
+    ]
+
+
+async def test_preflight_forces_a_tool_call_then_sends_the_result_in_the_shapes_every_server_takes(
+    make_model: MakeModel, server: ModelServer
 ) -> None:
-    # GIVEN a DashScope endpoint that lists qwen3.5-35b-a3b and qwen3.5-flash
-    model = make_model(provider="dashscope")
-    # WHEN the profiles' ids are checked
-    report = await check_models(model, ["qwen3.5-30b-a3b", "qwen3.5-flash"])
-    # THEN the worker id is missing, with the published id suggested and the reason given
+    # GIVEN an endpoint that answers the forced call and the follow-up
+    server.enqueue(*probe_turns())
+    # WHEN one logical model is checked through a model-id map
+    report = await run_preflight(
+        make_model(model_ids={"qwen3.5-30b-a3b": "qwen3.5-35b-a3b"}),
+        ["qwen3.5-30b-a3b"],
+        {"qwen3.5-30b-a3b": "qwen3.5-35b-a3b"},
+    )
+    # THEN it passed, and the endpoint saw the provider id, the forced tool_choice, then the tool-call message with
+    # content "" (not null) and the tool result
+    assert report.ok, report.render()
+    first, follow_up = server.requests
+    assert first["model"] == follow_up["model"] == "qwen3.5-35b-a3b"
+    assert first["tool_choice"] == {"type": "function", "function": {"name": "preflight_echo"}}
+    assert first["stream"] is True
+    assert "tool_choice" not in follow_up
+    assistant, tool = follow_up["messages"][1:]
+    assert assistant["content"] == ""
+    assert assistant["tool_calls"][0]["id"] == "call_probe"
+    assert tool == {"role": "tool", "content": '{"echo": "ping"}', "tool_call_id": "call_probe"}
+    assert "PASS  qwen3.5-30b-a3b -> qwen3.5-35b-a3b" in report.render()
+
+
+async def test_preflight_fails_a_model_whose_follow_up_is_rejected_and_says_why(
+    make_model: MakeModel, server: ModelServer
+) -> None:
+    # GIVEN an endpoint that takes the call but rejects the follow-up the way llama.cpp rejected null content
+    server.enqueue(
+        probe_turns()[0],
+        ScriptedTurn(status=500, error_message="body.messages.1.content: Input should be a valid string"),
+    )
+    # WHEN the model is checked
+    report = await run_preflight(make_model(max_retries=2), ["qwen3.5-flash"], {})
+    # THEN it failed at the follow-up, with the code and the server's explanation, and was not retried
     assert not report.ok
-    assert report.missing == ["qwen3.5-30b-a3b"]
+    [check] = report.checks
+    assert "follow-up with the tool result failed: [model_rejected_request]" in check.detail
+    assert "Input should be a valid string" in check.detail
+    assert len(server.requests) == 2
+
+
+async def test_preflight_names_the_id_dashscope_publishes_for_an_unknown_worker_model(make_model: MakeModel) -> None:
+    # GIVEN a DashScope-like endpoint that answers 404 for ids it does not serve
+    with ModelServer(reject_unknown_models=True) as dashscope:
+        dashscope.enqueue(*probe_turns())
+        model = make_model(base_url=dashscope.base_url, provider="dashscope")
+        # WHEN the design document's id is checked without a map, and the memory model too
+        report = await run_preflight(model, ["qwen3.5-30b-a3b", "qwen3.5-flash"], {})
+    # THEN the worker id fails with the published id suggested and the reason given; the memory model passes
+    assert report.failed == ["qwen3.5-30b-a3b"]
     worker = report.checks[0]
     assert worker.suggestion == "qwen3.5-35b-a3b"
     assert worker.note is not None
     assert "DashScope publishes the 3B-active Qwen3.5" in worker.note
-    assert report.checks[1].present
+    assert "[model_rejected_request]" in worker.detail
+    assert report.checks[1].passed
 
 
 def test_preflight_cli_exits_1_and_names_the_replacement(
-    server: ModelServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN the endpoint and key in the environment, as on a deployment
-    monkeypatch.setenv("LLM_BASE_URL", server.base_url)
-    monkeypatch.setenv("LLM_API_KEY", "test-key")
-    # WHEN the CLI checks the profiles' ids as a DashScope endpoint
-    status = main(["--models", "qwen3.5-30b-a3b,qwen3.5-flash,qwen-nonexistent", "--provider", "dashscope"])
-    # THEN it exits 1 and says which ids are missing and what to use instead
+    with ModelServer(reject_unknown_models=True) as dashscope:
+        dashscope.enqueue(*probe_turns())
+        # GIVEN the endpoint and key in the environment, as on a deployment, and no model-id map
+        monkeypatch.setenv("LLM_BASE_URL", dashscope.base_url)
+        monkeypatch.setenv("LLM_API_KEY", "test-key")
+        monkeypatch.delenv("MODEL_ID_MAP", raising=False)
+        # WHEN the CLI checks the ids as a DashScope endpoint
+        status = main(["--models", "qwen3.5-30b-a3b,qwen3.5-flash,qwen-nonexistent", "--provider", "dashscope"])
+    # THEN it exits 1 and says what passed, what failed and what to use instead
     out = capsys.readouterr().out
     assert status == 1
-    assert "MISSING  qwen3.5-30b-a3b" in out
+    assert "FAIL  qwen3.5-30b-a3b" in out
     assert "use: qwen3.5-35b-a3b" in out
-    assert "MISSING  qwen-nonexistent" in out
-    assert "present  qwen3.5-flash" in out
+    assert "FAIL  qwen-nonexistent" in out
+    assert "PASS  qwen3.5-flash" in out
+    assert "1 of 3 model(s) passed" in out
 
 
-def test_preflight_cli_exits_0_when_all_ids_are_present(
-    server: ModelServer, capsys: pytest.CaptureFixture[str]
+def test_preflight_cli_exits_0_for_the_shipped_profiles_models_through_the_map(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    wanted = "qwen3.5-35b-a3b,qwen3.5-flash"
-    status = main(["--base-url", server.base_url, "--api-key", "k", "--models", wanted])
-    assert status == 0
-    assert "MISSING" not in capsys.readouterr().out
+    # GIVEN a DashScope-like endpoint and the template's default map
+    with ModelServer(reject_unknown_models=True, models=["qwen3.5-35b-a3b", "qwen3.5-flash", "deepseek-chat"]) as ds:
+        for _ in range(3):
+            ds.enqueue(*probe_turns())
+        monkeypatch.setenv("MODEL_ID_MAP", '{"qwen3.5-30b-a3b": "qwen3.5-35b-a3b"}')
+        # WHEN the CLI runs without --models
+        status = main(["--base-url", ds.base_url, "--api-key", "k"])
+        sent = sorted({body["model"] for body in ds.requests})
+    # THEN every model the shipped profiles name passed, under its provider id
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "FAIL" not in out
+    assert sent == ["deepseek-chat", "qwen3.5-35b-a3b", "qwen3.5-flash"]
 
 
 def test_preflight_runs_as_a_module(server: ModelServer) -> None:
+    server.enqueue(probe_turns()[0], ScriptedTurn(status=400, error_message="tool messages are not supported"))
     # WHEN the preflight is run the documented way, in its own process
     result = subprocess.run(
-        [sys.executable, "-m", "shared.llm.preflight", "--models", "qwen3.5-30b-a3b", "--provider=dashscope"],
+        [sys.executable, "-m", "shared.llm.preflight", "--models", "qwen3.5-flash"],
         cwd=REPO_ROOT,
         env={**os.environ, "LLM_BASE_URL": server.base_url, "LLM_API_KEY": "test-key"},
         capture_output=True,
@@ -424,19 +594,19 @@ def test_preflight_runs_as_a_module(server: ModelServer) -> None:
         timeout=60,
         check=False,
     )
-    # THEN it exits 1 with the hint
+    # THEN it exits 1 and prints the server's reason
     assert result.returncode == 1, result.stderr
-    assert "qwen3.5-35b-a3b" in result.stdout
+    assert "tool messages are not supported" in result.stdout
 
 
-def test_preflight_cli_exits_2_when_the_endpoint_cannot_be_asked(capsys: pytest.CaptureFixture[str]) -> None:
+def test_preflight_cli_exits_1_when_the_endpoint_cannot_be_reached(capsys: pytest.CaptureFixture[str]) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     base_url = f"http://127.0.0.1:{port}/v1"
     status = main(["--base-url", base_url, "--api-key", "k", "--models", "x", "--timeout", "2"])
-    assert status == 2
-    assert "model_unavailable" in capsys.readouterr().err
+    assert status == 1
+    assert "[model_unavailable]" in capsys.readouterr().out
 
 
 def test_the_exported_fixture_serves_the_default_echo(model_server: ModelServer) -> None:

@@ -51,7 +51,18 @@ async def assert_next_run_succeeds(client: httpx.AsyncClient, model_server: Mode
     [
         pytest.param([failing(429), failing(429)], "model_rate_limited", id="429-after-retries"),
         pytest.param([failing(500), failing(503)], "model_unavailable", id="5xx-after-retries"),
-        pytest.param([failing(400)], "model_bad_request", id="400-not-retried"),
+        pytest.param([failing(400)], "model_rejected_request", id="400-not-retried"),
+        # llama.cpp answers a request that fails its schema with HTTP 500: a rejection, not an outage.
+        pytest.param(
+            [
+                ScriptedTurn(
+                    status=500,
+                    error_message=f"body.messages.0.content: Input should be a valid string {PROVIDER_SECRET}",
+                )
+            ],
+            "model_rejected_request",
+            id="5xx-validation-not-retried",
+        ),
         # Headers arrive, then no chunk: the openai client does not retry inside a stream (reported: the contract
         # allows a retry while nothing of the turn was shown).
         pytest.param(
@@ -192,3 +203,22 @@ async def test_huge_tool_arguments_from_the_model_end_cleanly_and_leave_the_thre
         assert items[0]["id"] == "u-1"
         assert_no_duplicates(items)
         await assert_next_run_succeeds(client, model_server, "th-huge")
+
+
+async def test_a_rejected_history_says_so_and_the_thread_works_once_the_cause_is_fixed(
+    live: str, model_server: ModelServer
+) -> None:
+    # GIVEN a provider that rejects a message of the history (as llama.cpp rejected "content": null)
+    rejection = "body.messages.2.content: Input should be a valid string"
+    model_server.enqueue(ScriptedTurn(status=500, error_message=rejection))
+    async with httpx.AsyncClient(base_url=live, timeout=30) as client:
+        # WHEN a user sends a message
+        text, events = await run(client, body("th-hist", "run-hist-1"))
+        # THEN the run ends at once, saying the history was rejected (the explanation stays in the log)
+        terminal = assert_well_formed_run(events)
+        assert (terminal["type"], terminal["code"]) == ("RUN_ERROR", "model_rejected_request")
+        assert "rejected this conversation's history" in terminal["message"]
+        assert rejection not in text
+        assert len(model_server.requests) == 1
+        # AND once the cause is fixed (the provider takes the same history), the next turn on the thread succeeds
+        await assert_next_run_succeeds(client, model_server, "th-hist")

@@ -100,9 +100,13 @@ class ModelServer:
         self,
         responder: Callable[[dict[str, Any]], ScriptedTurn] | None = None,
         models: list[str] | None = None,
+        *,
+        reject_unknown_models: bool = False,
     ) -> None:
         self.responder = responder or echo_turn
         self.models = list(DEFAULT_MODELS if models is None else models)
+        self.reject_unknown_models = reject_unknown_models
+        """Answer a chat request for a model not in ``models`` with 404 ``model_not_found``, as hosted APIs do."""
         self._lock = threading.Lock()
         self._queue: deque[ScriptedTurn] = deque()
         self._requests: list[dict[str, Any]] = []
@@ -209,10 +213,17 @@ class ModelServer:
 
     async def _chat_completions(self, request: Request) -> Response:
         body: dict[str, Any] = await request.json()
+        unknown = self.reject_unknown_models and body.get("model") not in self.models
         with self._lock:
             index = len(self._requests)
             self._requests.append(body)
-            turn = self._queue.popleft() if self._queue else None
+            turn = self._queue.popleft() if self._queue and not unknown else None
+        if unknown:
+            message = f"The model `{body.get('model')}` does not exist or you do not have access to it."
+            return JSONResponse(
+                {"error": {"message": message, "type": "invalid_request_error", "code": "model_not_found"}},
+                status_code=404,
+            )
         if turn is None:
             turn = self.responder(body)
         if turn.status is not None:

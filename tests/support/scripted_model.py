@@ -18,6 +18,7 @@ class Turn:
     raise_error: Exception | None = None
     input_tokens: int = 10
     output_tokens: int = 5
+    estimated: bool = False  # the counts were made locally (the server sent no usage)
 
 
 class ScriptedModel:
@@ -51,5 +52,6 @@ class ScriptedModel:
                 model=request.model,
                 input_tokens=turn.input_tokens,
                 output_tokens=turn.output_tokens,
+                estimated=turn.estimated,
             ),
         )

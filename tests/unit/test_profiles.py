@@ -145,11 +145,19 @@ def test_thinking_on_is_refused_for_worker_and_memory(tmp_path: Path) -> None:
     assert 'Fix: set "thinking": "off"' in error.message
 
 
-def test_unknown_model_id_is_refused_with_where_to_add_it(tmp_path: Path) -> None:
+def test_unknown_model_id_is_accepted_with_a_warning_that_says_where_to_add_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # GIVEN a profile naming a model the built-in table has never heard of
     write(tmp_path, chat_profile(model={"name": "gpt-imaginary"}))
-    error = load_error(tmp_path)
-    assert "field 'model.name': unknown model id 'gpt-imaginary'" in error.message
-    assert "KNOWN_MODELS" in error.message
+    # WHEN the catalog loads
+    with caplog.at_level(logging.WARNING, logger="shared.profiles"):
+        catalog = load_catalog(tmp_path, known_tools=KNOWN_TOOLS)
+    # THEN the profile is there with its model, and one warning names the file, the id and the fix
+    assert catalog.get("chat_default").model.name == "gpt-imaginary"
+    [record] = [r for r in caplog.records if "does not know" in r.getMessage()]
+    assert (record.__dict__["model"], record.__dict__["profile_file"]) == ("gpt-imaginary", "chat_default.json")
+    assert "KNOWN_MODELS" in record.__dict__["fix"]
 
 
 def test_memory_profile_may_only_allow_memory_tools(tmp_path: Path) -> None:
