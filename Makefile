@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: dev test install install-test system-deps node-deps playground sam-tools lint token bench load clean
+.PHONY: dev test install install-test system-deps node-deps playground sam-tools llama-server lint token bench load clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,7 @@ system-deps:
 	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+	@{ command -v cmake && command -v g++; } >/dev/null || { apt-get update -qq && apt-get install -y -qq cmake g++; }
 
 node-deps:
 	cd tests/e2e/js && npm ci --no-audit --no-fund --silent
@@ -53,12 +54,17 @@ $(PLAYGROUND_OUT): web/playground/package-lock.json web/playground/build.mjs $(w
 sam-tools:
 	@if [ -f scripts/install_sam_tools.sh ]; then bash scripts/install_sam_tools.sh; fi
 
+## The real-model test tier's server: llama-cpp-python built from source (generic CPU) with SmolLM2-135M, in a venv
+## cached outside the repository (${XDG_CACHE_HOME:-~/.cache}/agent-backend/); built once per machine.
+llama-server: system-deps
+	@PYTHON=$(PYTHON) bash scripts/llama_server_env.sh >/dev/null
+
 lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
 ## Install everything the tests need, then lint, type-check and run every test.
-test: install-test system-deps node-deps playground sam-tools lint
+test: install-test system-deps node-deps playground sam-tools llama-server lint
 	$(PY) -m shared.intent.regression --scripted --variant A
 	$(PY) -m shared.intent.regression --scripted --variant B
 	$(PY) -m shared.memory.evaluation --scripted

@@ -34,7 +34,7 @@ from typing import cast
 from zoneinfo import ZoneInfo
 
 from shared.errors import ConfigurationError
-from shared.harness import threshold_verdict
+from shared.harness import fraction, threshold_verdict
 from shared.intent.cases import DEFAULT_CASES, IntentCase, load_cases
 from shared.intent.prompts import A_TO_B, IntentVariant, build_system_prompt, labels_for
 from shared.llm.model_ids import parse_model_id_map
@@ -297,7 +297,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES)
     parser.add_argument("--limit", type=int, default=None, help="run only the first N cases")
     parser.add_argument(
-        "--min-accuracy", type=float, default=None, help="exit 1 below this overall accuracy (0-1), e.g. 0.8"
+        "--min-accuracy", type=fraction, default=None, help="exit 1 below this overall accuracy (0-1), e.g. 0.8"
     )
     parser.add_argument(
         "--scripted", action="store_true", help="use the scripted model (proves the harness only)"

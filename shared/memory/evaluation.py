@@ -42,7 +42,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.executors.context import RunContext
-from shared.harness import threshold_verdict
+from shared.harness import fraction, threshold_verdict
 from shared.llm.types import ChatChunk, ChatModel, ChatRequest, Finished, TextDelta, ToolCallDelta
 from shared.memory.executor import MemoryExecutor
 from shared.memory.job import MEMORY_PROFILE
@@ -480,7 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cases", type=Path, default=DEFAULT_CASES)
     parser.add_argument("--limit", type=int, default=None, help="run only the first N cases")
     parser.add_argument(
-        "--min-recall", type=float, default=None, help="exit 1 when write recall is below this (0-1), e.g. 0.8"
+        "--min-recall", type=fraction, default=None, help="exit 1 when write recall is below this (0-1), e.g. 0.8"
     )
     parser.add_argument("--threshold", type=float, default=Settings().memory_confidence_threshold)
     parser.add_argument("--json", action="store_true", help="print the metrics as JSON after the table")

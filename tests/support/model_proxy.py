@@ -47,8 +47,12 @@ class Forwarded:
 class ForcePolicy:
     force: tuple[str, ...] = ()
     """Tool names to force, first offered wins; empty: never force."""
+    times: int | None = None
+    """How many requests to force (None: every one that qualifies)."""
     max_tokens: int | None = 64
     """``max_tokens`` for requests that set none (None: leave it)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Keys merged into every body (a test's ``logit_bias``, say)."""
 
 
 @dataclass
@@ -129,12 +133,17 @@ class ModelProxy:
         if tools:
             last_role = messages[-1].get("role") if messages else None
             forced = next((name for name in self.policy.force if name in tools), None)
-            if forced is not None and last_role == "user":
-                body["tool_choice"] = {"type": "function", "function": {"name": forced}}
-            else:
-                body["tool_choice"] = "none"
+            with self._lock:
+                allowed = self.policy.times is None or self.policy.times > 0
+                if forced is not None and last_role == "user" and allowed:
+                    body["tool_choice"] = {"type": "function", "function": {"name": forced}}
+                    if self.policy.times is not None:
+                        self.policy.times -= 1
+                else:
+                    body["tool_choice"] = "none"
         if self.policy.max_tokens is not None and body.get("max_tokens") is None:
             body["max_tokens"] = self.policy.max_tokens
+        body.update(self.policy.extra)
         return body
 
     async def _models(self, request: Request) -> Response:

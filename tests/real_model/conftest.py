@@ -1,0 +1,60 @@
+"""The real-model tier: llama.cpp's OpenAI-compatible server (llama-cpp-python, SmolLM2-135M) on loopback, one per
+test session, with a pass-through proxy per test that forces the tool calls a tiny model never makes itself.
+
+The server is built once per machine by ``make llama-server`` (``make test`` runs it). Without it the tier is
+skipped on a developer's machine and fails in CI, where a skipped tier would hide a missing build step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from shared.wiring import Services
+from tests.conftest import ci, make_settings
+from tests.support.live_app import serve_app
+from tests.support.llama_server import LlamaServer, LlamaServerMissing, built_env, llama_server
+from tests.support.model_proxy import ModelProxy
+
+pytestmark = pytest.mark.real_model
+
+PROVIDER_MODEL = "smollm2-135m"
+MODEL_ID_MAP = '{"qwen3.5-30b-a3b": "smollm2-135m", "qwen3.5-flash": "smollm2-135m"}'
+"""The deployment's map: the profiles' logical ids to the id this server serves (it accepts any id anyway)."""
+
+
+@pytest.fixture(scope="session")
+def llama() -> Iterator[LlamaServer]:
+    try:
+        built_env()
+    except LlamaServerMissing as exc:
+        if ci():
+            raise
+        pytest.skip(str(exc))
+    with llama_server() as server:
+        yield server
+
+
+@pytest.fixture
+def proxy(llama: LlamaServer) -> Iterator[ModelProxy]:
+    with ModelProxy(upstream=llama.base_url) as running:
+        yield running
+
+
+def real_settings(proxy: ModelProxy, **overrides: Any) -> Any:
+    return make_settings(
+        llm_base_url=proxy.base_url,
+        llm_api_key="test-key",
+        llm_timeout_s=120.0,
+        model_id_map=MODEL_ID_MAP,
+        **overrides,
+    )
+
+
+@pytest.fixture
+def live(store: Any, redis_url: str, proxy: ModelProxy) -> Iterator[str]:
+    """The app under uvicorn, its model adapter talking to llama.cpp through the proxy."""
+    with serve_app(Services(real_settings(proxy, redis_url=redis_url), overrides={"store": store})) as url:
+        yield url
