@@ -504,13 +504,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = asyncio.run(evaluate(cases, model, threshold=args.threshold, model_name=args.model))
     metrics = score(results)
     print(render(metrics, results, mode=mode, threshold=args.threshold))
-    if args.json:
-        print(json.dumps(metrics.as_dict(), ensure_ascii=False))
     recall = metrics.correct / metrics.expected if metrics.expected else 1.0
     line, below = threshold_verdict("min_recall", recall, args.min_recall)
     print(line)
     if metrics.errors:
         print(f"{metrics.errors} case(s) failed with an error: exit 1")
+    if args.json:  # last, on one line, for scripts
+        print(json.dumps(metrics.as_dict(), ensure_ascii=False))
     return 1 if metrics.errors or below else 0
 
 

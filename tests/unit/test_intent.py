@@ -210,9 +210,13 @@ def test_scripted_model_answers_with_the_scripted_label() -> None:
     assert asyncio.run(first_label()) == "chat"
 
 
-def test_real_endpoint_mode_needs_url_model_and_key(capsys: pytest.CaptureFixture[str]) -> None:
+def test_real_endpoint_mode_needs_url_and_key(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("LLM_API_KEY", raising=False)
     assert main(["--variant", "B"]) == 2
-    assert "--base-url, --model and --api-key" in capsys.readouterr().err
+    assert "--base-url (or LLM_BASE_URL) and --api-key (or LLM_API_KEY) are required" in capsys.readouterr().err
 
 
 def test_command_runs_as_a_module() -> None:

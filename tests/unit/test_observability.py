@@ -57,3 +57,19 @@ async def test_one_emf_document_per_run_with_the_service_dimension(
     assert doc["service"] == "agent-backend-test"
     assert doc["InputTokens"] in (150, [150])
     assert doc["run_id"] == "r"
+
+
+async def test_the_metric_document_names_each_models_logical_and_provider_id(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN a run that called the worker model (mapped) twice and an unmapped model once
+    mapped = Usage(model="qwen3.5-30b-a3b", provider_model="qwen3.5-35b-a3b", input_tokens=1)
+    result = ExecutionResult(usage=[mapped, mapped, Usage(model="qwen3.5-flash", provider_model="qwen3.5-flash")])
+    # WHEN its metrics are emitted
+    await emit_run_metrics(a_context(), RunStatus.SUCCEEDED, result)
+    doc = next(json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{"))
+    # THEN the document's metadata lists each model once, with both ids
+    assert doc["models"] == [
+        {"model": "qwen3.5-30b-a3b", "providerModel": "qwen3.5-35b-a3b"},
+        {"model": "qwen3.5-flash", "providerModel": "qwen3.5-flash"},
+    ]
