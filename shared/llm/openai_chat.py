@@ -72,7 +72,7 @@ _VALIDATION_BODY = re.compile(
     r"|is not of type|unprocessable|could not parse|bad request|invalid (?:value|type|message|request)",
     re.IGNORECASE,
 )
-_HISTORY_HINT = re.compile(r"messages|role|tool_call|content", re.IGNORECASE)
+_HISTORY_HINT = re.compile(r"messages|tool_call|\brole\b", re.IGNORECASE)
 _SECRETS = (
     re.compile(r"(?i)((?:bearer|basic)\s+)[^\s\"',]+"),
     re.compile(r"(?i)((?:api[_-]?key|x-api-key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),

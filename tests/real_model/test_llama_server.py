@@ -128,9 +128,11 @@ def test_the_old_null_shape_is_rejected_once_without_retry_and_the_thread_works_
     terminal = events[-1]
     assert (terminal["type"], terminal["code"]) == ("RUN_ERROR", "model_rejected_request")
     assert "rejected this conversation's history" in terminal["message"]
-    # AND one log line carries the server's explanation
+    # AND one log line carries the server's explanation (its pydantic errors, truncated), without a traceback
     [line] = [r for r in caplog.records if r.getMessage().startswith("model rejected the request")]
-    assert "Input should be a valid string" in line.getMessage()
+    assert "HTTP 500: 7 validation errors" in line.getMessage()
+    assert "'messages', 2" in line.getMessage()
+    assert line.exc_info is None
     # WHEN the cause is fixed (the adapter's own shape goes through again)
     proxy.mutate = None
     events = post_run(live, "thread-null", "run-null-2", "Are you there?")
