@@ -39,7 +39,7 @@ def model_server() -> Iterator[ModelServer]:
 async def services(store: Any, redis_stream: Any, model_server: ModelServer) -> Any:
     model = OpenAIChatModel(model_server.base_url, "test-key", provider="openai-compatible", max_retries=0)
     overrides = {"store": store, "stream": redis_stream, "model": model, "memory_store": InMemoryMemoryStore()}
-    yield Services(make_settings(), overrides=overrides)
+    yield Services(make_settings(memory_idle_s=0), overrides=overrides)
     await model.aclose()
 
 
@@ -100,7 +100,8 @@ async def test_the_local_memory_worker_logs_a_cut_run_as_one_retryable_warning(
             if any("cut short" in r.getMessage() for r in caplog.records):
                 break
             await asyncio.sleep(0.05)
-    [line] = [r for r in caplog.records if "memory extraction" in r.getMessage()]
+    worker.close()
+    [line] = [r for r in caplog.records if "cut short" in r.getMessage()]
     assert line.levelno == logging.WARNING
     assert line.exc_info is None
     assert "model_stream_interrupted" in line.getMessage()
