@@ -54,7 +54,9 @@ PROBE_TOOL = ToolSpec(
     description="Echo a short word back. Used to check that tool calls work.",
     parameters={
         "type": "object",
-        "properties": {"word": {"type": "string", "description": "any short word"}},
+        # An enum keeps the answer short and checkable for any model (a grammar-constrained small model would
+        # otherwise write a free string until max_tokens cuts the JSON).
+        "properties": {"word": {"type": "string", "enum": ["ping"], "description": "the word to echo"}},
         "required": ["word"],
     },
 )
