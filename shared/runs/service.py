@@ -41,7 +41,7 @@ from shared.errors import AgentError, Conflict, ModelError, NotFound, ServiceUna
 from shared.executors.context import RunContext
 from shared.executors.tool_results import emit_result, synthetic_error, tool_message
 from shared.executors.worker import ExecutionResult
-from shared.models import Identity, Message, Run, RunStatus, ThreadTakeover, merge_usage, utc_now
+from shared.models import Identity, Message, Run, RunStatus, ThreadTakeover, Usage, merge_usage, utc_now
 from shared.ports import EventStream, StreamEntry
 from shared.runs.deadline import current_deadline
 from shared.runs.emitter import RunEmitter, is_terminal, run_started
