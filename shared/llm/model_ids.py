@@ -2,7 +2,7 @@
 provider serves.
 
 ``MODEL_ID_MAP`` is a JSON object ``{"<logical id>": "<provider id>"}``; a logical id that is not in it is sent
-as it is. Example (DashScope publishes the design document's ``qwen3.5-30b-a3b`` as ``qwen3.5-35b-a3b``)::
+as it is. Example (DashScope publishes the design's (docs/design.md §1) ``qwen3.5-30b-a3b`` as ``qwen3.5-35b-a3b``)::
 
     MODEL_ID_MAP='{"qwen3.5-30b-a3b": "qwen3.5-35b-a3b"}'
 

@@ -562,10 +562,7 @@ class RunService:
         """Close what the run left open on its stream; the RUN_ERROR itself comes last (``_settle``)."""
         error_code, message = run_error_of(exc)
         partial_usage = list(getattr(exc, "usage_so_far", None) or [])
-        logger.exception(
-            "run failed",
-            extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id, "code": error_code, "cause": _cause(exc)},
-        )
+        _log_failure(ctx, exc, error_code)
         await self._close_open(ctx, emitter)
         return _Outcome(
             status=RunStatus.FAILED,

@@ -531,7 +531,7 @@ async def test_preflight_names_the_id_dashscope_publishes_for_an_unknown_worker_
     with ModelServer(reject_unknown_models=True) as dashscope:
         dashscope.enqueue(*probe_turns())
         model = make_model(base_url=dashscope.base_url, provider="dashscope")
-        # WHEN the design document's id is checked without a map, and the memory model too
+        # WHEN the design's id is checked without a map, and the memory model too
         report = await run_preflight(model, ["qwen3.5-30b-a3b", "qwen3.5-flash"], {})
     # THEN the worker id fails with the published id suggested and the reason given; the memory model passes
     assert report.failed == ["qwen3.5-30b-a3b"]
