@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from shared.models import AuditRecord, Identity, Message, Run, Thread, Usage
 
@@ -90,3 +90,16 @@ class EventStream(Protocol):
         ...
 
     async def expire(self, key: str, seconds: int) -> None: ...
+
+
+@runtime_checkable
+class BatchEventStream(Protocol):
+    """An event stream that appends many events in one round trip (Redis: a pipeline)."""
+
+    async def append_batch(
+        self, entries: Sequence[tuple[str, dict[str, Any]]], *, clear: str | None = None
+    ) -> list[str]:
+        """Append ``(key, event)`` pairs in order, after deleting the key ``clear`` when given; their entry ids.
+        On an exception none counts as written (as with one append that fails, some may be there: a retry can
+        repeat them)."""
+        ...

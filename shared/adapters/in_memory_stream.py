@@ -12,6 +12,7 @@ import asyncio
 import json
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +71,22 @@ class InMemoryEventStream:
         return (now_ms, 0) if now_ms > last_ms else (last_ms, last_seq + 1)
 
     async def append(self, key: str, event: dict[str, Any]) -> str:
+        entry_id = self._append(key, event)
+        await asyncio.sleep(0)  # a real client yields on every request; so does the fake
+        return entry_id
+
+    async def append_batch(
+        self, entries: Sequence[tuple[str, dict[str, Any]]], *, clear: str | None = None
+    ) -> list[str]:
+        """One request, as Redis's pipeline: ``DEL clear`` (gone at once, as an expired key), then the appends."""
+        stream = self._streams.get(clear) if clear is not None else None
+        if stream is not None:
+            stream.expires_at = time.monotonic()
+        ids = [self._append(key, event) for key, event in entries]
+        await asyncio.sleep(0)
+        return ids
+
+    def _append(self, key: str, event: dict[str, Any]) -> str:
         payload = json.dumps(event, separators=(",", ":"))
         stream = self._live(key)
         if stream is None:
@@ -83,7 +100,6 @@ class InMemoryEventStream:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
-        await asyncio.sleep(0)  # a real client yields on every request; so does the fake
         return format_entry_id(entry_id)
 
     def _read(self, key: str, after: EntryId, count: int) -> list[StreamEntry]:

@@ -7,6 +7,7 @@ that are used together share a hash tag (``run:{tenant/run}:events``), and nothi
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -34,6 +35,19 @@ class RedisEventStream:
             key, {"e": json.dumps(event, separators=(",", ":"))}, maxlen=self._max_len, approximate=True
         )
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
+    async def append_batch(
+        self, entries: Sequence[tuple[str, dict[str, Any]]], *, clear: str | None = None
+    ) -> list[str]:
+        """One pipeline (one round trip on a single node): ``DEL clear`` if given, then one XADD per entry."""
+        pipe = self._client.pipeline(transaction=False)
+        if clear is not None:
+            pipe.delete(clear)
+        for key, event in entries:
+            pipe.xadd(key, {"e": json.dumps(event, separators=(",", ":"))}, maxlen=self._max_len, approximate=True)
+        results: list[Any] = await pipe.execute()
+        ids = results[1:] if clear is not None else results
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
 
     async def read_after(self, key: str, after_id: str, *, block_ms: int, count: int = 100) -> list[StreamEntry]:
         resp: Any = await self._client.xread({key: after_id}, count=count, block=block_ms if block_ms > 0 else None)

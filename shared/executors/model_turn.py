@@ -41,7 +41,9 @@ class _PendingCall:
 @dataclass
 class TurnResult:
     message_id: str
-    text: str = ""
+    text_parts: list[str] = field(default_factory=list)
+    """The answer's deltas as they came; ``text`` joins them (once, when read), so a delta costs the same
+    whatever the length of the answer so far."""
     reasoning_chars: int = 0
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str | None = None
@@ -54,6 +56,12 @@ class TurnResult:
     def arguments_as_sent(self, call: ToolCall) -> str:
         """The call's arguments exactly as the model wrote them."""
         return self.raw_arguments.get(call.id, call.arguments)
+
+    @property
+    def text(self) -> str:
+        if len(self.text_parts) > 1:
+            self.text_parts[:] = ["".join(self.text_parts)]
+        return self.text_parts[0] if self.text_parts else ""
 
 
 # Tool arguments longer than this are treated as malformed (answered to the model as invalid arguments): no tool
@@ -113,7 +121,7 @@ class ModelTurn:
     async def _on_text(self, text: str) -> None:
         if not text:
             return
-        self.result.text += text
+        self.result.text_parts.append(text)
         if not self._emit_text:
             return
         if any(call.started for call in self._calls.values()):

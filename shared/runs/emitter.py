@@ -17,7 +17,7 @@ from typing import Any
 from ag_ui.core import BaseEvent, EventType, RunStartedEvent
 
 from shared.models import ExecutionMeta
-from shared.ports import EventStream
+from shared.ports import BatchEventStream, EventStream
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,8 @@ LIFECYCLE_TYPES = TERMINAL_TYPES | {
 RETRY_INTERVAL_S = 0.5
 # A run that outlives a long outage keeps its newest events; the record of what it said is the thread, not the stream.
 MAX_BACKLOG = 20_000
+# The most events one pipelined write carries (a backlog after an outage drains in slices of this size).
+MAX_BATCH = 256
 
 
 def event_to_dict(event: BaseEvent) -> dict[str, Any]:
@@ -79,6 +81,7 @@ class RunEmitter:
         hidden: bool = False,
         retry_interval_s: float = RETRY_INTERVAL_S,
         max_backlog: int = MAX_BACKLOG,
+        clear_run_stream: bool = False,
     ) -> None:
         self._stream = stream
         self._run_key = run_key
@@ -98,14 +101,19 @@ class RunEmitter:
         self.dropped = 0
         self.stream_failures = 0
         self.discarding = False
+        # A new run clears whatever is stale under its stream key with its first write (same round trip).
+        self._clear_pending = clear_run_stream
 
     @property
     def pending(self) -> int:
         """Events accepted but not yet written to the stream."""
         return len(self._backlog)
 
-    async def emit(self, event: BaseEvent) -> str | None:
-        """Queue ``event`` behind any backlog and write what the stream takes; the entry id, or None if it waits."""
+    async def emit(self, event: BaseEvent, *, defer: bool = False) -> str | None:
+        """Queue ``event`` behind any backlog and write what the stream takes; the entry id, or None if it waits.
+
+        ``defer``: only queue it; the next ``emit`` (or ``flush``) writes it with its own event, in one round trip
+        (``RUN_STARTED`` goes out with the executor's first step this way)."""
         if self.discarding:
             return None
         if self.terminal_sent:
@@ -133,6 +141,8 @@ class RunEmitter:
             self.unanswered_calls.pop(str(data["toolCallId"]), None)
         if is_terminal(data):
             self.terminal_sent = True
+        if defer:
+            return None
         if self._failed_at is None or time.monotonic() - self._failed_at >= self._retry_interval_s:
             await self._drain()
         written = not any(key == self._run_key for key, _ in self._backlog)
@@ -145,11 +155,17 @@ class RunEmitter:
         self._backlog.append((key, data))
 
     async def _drain(self) -> bool:
-        """Write the backlog in order; stop at the first failure (so nothing overtakes it). True when empty."""
+        """Write the backlog in order; stop at the first failure (so nothing overtakes it). True when empty.
+
+        A stream that takes batches gets the run and thread entries of each event (and the whole backlog after an
+        outage, in slices) in one pipelined round trip; otherwise one append per entry."""
+        batched = isinstance(self._stream, BatchEventStream)
         while self._backlog:
-            key, data = self._backlog[0]
             try:
-                entry_id = await self._stream.append(key, data)
+                if batched:
+                    written = await self._write_batch()
+                else:
+                    written = await self._write_one()
             except Exception:
                 self.stream_failures += 1
                 if self._failed_at is None:
@@ -158,13 +174,35 @@ class RunEmitter:
                     )
                 self._failed_at = time.monotonic()
                 return False
-            self._backlog.popleft()
-            if key == self._run_key:
-                self.last_id = entry_id
+            for (key, _data), entry_id in written:
+                if key == self._run_key:
+                    self.last_id = entry_id
         if self._failed_at is not None:
             logger.info("event stream back; backlog written", extra={"run_id": self._run_id})
             self._failed_at = None
         return True
+
+    async def _write_batch(self) -> list[tuple[tuple[str, dict[str, Any]], str]]:
+        assert isinstance(self._stream, BatchEventStream)
+        batch = [self._backlog[i] for i in range(min(MAX_BATCH, len(self._backlog)))]
+        ids = await self._stream.append_batch(batch, clear=self._run_key if self._clear_pending else None)
+        self._clear_pending = False
+        if self.discarding:
+            return []
+        for _ in batch:
+            self._backlog.popleft()
+        return list(zip(batch, ids, strict=True))
+
+    async def _write_one(self) -> list[tuple[tuple[str, dict[str, Any]], str]]:
+        if self._clear_pending:
+            await self._stream.expire(self._run_key, 0)
+            self._clear_pending = False
+        entry = self._backlog[0]
+        entry_id = await self._stream.append(*entry)
+        if self.discarding:
+            return []
+        self._backlog.popleft()
+        return [(entry, entry_id)]
 
     def discard(self) -> None:
         """Write nothing more: the run was ended by another process (a takeover), which closed its stream."""

@@ -81,6 +81,15 @@ class Journal:
             return await original_append(key, event)
 
         self.stream.append = append  # type: ignore[method-assign]
+        original_batch = self.stream.append_batch
+
+        async def append_batch(entries: Any, *, clear: str | None = None) -> list[str]:
+            for key, event in entries:
+                if is_terminal(event) and ":events" in key and key.startswith("run:"):
+                    self.entries.append("terminal")
+            return await original_batch(entries, clear=clear)
+
+        self.stream.append_batch = append_batch  # type: ignore[method-assign]
 
     def _record_calls(self, target: Any, name: str) -> None:
         original = getattr(target, name)
