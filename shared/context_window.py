@@ -35,7 +35,8 @@ Hidden messages (``meta.hidden_from_user``) are part of the model's context and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
@@ -79,7 +80,7 @@ async def resolve_window(
     page_size: int = 50,
     upto_seq: int | None = None,
     count_tokens: TokenCounter = count_message_tokens,
-    reserve_tokens: int = 0,
+    reserve_tokens: int | Awaitable[int] = 0,
 ) -> WindowResult:
     """Build the model's view of a thread.
 
@@ -93,35 +94,52 @@ async def resolve_window(
         upto_seq: the current message's ``seq``; ``None`` means the newest stored message is the current one.
         count_tokens: estimates one message's input tokens, for the cap.
         reserve_tokens: tokens the caller needs besides the history (system prompt, tool specs); taken off
-        the cap.
+        the cap. An awaitable is awaited together with the reads (one round trip for both).
     """
     if page_size < 1:
         raise ValueError("page_size must be at least 1")
+    collecting = _collect_for(reader, tenant_id, thread_id, policy, now=now, page_size=page_size, upto_seq=upto_seq)
+    if isinstance(reserve_tokens, int):
+        collected, requests = await collecting
+        reserve = reserve_tokens
+    else:
+        # The reads and whatever the reserve needs (the worker's memory note) in the same round trip.
+        (collected, requests), reserve = await asyncio.gather(collecting, reserve_tokens)
+    messages, repairs = repair_tool_pairs(collected)
+    messages, cap_repairs, tokens = cap_input_tokens(
+        messages, max(policy.max_input_tokens - reserve, 0), count_tokens
+    )
+    return WindowResult(
+        messages=messages, repairs=repairs + cap_repairs, store_requests=requests, input_tokens=tokens
+    )
+
+
+async def _collect_for(
+    reader: MessageHistoryReader,
+    tenant_id: str,
+    thread_id: str,
+    policy: HistoryPolicy,
+    *,
+    now: datetime,
+    page_size: int,
+    upto_seq: int | None,
+) -> tuple[list[Message], int]:
     if policy.mode == "today_yesterday":
         since = _yesterday_start(now, ZoneInfo(policy.timezone))
-        collected, requests = await _collect(
-            reader, tenant_id, thread_id, upto_seq, page_size, _SinceCutoff(since)
-        )
-    elif policy.block_size is not None:
+        return await _collect(reader, tenant_id, thread_id, upto_seq, page_size, _SinceCutoff(since))
+    if policy.block_size is not None:
         blocked = _LastNUsersInBlocks(policy.n, policy.include_current_user_message, policy.block_size)
         collected, requests = await _collect(reader, tenant_id, thread_id, upto_seq, page_size, blocked)
         if blocked.cut_inside_thread:
             collected = _from_first_user(collected)
-    else:
-        collected, requests = await _collect(
-            reader,
-            tenant_id,
-            thread_id,
-            upto_seq,
-            page_size,
-            _LastNUsers(policy.n, policy.include_current_user_message),
-        )
-    messages, repairs = repair_tool_pairs(collected)
-    messages, cap_repairs, tokens = cap_input_tokens(
-        messages, max(policy.max_input_tokens - reserve_tokens, 0), count_tokens
-    )
-    return WindowResult(
-        messages=messages, repairs=repairs + cap_repairs, store_requests=requests, input_tokens=tokens
+        return collected, requests
+    return await _collect(
+        reader,
+        tenant_id,
+        thread_id,
+        upto_seq,
+        page_size,
+        _LastNUsers(policy.n, policy.include_current_user_message),
     )
 
 

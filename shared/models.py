@@ -159,6 +159,15 @@ class Run(BaseModel):
     cancel_requested: bool = False
 
 
+class ThreadClaim(BaseModel):
+    """A thread opened and claimed for a run in one request (admission)."""
+
+    last_seq: int
+    """The thread's message counter when it was claimed (0 for a new thread)."""
+    newly_claimed: bool
+    """False when the run already held the thread (a retry of its admission)."""
+
+
 class ThreadTakeover(BaseModel):
     """A thread taken over from a run whose lease had expired (its process froze or died)."""
 

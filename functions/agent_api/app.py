@@ -8,7 +8,6 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Header, Query, Request
@@ -24,7 +23,7 @@ from functions.agent_api.sse import PING, SSE_HEADERS, OwnedRunResponse, frame, 
 from shared.auth import AUDIT_SCOPE
 from shared.errors import Forbidden, InvalidRequest, PayloadTooLarge
 from shared.executors.context import RunContext
-from shared.models import ExecutionMeta, ExecutorKind, Message, Origin
+from shared.models import ExecutionMeta, ExecutorKind, Message, Origin, Role
 from shared.ports import StreamEntry
 from shared.runs import intake
 from shared.runs.deadline import LAMBDA_CONTEXT_HEADER, deadline_from_lambda_header, invocation_deadline
@@ -185,6 +184,8 @@ def create_app(services: Services | None = None) -> FastAPI:
             execution_profile_name=profile.name,
             hidden_from_user=False,
         )
+        new_messages = intake.run_messages(run_input, meta)
+        users = [m.content for m in new_messages if m.role is Role.USER]
         ctx = RunContext(
             identity=caller,
             thread_id=run_input.thread_id,
@@ -194,19 +195,21 @@ def create_app(services: Services | None = None) -> FastAPI:
             client_tools=intake.client_tools(run_input),
             context_notes=intake.context_notes(run_input),
             request_summary=f"chat run, {len(run_input.messages)} messages from client",
+            latest_user_text=users[-1] if users else "",
         )
         admission = await svc.runs.admit(
             ctx,
             body_digest=intake.body_digest(run_input),
-            new_messages=intake.run_messages(run_input, meta),
+            new_messages=new_messages,
             executor=svc.worker(),
-            settle=partial(
-                settle_pending_calls,
+            settle=lambda fresh, recent: settle_pending_calls(
                 svc.store,
                 caller.tenant_id,
                 run_input.thread_id,
+                fresh,
                 run_id=run_input.run_id,
                 meta=meta,
+                recent=recent,
             ),
         )
         run_id = admission.run.run_id

@@ -24,7 +24,18 @@ from datetime import datetime
 from typing import Any
 
 from shared.errors import InvalidRequest, NotFound
-from shared.models import AuditRecord, Identity, Message, Run, RunStatus, Thread, ThreadTakeover, Usage, utc_now
+from shared.models import (
+    AuditRecord,
+    Identity,
+    Message,
+    Run,
+    RunStatus,
+    Thread,
+    ThreadClaim,
+    ThreadTakeover,
+    Usage,
+    utc_now,
+)
 
 # Same cap as the DynamoDB codec (``dynamo_codec.MAX_CONTENT_CHARS``); the contract suite checks both against it.
 MAX_CONTENT_CHARS = 100_000
@@ -161,6 +172,35 @@ class InMemoryStore:
         state.active_run_at = utc_now()
         return True
 
+    async def open_and_claim(
+        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime
+    ) -> ThreadClaim | None:
+        """Open (creating when new) and claim the thread in one request; see the DynamoDB adapter."""
+        await self._request()
+        key = (identity.tenant_id, thread_id)
+        state = self._threads.get(key)
+        if state is None:
+            now = utc_now()
+            thread = Thread(
+                tenant_id=identity.tenant_id,
+                thread_id=thread_id,
+                owner_user_id=identity.user_id,
+                created_at=now,
+                updated_at=now,
+            )
+            state = self._threads[key] = _ThreadState(thread=thread)
+        if state.thread.owner_user_id != identity.user_id:
+            await self._request()  # the adapter reads the thread to tell a refusal from a busy thread
+            raise NotFound("thread not found")
+        holder = state.thread.active_run_id
+        stale = state.active_run_at is not None and state.active_run_at < stale_before
+        if holder is not None and holder != run_id and not stale:
+            await self._request()
+            return None
+        state.thread = state.thread.model_copy(update={"active_run_id": run_id})
+        state.active_run_at = utc_now()
+        return ThreadClaim(last_seq=state.thread.last_seq, newly_claimed=holder != run_id)
+
     async def take_over_thread(
         self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime
     ) -> ThreadTakeover | None:
@@ -217,14 +257,21 @@ class InMemoryStore:
             stored.extend(await self._append_chunk(identity, thread_id, chunk))
         return stored
 
-    async def _append_chunk(self, identity: Identity, thread_id: str, chunk: list[Message]) -> list[Message]:
-        await self._request()  # read the counter
+    async def _append_chunk(
+        self, identity: Identity, thread_id: str, chunk: list[Message], *, counter_known: bool = False
+    ) -> list[Message]:
+        if not counter_known:
+            await self._request()  # read the counter
         state = self._owned(identity, thread_id)
         await self._request()  # the transaction
         new = [m for m in chunk if m.id not in state.seq_by_id]
         if len(new) < len(chunk) and new:
             # DynamoDB drops the duplicates from the cancelled transaction and retries: two more requests.
             self.request_count += 2
+        return self._store_numbered(state, new)
+
+    @staticmethod
+    def _store_numbered(state: _ThreadState, new: list[Message]) -> list[Message]:
         if not new:
             return []
         base = state.thread.last_seq
@@ -234,6 +281,33 @@ class InMemoryStore:
             state.seq_by_id[msg.id] = msg.seq
         state.thread = state.thread.model_copy(update={"last_seq": base + len(numbered), "updated_at": utc_now()})
         return numbered
+
+    async def admit_messages(
+        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+    ) -> tuple[Run, bool]:
+        """Append ``messages`` and create ``run`` in one transaction; see the DynamoDB adapter."""
+        for msg in messages:
+            if msg.thread_id != thread_id:
+                raise InvalidRequest("message belongs to another thread", code="thread_mismatch")
+        pending = list({m.id: m for m in messages}.values())
+        chunks = [pending[i : i + _MESSAGES_PER_TRANSACTION] for i in range(0, len(pending), _MESSAGES_PER_TRANSACTION)]
+        for chunk in chunks[:-1]:
+            await self._append_chunk(identity, thread_id, chunk, counter_known=chunk is chunks[0])
+        await self._request()  # the last transaction carries the run record
+        key = (run.tenant_id, run.run_id)
+        if key in self._runs:
+            await self._request()
+            return self._runs[key].model_copy(deep=True), False
+        state = self._owned(identity, thread_id)
+        if chunks:
+            if len(chunks) > 1:
+                await self._request()  # the counter, re-read after the earlier chunks
+            new = [m for m in chunks[-1] if m.id not in state.seq_by_id]
+            if len(new) < len(chunks[-1]):
+                self.request_count += 2  # a duplicate cancels the transaction: re-read and retry without it
+            self._store_numbered(state, new)
+        self._runs[key] = run.model_copy(deep=True)
+        return run, True
 
     async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
         await self._request()

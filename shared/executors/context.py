@@ -25,4 +25,7 @@ class RunContext:
     context_notes: tuple[str, ...] = ()
     # A short summary of the request for audit records (never the message text itself).
     request_summary: str = ""
+    # The text of the newest user message of the request (what the worker ranks memories against); empty when
+    # the request carries none (then the worker reads the thread's newest message).
+    latest_user_text: str = ""
     extra: dict[str, str] = field(default_factory=dict)

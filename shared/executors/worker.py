@@ -131,7 +131,8 @@ class WorkerExecutor:
 
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
         result = ExecutionResult()
-        await emitter.emit(StepStartedEvent(step_name=self.step_name))
+        # Written with the first event after the model request (one round trip less before it).
+        await emitter.emit(StepStartedEvent(step_name=self.step_name), defer=True)
         registry = await self._run_registry(ctx)
         gate = self.gate(ctx, registry)
         for record in gate.offer_audit(self._gate_context(ctx)):
@@ -217,20 +218,25 @@ class WorkerExecutor:
                 ctx.profile.intent_variant, tools, now.astimezone(ZoneInfo(ctx.profile.history_policy.timezone))
             )
         )
-        if self._memories is not None and result.memory_note is None:
-            # Once per run: the memories relevant to the message that started it (later turns reuse the note).
-            result.memory_note = await self._memory_note(ctx) or ""
-        memory_note = result.memory_note
-        reserve = sum(estimate_tokens(text) for text in (prompt, memory_note or "", *ctx.context_notes))
-        reserve += sum(estimate_tokens(json.dumps(t.parameters)) + estimate_tokens(t.description) for t in tools)
+        base_reserve = sum(estimate_tokens(text) for text in (prompt, *ctx.context_notes))
+        base_reserve += sum(estimate_tokens(json.dumps(t.parameters)) + estimate_tokens(t.description) for t in tools)
+
+        async def reserve() -> int:
+            if self._memories is not None and result.memory_note is None:
+                # Once per run: the memories relevant to the message that started it (later turns reuse the
+                # note). Read beside the window, in the same round trip.
+                result.memory_note = await self._memory_note(ctx) or ""
+            return base_reserve + estimate_tokens(result.memory_note or "")
+
         window = await resolve_window(
             self._store,
             ctx.identity.tenant_id,
             ctx.thread_id,
             ctx.profile.history_policy,
             now=now,
-            reserve_tokens=reserve,
+            reserve_tokens=reserve(),
         )
+        memory_note = result.memory_note
         for repair in window.repairs:
             result.window_repairs += 1
             await self._audit.record(
@@ -261,8 +267,10 @@ class WorkerExecutor:
         assert self._memories is not None
         from shared.memory.injection import render_memories
 
-        latest = await self._store.read_back(ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=1)
-        query = latest[0].content if latest else ""
+        query = ctx.latest_user_text
+        if not query:  # a run started by tool results only: the thread's newest message
+            latest = await self._store.read_back(ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=1)
+            query = latest[0].content if latest else ""
         memories = await self._memories.relevant_active(ctx.identity, query, limit=self._memory_limit)
         return render_memories(memories) if memories else None
 

@@ -50,8 +50,12 @@ async def settle_pending_calls(
     *,
     run_id: str,
     meta: ExecutionMeta,
+    recent: Sequence[Message] | None = None,
 ) -> list[Message]:
     """The messages to store for a new run: answers and repairs of pending calls first, then the rest.
+
+    ``recent``: the thread's newest messages, newest first, when the caller read them already (admission reads
+    them beside its claim); else they are read here.
 
     Raises:
         InvalidRequest: a tool result that answers no pending call (see the module docstring).
@@ -59,7 +63,9 @@ async def settle_pending_calls(
     results = [m for m in fresh if m.role is Role.TOOL]
     others = [m for m in fresh if m.role is not Role.TOOL]
     limit = LOOKBACK if results else 16
-    newest_first = await reader.read_back(tenant_id, thread_id, before_seq=None, limit=limit)
+    if recent is None:
+        recent = await reader.read_back(tenant_id, thread_id, before_seq=None, limit=limit)
+    newest_first = list(recent)
     calls: dict[str, bool] = {}  # call id -> handed to the client
     answered: set[str] = set()
     for msg in newest_first:

@@ -41,11 +41,23 @@ from shared.errors import AgentError, Conflict, ModelError, NotFound, ServiceUna
 from shared.executors.context import RunContext
 from shared.executors.tool_results import emit_result, synthetic_error, tool_message
 from shared.executors.worker import ExecutionResult
-from shared.models import Identity, Message, Run, RunStatus, ThreadTakeover, Usage, merge_usage, utc_now
+from shared.models import (
+    Identity,
+    Message,
+    Role,
+    Run,
+    RunStatus,
+    ThreadClaim,
+    ThreadTakeover,
+    Usage,
+    merge_usage,
+    utc_now,
+)
 from shared.ports import EventStream, StreamEntry
 from shared.runs.deadline import current_deadline
 from shared.runs.emitter import RunEmitter, is_terminal, run_started
 from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
+from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.sweeper import RunSweeper, SweepReport, SweepStore
 from shared.runs.watch import CANCEL_SIGNAL, RunWatch
 from shared.stream_keys import run_control_key, run_stream_key, thread_stream_key
@@ -112,6 +124,14 @@ class Executor(Protocol):
 class RunStore(SweepStore, Protocol):
     async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any) -> bool: ...
 
+    async def open_and_claim(
+        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any
+    ) -> ThreadClaim | None: ...
+
+    async def admit_messages(
+        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+    ) -> tuple[Run, bool]: ...
+
     async def take_over_thread(
         self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: Any
     ) -> ThreadTakeover | None: ...
@@ -170,7 +190,22 @@ def synthetic_entry(event: dict[str, Any]) -> StreamEntry:
 
 
 RunFinishedHook = Callable[[RunContext, RunStatus, ExecutionResult], Awaitable[None]]
-SettleMessages = Callable[[list[Message]], Awaitable[list[Message]]]
+SettleMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
+"""``settle(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
+
+RECENT_LOOKBACK = 16
+"""How many of the thread's newest messages admission reads for ``settle`` when the caller sends no tool result
+(``PENDING_LOOKBACK`` when it does: the pending calls it answers may be further back)."""
+
+
+async def _nothing() -> list[Message]:
+    return []
+
+
+def recent_is_stale(recent: Sequence[Message], last_seq: int) -> bool:
+    """Whether the newest messages read beside the claim miss some: the counter the claim saw is further on."""
+    newest = recent[0].seq if recent else 0
+    return (newest or 0) < last_seq
 
 
 @dataclass
@@ -253,23 +288,30 @@ class RunService:
         """
         identity = ctx.identity
         key = run_stream_key(identity.tenant_id, ctx.run_id)
-        await self._probe_stream()
-        claimed = False
+        claim: ThreadClaim | None = None
         try:
-            existing = await self._store.get_run(identity.tenant_id, ctx.run_id)
-            if existing is not None:
-                return self._attach(existing, identity, ctx.thread_id, body_digest, key)
-            await self._store.open_thread(identity, ctx.thread_id)
-            if claim_thread:
-                claimed = await self._claim(ctx)
-            # The caller's messages first, the run record last: a failure in between leaves no run behind, so a
-            # retry of the same request is admitted afresh, and the messages already stored are not stored twice.
-            known = await self._store.known_message_ids(identity.tenant_id, ctx.thread_id, [m.id for m in new_messages])
-            fresh = [m for m in new_messages if m.id not in known]
+            # Round trip 1, all at once: the stream probe, the thread opened and claimed (its counter comes back),
+            # which of the caller's messages the thread has, and (for ``settle``) its newest messages.
+            lookback = PENDING_LOOKBACK if any(m.role is Role.TOOL for m in new_messages) else RECENT_LOOKBACK
+            probed, claimed, known_ids, recent = await asyncio.gather(
+                self._probe_stream(),
+                self._open_and_claim(ctx) if claim_thread else self._open(ctx),
+                self._store.known_message_ids(identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
+                self._recent(ctx, lookback) if settle is not None else _nothing(),
+                return_exceptions=True,
+            )
+            if isinstance(claimed, ThreadClaim):
+                claim = claimed
+            for outcome in (probed, claimed, known_ids, recent):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
+            fresh = [m for m in new_messages if m.id not in known_ids]
             if settle is not None:
-                fresh = await settle(fresh)
-            if fresh:
-                await self._store.append_messages(identity, ctx.thread_id, fresh)
+                if recent_is_stale(recent, claimed.last_seq):
+                    # The thread moved between the read and the claim (a run ended just then): read it again.
+                    recent = await self._recent(ctx, lookback)
+                fresh = await settle(fresh, recent)
             run = Run(
                 run_id=ctx.run_id,
                 thread_id=ctx.thread_id,
@@ -278,29 +320,45 @@ class RunService:
                 meta=ctx.meta,
                 body_digest=body_digest,
             )
-            stored_run, created = await self._store.create_run(run)
+            # Round trip 2: the caller's messages and the run record in one transaction, so a failure leaves
+            # neither behind and a retry of the same request is admitted afresh. A run that exists already
+            # (a retry, or a conflicting body) stores nothing.
+            stored_run, created = await self._store.admit_messages(
+                identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
+            )
             if not created:
+                if claim is not None and claim.newly_claimed and claim_thread:
+                    await self._release_unless_run_exists(identity, ctx, known_to_exist=True)
                 return self._attach(stored_run, identity, ctx.thread_id, body_digest, key)
-        except AgentError:
-            if claimed:
+        except AgentError as exc:
+            if claim is not None and claim.newly_claimed and claim_thread:
                 await self._release_unless_run_exists(identity, ctx)
+            existing = await self._existing_for_retry(identity, ctx, exc)
+            if existing is not None:
+                return self._attach(existing, identity, ctx.thread_id, body_digest, key)
             raise
         except Exception as exc:
             logger.exception("admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id})
-            if claimed:
+            if claim is not None and claim.newly_claimed and claim_thread:
                 await self._release_unless_run_exists(identity, ctx)
             raise ServiceUnavailable(
                 "the run could not be stored; retry the same request", code="service_unavailable"
             ) from exc
-        # The run is new, so anything already under its stream key is stale (a ledger restored from a backup, an
-        # expired run record): drop it so no reader of this run ever replays another run's events.
-        try:
-            await self._stream.expire(key, 0)
-        except Exception:
-            logger.warning("could not clear a stale run stream", extra={"run_id": ctx.run_id}, exc_info=True)
+        emitter = RunEmitter(
+            self._stream,
+            key,
+            thread_key=thread_stream_key(identity.tenant_id, ctx.thread_id),
+            run_id=ctx.run_id,
+            hidden=ctx.meta.hidden_from_user,
+            # The run is new, so anything already under its stream key is stale (a ledger restored from a backup,
+            # an expired run record): RUN_STARTED's write drops it first (one pipeline), before any reader of
+            # this run tails the stream, so none replays another run's events.
+            clear_run_stream=True,
+        )
+        await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
         deadline = self.invocation_deadline()
         task = asyncio.create_task(
-            self._execute(ctx, executor, key, claim_thread, deadline), name=f"run:{ctx.run_id}"
+            self._execute(ctx, executor, key, claim_thread, deadline, emitter), name=f"run:{ctx.run_id}"
         )
         self._tasks.add(task)
         self._by_run[(identity.tenant_id, ctx.run_id)] = task
@@ -308,13 +366,41 @@ class RunService:
         task.add_done_callback(lambda _t: self._by_run.pop((identity.tenant_id, ctx.run_id), None))
         return Admission(run=stored_run, created=True, stream_key=key)
 
-    async def _claim(self, ctx: RunContext) -> bool:
-        """Claim the thread for this run, taking it over from a run whose lease expired; else ``thread_busy``."""
+    async def _existing_for_retry(self, identity: Identity, ctx: RunContext, exc: AgentError) -> Run | None:
+        """A refused claim (busy thread, someone else's thread) of a run that already exists: the caller retried
+        a request that was admitted before, and attaches to it (or is told its body conflicts)."""
+        if exc.code not in {"thread_busy", "not_found"}:
+            return None
+        try:
+            return await self._store.get_run(identity.tenant_id, ctx.run_id)
+        except Exception:
+            return None
+
+    async def _open(self, ctx: RunContext) -> ThreadClaim:
+        """A run that does not claim its thread (memory runs) only opens it."""
+        thread = await self._store.open_thread(ctx.identity, ctx.thread_id)
+        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=False)
+
+    async def _recent(self, ctx: RunContext, limit: int) -> list[Message]:
+        return await self._store.read_back(ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=limit)
+
+    async def _open_and_claim(self, ctx: RunContext) -> ThreadClaim:
+        """Open and claim the thread in one request; else take it over from a run whose lease expired; else
+        ``thread_busy``."""
         identity = ctx.identity
-        if await self._store.claim_thread(
+        claim = await self._store.open_and_claim(
             identity, ctx.thread_id, ctx.run_id, stale_before=utc_now() - STALE_CLAIM_AFTER
-        ):
-            return True
+        )
+        if claim is not None:
+            return claim
+        await self._claim(ctx)
+        # The takeover closed the previous run (its unsaved text, its calls' results): the counter moved.
+        thread = await self._store.get_thread(identity, ctx.thread_id)
+        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=True)
+
+    async def _claim(self, ctx: RunContext) -> bool:
+        """Take the thread over from a run whose lease expired (the claim was refused); else ``thread_busy``."""
+        identity = ctx.identity
         cutoff = utc_now() - self._lease
         takeover = await self._store.take_over_thread(identity, ctx.thread_id, ctx.run_id, lease_expired_before=cutoff)
         if takeover is None:
@@ -354,9 +440,18 @@ class RunService:
         if not reachable:
             raise ServiceUnavailable("the event stream is unavailable; retry shortly", code="service_unavailable")
 
-    async def _release_unless_run_exists(self, identity: Identity, ctx: RunContext) -> None:
-        """Give the thread back after a failed admission, unless a concurrent admission of the same run won."""
+    async def _release_unless_run_exists(
+        self, identity: Identity, ctx: RunContext, *, known_to_exist: bool = False
+    ) -> None:
+        """Give the thread back after a failed admission, unless a concurrent admission of the same run won (it
+        runs and holds the thread). ``known_to_exist``: the run was admitted before; the claim goes when that run
+        ended already or lives on another thread (a conflicting body), and stays when it runs here."""
         try:
+            if known_to_exist:
+                existing = await self._store.get_run(identity.tenant_id, ctx.run_id)
+                if existing is not None and (existing.status.is_terminal or existing.thread_id != ctx.thread_id):
+                    await self._store.release_thread(identity.tenant_id, ctx.thread_id, ctx.run_id)
+                return
             if await self._store.get_run(identity.tenant_id, ctx.run_id) is None:
                 await self._store.release_thread(identity.tenant_id, ctx.thread_id, ctx.run_id)
         except Exception:
@@ -437,16 +532,15 @@ class RunService:
         self._cancel_local(tenant_id, run_id)
 
     async def _execute(
-        self, ctx: RunContext, executor: Executor, key: str, claim_thread: bool, deadline: float
+        self,
+        ctx: RunContext,
+        executor: Executor,
+        key: str,
+        claim_thread: bool,
+        deadline: float,
+        emitter: RunEmitter,
     ) -> None:
         tenant = ctx.identity.tenant_id
-        emitter = RunEmitter(
-            self._stream,
-            key,
-            thread_key=thread_stream_key(tenant, ctx.thread_id),
-            run_id=ctx.run_id,
-            hidden=ctx.meta.hidden_from_user,
-        )
         started = time.monotonic()
         watch = RunWatch(
             tenant_id=tenant,
@@ -463,7 +557,6 @@ class RunService:
         # What settles the run if it is itself cancelled (process shutdown): failed, with a RUN_ERROR.
         outcome = _Outcome(terminal=RunErrorEvent(message=RUN_ERROR_MESSAGES["run_failed"], code="run_failed"))
         try:
-            await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
             inner = asyncio.create_task(executor.execute(ctx, emitter))
             self._inner[(tenant, ctx.run_id)] = inner
             try:

@@ -724,3 +724,85 @@ async def test_audit_records_never_leak_across_tenants(store: Store) -> None:
     # WHEN each tenant lists t1  THEN each sees only its own
     assert await store.list_for_thread("tenant-a", "t1", limit=10) == [mine]
     assert await store.list_for_thread("tenant-b", "t1", limit=10) == [theirs]
+
+
+# ---- admission in two requests: open_and_claim, admit_messages ----------------------------------------------
+
+
+async def test_open_and_claim_creates_a_new_thread_claimed_for_the_run(store: Store) -> None:
+    # WHEN a run opens and claims a thread that does not exist
+    claim = await store.open_and_claim(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    # THEN the thread is the caller's, empty, and held by the run
+    assert claim is not None and (claim.last_seq, claim.newly_claimed) == (0, True)
+    thread = await store.get_thread(ALICE, "t1")
+    assert (thread.owner_user_id, thread.last_seq, thread.active_run_id) == ("alice", 0, "r1")
+    threads, _ = await store.list_threads(ALICE, limit=10, cursor=None)
+    assert [t.thread_id for t in threads] == ["t1"]
+
+
+async def test_open_and_claim_of_an_existing_thread_returns_its_counter_and_leaves_it_unchanged(store: Store) -> None:
+    opened = await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg("m1"), msg("m2")])
+    claim = await store.open_and_claim(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    assert claim is not None and claim.last_seq == 2
+    thread = await store.get_thread(ALICE, "t1")
+    assert (thread.created_at, thread.owner_user_id, thread.last_seq) == (opened.created_at, "alice", 2)
+
+
+async def test_open_and_claim_refuses_while_another_live_run_holds_the_thread(store: Store) -> None:
+    await store.open_and_claim(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    assert await store.open_and_claim(ALICE, "t1", "r2", stale_before=fifteen_minutes_ago()) is None
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r1"
+    # the same run again (a retried admission) keeps it, and says it held it already
+    again = await store.open_and_claim(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    assert again is not None and again.newly_claimed is False
+    # a holder older than the stale cut-off is replaced
+    taken = await store.open_and_claim(ALICE, "t1", "r3", stale_before=utc_now() + timedelta(seconds=1))
+    assert taken is not None and taken.newly_claimed is True
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r3"
+
+
+async def test_open_and_claim_of_someone_elses_thread_is_not_found_and_changes_nothing(store: Store) -> None:
+    await store.open_thread(ALICE, "t1")
+    with pytest.raises(NotFound):
+        await store.open_and_claim(BOB, "t1", "rb", stale_before=fifteen_minutes_ago())
+    thread = await store.get_thread(ALICE, "t1")
+    assert (thread.owner_user_id, thread.active_run_id) == ("alice", None)
+    # the same thread id in another tenant is another thread
+    elsewhere = await store.open_and_claim(ALICE_ELSEWHERE, "t1", "rx", stale_before=fifteen_minutes_ago())
+    assert elsewhere is not None and elsewhere.last_seq == 0
+
+
+async def test_admit_messages_stores_the_messages_and_the_run_together(store: Store) -> None:
+    claim = await store.open_and_claim(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    assert claim is not None
+    run, created = await store.admit_messages(ALICE, "t1", [msg("m1"), msg("m2")], a_run("r1"), last_seq=claim.last_seq)
+    assert created is True and run.run_id == "r1"
+    assert [m.seq for m in await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)] == [1, 2]
+    assert await store.get_run("tenant-a", "r1") is not None
+
+
+async def test_admit_messages_of_an_existing_run_stores_nothing_and_returns_it(store: Store) -> None:
+    await store.open_thread(ALICE, "t1")
+    await store.admit_messages(ALICE, "t1", [msg("m1")], a_run("r1", digest="first"), last_seq=0)
+    # WHEN the same run id comes again with another body and a new message
+    existing, created = await store.admit_messages(ALICE, "t1", [msg("m2")], a_run("r1", digest="second"), last_seq=1)
+    # THEN the stored run comes back and the new message was not stored
+    assert created is False and existing.body_digest == "first"
+    assert [m.id for m in await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)] == ["m1"]
+
+
+async def test_admit_messages_with_an_outdated_counter_still_numbers_after_the_newest(store: Store) -> None:
+    await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg("m1")])
+    # a counter read before m1 was appended
+    await store.admit_messages(ALICE, "t1", [msg("m2"), msg("m1")], a_run("r1"), last_seq=0)
+    stored = await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)
+    assert [(m.id, m.seq) for m in stored] == [("m1", 1), ("m2", 2)]
+
+
+async def test_admit_messages_without_messages_creates_only_the_run(store: Store) -> None:
+    await store.open_thread(ALICE, "t1")
+    _run, created = await store.admit_messages(ALICE, "t1", [], a_run("r1"), last_seq=0)
+    assert created is True and await store.get_run("tenant-a", "r1") is not None
+    assert (await store.get_thread(ALICE, "t1")).last_seq == 0

@@ -22,7 +22,18 @@ from botocore.exceptions import ClientError
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.errors import Conflict, InvalidRequest, NotFound
-from shared.models import AuditRecord, Identity, Message, Run, RunStatus, Thread, ThreadTakeover, Usage, utc_now
+from shared.models import (
+    AuditRecord,
+    Identity,
+    Message,
+    Run,
+    RunStatus,
+    Thread,
+    ThreadClaim,
+    ThreadTakeover,
+    Usage,
+    utc_now,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -37,6 +48,10 @@ _MAX_APPEND_ATTEMPTS = 12
 # never makes one index partition hot.
 RUNNING_SHARDS = 8
 _RUNNING_INDEX = "GSI2"
+
+
+class _RunExists(Exception):
+    """The run record is there already (a retry, or another request with the same run id)."""
 
 
 def running_gsi(run_pk: str) -> str:
@@ -177,6 +192,60 @@ class DynamoDBStore(TableAdapter):
             raise
         return True
 
+    async def open_and_claim(
+        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime
+    ) -> ThreadClaim | None:
+        """Open the thread (creating it for the caller when new) and claim it for ``run_id``, in one conditional
+        UpdateItem that returns the counter: what admission needs of the thread before it appends.
+
+        None when another live run holds the thread (the caller may try ``take_over_thread``); NotFound when the
+        thread is someone else's. ``newly_claimed`` is False when ``run_id`` already held it (a retry).
+        """
+        now = utc_now().isoformat()
+        key = codec.to_item({"PK": codec.thread_pk(identity.tenant_id, thread_id), "SK": codec.META})
+        try:
+            resp = await self._call(
+                lambda: self.client.update_item(
+                    TableName=self._table,
+                    Key=key,
+                    UpdateExpression=(
+                        "SET active_run_id = :r, active_run_at = :now, #k = if_not_exists(#k, :kind), "
+                        "tenant_id = if_not_exists(tenant_id, :t), thread_id = if_not_exists(thread_id, :tid), "
+                        "owner_user_id = if_not_exists(owner_user_id, :u), "
+                        "created_at = if_not_exists(created_at, :now), updated_at = if_not_exists(updated_at, :now), "
+                        "last_seq = if_not_exists(last_seq, :zero), GSI1PK = if_not_exists(GSI1PK, :g1), "
+                        "GSI1SK = if_not_exists(GSI1SK, :g1s)"
+                    ),
+                    ConditionExpression=(
+                        "(attribute_not_exists(PK) OR owner_user_id = :u) AND (attribute_not_exists(active_run_id) "
+                        "OR active_run_id = :r OR active_run_at < :stale)"
+                    ),
+                    ExpressionAttributeNames={"#k": "kind"},
+                    ExpressionAttributeValues=codec.to_item(
+                        {
+                            ":r": run_id,
+                            ":now": now,
+                            ":kind": "thread",
+                            ":t": identity.tenant_id,
+                            ":tid": thread_id,
+                            ":u": identity.user_id,
+                            ":zero": 0,
+                            ":g1": codec.user_threads_gsi(identity.tenant_id, identity.user_id),
+                            ":g1s": f"{now}#{thread_id}",
+                            ":stale": stale_before.isoformat(),
+                        }
+                    ),
+                    ReturnValues="ALL_OLD",
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
+            await self.get_thread(identity, thread_id)  # NotFound for someone else's thread
+            return None
+        old = codec.from_item(resp.get("Attributes") or {})
+        return ThreadClaim(last_seq=int(old.get("last_seq", 0)), newly_claimed=old.get("active_run_id") != run_id)
+
     async def take_over_thread(
         self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime
     ) -> ThreadTakeover | None:
@@ -266,21 +335,63 @@ class DynamoDBStore(TableAdapter):
             )
         return stored
 
-    async def _append_chunk(self, identity: Identity, thread_id: str, chunk: list[Message]) -> list[Message]:
-        """One transaction: counter update (conditioned on its value), an id marker and the body per message.
+    async def admit_messages(
+        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+    ) -> tuple[Run, bool]:
+        """Append ``messages`` and create ``run`` in the same transaction (the last one, beyond 40 messages).
+
+        ``last_seq`` is the counter as the caller last saw it (``open_and_claim`` returns it), so the first
+        attempt reads nothing. A run that exists already cancels the transaction: nothing is stored, and the
+        stored run comes back with ``False`` (the caller attaches to it or refuses a conflicting body).
+        """
+        if any(m.thread_id != thread_id for m in messages):
+            raise InvalidRequest("a message belongs to another thread", code="thread_mismatch")
+        pending = list({m.id: m for m in messages}.values())
+        chunks = [pending[i : i + _MESSAGES_PER_TRANSACTION] for i in range(0, len(pending), _MESSAGES_PER_TRANSACTION)]
+        run_item = self._run_item(run)
+        base: int | None = last_seq
+        for chunk in chunks[:-1]:
+            await self._append_chunk(identity, thread_id, chunk, base=base)
+            base = None
+        try:
+            await self._append_chunk(identity, thread_id, chunks[-1] if chunks else [], base=base, run_item=run_item)
+        except _RunExists:
+            existing = await self.get_run(run.tenant_id, run.run_id)
+            if existing is None:  # pragma: no cover - deleted between the two calls
+                raise
+            return existing, False
+        return run, True
+
+    async def _append_chunk(
+        self,
+        identity: Identity,
+        thread_id: str,
+        chunk: list[Message],
+        *,
+        base: int | None = None,
+        run_item: dict[str, Any] | None = None,
+    ) -> list[Message]:
+        """One transaction: counter update (conditioned on its value), an id marker and the body per message, and
+        ``run_item`` when given (conditioned on its absence: ``_RunExists`` when it is there).
 
         A cancelled transaction says why per item: a failed id marker is a duplicate (dropped and retried without
-        it); a failed counter is a concurrent writer (re-read and retried).
+        it); a failed counter is a concurrent writer (re-read and retried). ``base`` is the counter as the caller
+        knows it, which saves the read on the first attempt.
         """
         pk = codec.thread_pk(identity.tenant_id, thread_id)
         for attempt in range(_MAX_APPEND_ATTEMPTS):
             if attempt:
                 # Jittered, growing pause: two writers retrying in lock-step would collide forever.
                 await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
-            if not chunk:
+            if not chunk and run_item is None:
                 return []
-            thread = await self.get_thread(identity, thread_id)
-            base = thread.last_seq
+            if not chunk:
+                assert run_item is not None
+                await self._put_run_item(run_item)
+                return []
+            if base is None or attempt:
+                thread = await self.get_thread(identity, thread_id)
+                base = thread.last_seq
             numbered = [m.model_copy(update={"seq": base + i + 1}) for i, m in enumerate(chunk)]
             now = utc_now().isoformat()
             items: list[dict[str, Any]] = [
@@ -289,9 +400,15 @@ class DynamoDBStore(TableAdapter):
                         "TableName": self._table,
                         "Key": codec.to_item({"PK": pk, "SK": codec.META}),
                         "UpdateExpression": "SET last_seq = :new, updated_at = :now, GSI1SK = :g",
-                        "ConditionExpression": "last_seq = :old",
+                        "ConditionExpression": "owner_user_id = :u AND last_seq = :old",
                         "ExpressionAttributeValues": codec.to_item(
-                            {":new": base + len(numbered), ":old": base, ":now": now, ":g": f"{now}#{thread_id}"}
+                            {
+                                ":new": base + len(numbered),
+                                ":old": base,
+                                ":now": now,
+                                ":g": f"{now}#{thread_id}",
+                                ":u": identity.user_id,
+                            }
                         ),
                     }
                 }
@@ -311,17 +428,26 @@ class DynamoDBStore(TableAdapter):
                 items.append(
                     {"Put": {"TableName": self._table, "Item": codec.message_to_item(identity.tenant_id, msg)}}
                 )
+            if run_item is not None:
+                items.append(
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": run_item,
+                            "ConditionExpression": "attribute_not_exists(PK)",
+                        }
+                    }
+                )
             try:
                 await self._call(lambda items=items: self.client.transact_write_items(TransactItems=items))  # type: ignore[misc]
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":
                     raise
                 reasons = exc.response.get("CancellationReasons", [])
-                duplicates = {
-                    numbered[(i - 1) // 2].id
-                    for i, reason in enumerate(reasons)
-                    if i > 0 and i % 2 == 1 and reason.get("Code") == "ConditionalCheckFailed"
-                }
+                failed = [i for i, reason in enumerate(reasons) if reason.get("Code") == "ConditionalCheckFailed"]
+                if run_item is not None and len(items) - 1 in failed:
+                    raise _RunExists from exc
+                duplicates = {numbered[(i - 1) // 2].id for i in failed if 0 < i < 1 + 2 * len(numbered) and i % 2}
                 if duplicates:
                     chunk = [m for m in chunk if m.id not in duplicates]
                 continue  # a concurrent writer moved the counter (or we dropped duplicates): retry
@@ -364,7 +490,7 @@ class DynamoDBStore(TableAdapter):
 
     # ---- runs ----------------------------------------------------------------------------------------------
 
-    async def create_run(self, run: Run) -> tuple[Run, bool]:
+    def _run_item(self, run: Run) -> dict[str, Any]:
         item = codec.run_to_item(run, retention=self.retention.run)
         if run.status is RunStatus.RUNNING:
             created = run.created_at.isoformat()
@@ -377,6 +503,10 @@ class DynamoDBStore(TableAdapter):
                     }
                 )
             )
+        return item
+
+    async def _put_run_item(self, item: dict[str, Any]) -> None:
+        """Store a new run record; ``_RunExists`` when the run is there already."""
         try:
             await self._call(
                 lambda: self.client.put_item(
@@ -386,6 +516,12 @@ class DynamoDBStore(TableAdapter):
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
                 raise
+            raise _RunExists from exc
+
+    async def create_run(self, run: Run) -> tuple[Run, bool]:
+        try:
+            await self._put_run_item(self._run_item(run))
+        except _RunExists:
             existing = await self.get_run(run.tenant_id, run.run_id)
             if existing is None:  # pragma: no cover - deleted between the two calls
                 raise

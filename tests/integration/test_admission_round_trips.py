@@ -1,0 +1,214 @@
+"""Store round trips between receiving ``POST /api/v1/agent`` and sending the model request: at most 4.
+
+Real parts: the DynamoDB adapter over moto, the memory store on the same table, a real redis-server, the app through
+its ASGI transport. Every DynamoDB request (a call of the boto3 client) and every Redis round trip (a call of the
+event stream adapter: one command, or one pipeline) is recorded with its start and end, and each is made to take
+``LATENCY_S``, as a network round trip would (moto and a local Redis answer in about no time).
+
+**The counting rule.** A *round trip* is a group of requests in flight at the same time: requests whose
+[start, end] intervals overlap are counted once (they were issued together and awaited together, e.g. with
+``asyncio.gather``); a request that starts after the previous ones ended is a new round trip. Only requests the
+path to the model awaits are counted: stream reads are left out (the response tailing the run's stream, and the
+run's watch blocking on its cancel signal, read beside the run and never delay the model request; a blocking read
+in flight would otherwise bridge every round trip), and so is the heartbeat (its first beat comes a heartbeat
+period after the start).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.aws.memory_store import DynamoDBMemoryStore
+from shared.llm.types import ChatChunk, ChatRequest
+from shared.wiring import Services
+from tests.conftest import TABLE, bearer, make_settings
+from tests.support.moto_lock import OneRequestAtATime
+from tests.support.scripted_model import ScriptedModel, Turn
+
+MAX_ROUND_TRIPS = 4
+LATENCY_S = 0.04
+_DYNAMODB_OPS = frozenset(
+    {
+        "get_item",
+        "put_item",
+        "update_item",
+        "delete_item",
+        "query",
+        "scan",
+        "batch_get_item",
+        "batch_write_item",
+        "transact_write_items",
+        "transact_get_items",
+    }
+)
+_STREAM_OPS = frozenset({"append", "append_batch", "read_after", "expire", "ping"})
+
+
+@dataclass
+class Request:
+    name: str
+    start: float
+    end: float
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+        self.model_at: float | None = None
+        self._lock = threading.Lock()
+
+    def add(self, name: str, start: float) -> None:
+        with self._lock:
+            self.requests.append(Request(name, start, time.monotonic()))
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests = []
+        self.model_at = None
+
+    def round_trips(self) -> list[list[str]]:
+        """The requests issued before the model request, grouped into round trips (the module's rule)."""
+        assert self.model_at is not None, "the model was never called"
+        before = sorted((r for r in self.requests if r.start < self.model_at), key=lambda r: r.start)
+        groups: list[list[str]] = []
+        end = -1.0
+        for request in before:
+            if request.start >= end:
+                groups.append([])
+            groups[-1].append(request.name)
+            end = max(end, request.end)
+        return groups
+
+
+class CountedDynamoDB:
+    """The boto3 client with a round trip's latency per request (outside moto's lock, so overlaps stay real)."""
+
+    def __init__(self, client: Any, recorder: Recorder) -> None:
+        self._client = client
+        self._recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if name not in _DYNAMODB_OPS:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.monotonic()
+            time.sleep(LATENCY_S)
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self._recorder.add(f"dynamodb.{name}", start)
+
+        return call
+
+
+class CountedStream:
+    def __init__(self, stream: Any, recorder: Recorder) -> None:
+        self._stream = stream
+        self._recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._stream, name)
+        if name not in _STREAM_OPS:
+            return attr
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            beside = name == "read_after"  # readers: the response's tail, the run's watch of its cancel signal
+            start = time.monotonic()
+            await asyncio.sleep(LATENCY_S)
+            try:
+                return await attr(*args, **kwargs)
+            finally:
+                if not beside:
+                    self._recorder.add(f"redis.{name}", start)
+
+        return call
+
+
+class TimedModel(ScriptedModel):
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__(fallback=lambda _request: Turn(text=["Hello", " there."]))
+        self._recorder = recorder
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
+        if self._recorder.model_at is None:
+            self._recorder.model_at = time.monotonic()
+        async for chunk in super().stream(request):
+            yield chunk
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def counted_services(aws: Any, redis_stream: Any, recorder: Recorder) -> Services:
+    client = CountedDynamoDB(OneRequestAtATime(aws), recorder)
+    return Services(
+        make_settings(),
+        overrides={
+            "store": DynamoDBStore(TABLE, lambda: client),
+            "memory_store": DynamoDBMemoryStore(TABLE, lambda: client),
+            "stream": CountedStream(redis_stream, recorder),
+            "model": TimedModel(recorder),
+        },
+    )
+
+
+def body(thread: str, run: str, texts: list[str]) -> dict[str, Any]:
+    messages = [{"id": f"{thread}-m{i}", "role": "user", "content": t} for i, t in enumerate(texts)]
+    return {"threadId": thread, "runId": run, "messages": messages, "tools": [], "context": [], "state": {}}
+
+
+async def post(client: httpx.AsyncClient, payload: dict[str, Any]) -> str:
+    resp = await client.post("/api/v1/agent", json=payload, headers=bearer())
+    assert resp.status_code == 200, resp.text
+    assert '"RUN_FINISHED"' in resp.text
+    return resp.text
+
+
+async def test_a_run_on_an_existing_thread_reaches_the_model_within_four_store_round_trips(
+    counted_services: Services, asgi_client: Any, recorder: Recorder
+) -> None:
+    # GIVEN a thread with one finished turn
+    async with asgi_client(counted_services) as client:
+        await post(client, body("th-rt", "run-1", ["Hi, I like green tea."]))
+        await counted_services.runs.wait_idle()
+        recorder.reset()
+        # WHEN the user sends the next message (the client resends the whole conversation, as AG-UI clients do)
+        await post(client, body("th-rt", "run-2", ["Hi, I like green tea.", "What should I drink now?"]))
+    # THEN the model request left after at most 4 sequential round trips to DynamoDB and Redis
+    trips = recorder.round_trips()
+    assert len(trips) <= MAX_ROUND_TRIPS, trips
+
+
+async def test_a_run_on_a_new_thread_reaches_the_model_within_four_store_round_trips(
+    counted_services: Services, asgi_client: Any, recorder: Recorder
+) -> None:
+    async with asgi_client(counted_services) as client:
+        await post(client, body("th-new", "run-1", ["Hello"]))
+    trips = recorder.round_trips()
+    assert len(trips) <= MAX_ROUND_TRIPS, trips
+
+
+def test_the_counting_rule_merges_only_requests_in_flight_together() -> None:
+    recorder = Recorder()
+    recorder.requests = [
+        Request("a", 0.0, 1.0),
+        Request("b", 0.1, 1.1),  # issued with a: the same round trip
+        Request("c", 1.2, 2.0),  # after both ended: a new one
+        Request("late", 5.0, 6.0),  # after the model request: not counted
+    ]
+    recorder.model_at = 3.0
+    assert recorder.round_trips() == [["a", "b"], ["c"]]
