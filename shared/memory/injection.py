@@ -20,6 +20,8 @@ MEMORY_INJECTION_END = "[/memory-injection]"
 MAX_INJECTED_MEMORIES = 20
 MAX_INJECTION_CHARS = 2_000
 MAX_MEMORY_LINE_CHARS = 300
+MEMORY_CANDIDATES = 50
+"""How many of a user's most recently updated active memories the worker ranks for the note (one bounded read)."""
 
 _HEADER = (
     f"{MEMORY_INJECTION_SENTINEL} Long-term memories about this user, from earlier conversations, most relevant "
@@ -56,7 +58,10 @@ class ActiveMemories:
         self._store = store
 
     async def relevant_active(self, identity: Identity, query: str, *, limit: int) -> list[Memory]:
-        memories = await self._store.list_memories(identity.tenant_id, identity.user_id)
+        """Ranked among the ``MEMORY_CANDIDATES`` most recently updated active memories: one bounded read."""
+        memories = await self._store.list_active(
+            identity.tenant_id, identity.user_id, limit=max(limit, MEMORY_CANDIDATES)
+        )
         return rank_by_relevance(memories, query, limit=limit)
 
 

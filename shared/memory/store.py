@@ -23,6 +23,11 @@ class MemoryStore(Protocol):
         """The user's memories, newest first; only active ones unless ``include_inactive``."""
         ...
 
+    async def list_active(self, tenant_id: str, user_id: str, *, limit: int) -> list[Memory]:
+        """The user's ``limit`` most recently updated active memories, newest first: a bounded read, whatever
+        the user's history of memories (what the worker reads on every run)."""
+        ...
+
     async def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
         """The user's memory with this id; None when absent or someone else's (the key includes the user)."""
         ...
@@ -102,6 +107,10 @@ class InMemoryMemoryStore:
             if t == tenant_id and u == user_id and (include_inactive or m.is_active)
         ]
         return sorted(mine, key=lambda m: (m.created_at, m.id), reverse=True)
+
+    async def list_active(self, tenant_id: str, user_id: str, *, limit: int) -> list[Memory]:
+        mine = [m for (t, u, _), m in self._memories.items() if t == tenant_id and u == user_id and m.is_active]
+        return sorted(mine, key=lambda m: (m.updated_at, m.id), reverse=True)[:limit]
 
     async def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
         return self._memories.get((tenant_id, user_id, memory_id))

@@ -132,3 +132,15 @@ async def test_the_cursor_item_is_invisible_to_message_reads(aws: Any) -> None:
     # THEN reading the thread back or forward finds only the message
     assert [m.id for m in await store.read_back("tenant-a", "th", before_seq=None, limit=10)] == ["m1"]
     assert [m.id for m in await store.read_forward("tenant-a", "th", after_seq=0, limit=10)] == ["m1"]
+
+
+async def test_list_active_is_the_newest_updated_active_memories_up_to_the_limit(memories: Store) -> None:
+    for i in range(5):
+        await memories.put(mem(f"mem_{i}", content=f"fact {i}").model_copy(update={"updated_at": AT.replace(hour=i)}))
+    await memories.deactivate(
+        "tenant-a", "alice", "mem_4", status=MemoryStatus.RETRACTED, reason="user", run_id="r2",
+        evidence_quote="", source_message_ids=(),
+    )
+    await memories.put(mem("mem_bob", user="bob"))
+    active = await memories.list_active("tenant-a", "alice", limit=3)
+    assert [m.id for m in active] == ["mem_3", "mem_2", "mem_1"]

@@ -59,6 +59,22 @@ class DynamoDBMemoryStore(TableAdapter):
             kwargs["ExclusiveStartKey"] = last
         return sorted(memories, key=lambda m: (m.created_at, m.id), reverse=True)
 
+    async def list_active(self, tenant_id: str, user_id: str, *, limit: int) -> list[Memory]:
+        """The user's ``limit`` most recently updated active memories: one Query of the sparse index of active
+        memories (``GSI1``, written only while a memory is active), so its cost does not grow with the user's
+        history of memories. Eventually consistent, as every index read."""
+        resp = await self._call(
+            lambda: self.client.query(
+                TableName=self._table,
+                IndexName="GSI1",
+                KeyConditionExpression="GSI1PK = :p",
+                ExpressionAttributeValues=codec.to_item({":p": active_memories_gsi(tenant_id, user_id)}),
+                ScanIndexForward=False,
+                Limit=limit,
+            )
+        )
+        return [m for m in (_from_item(i) for i in resp.get("Items", [])) if m.is_active]
+
     async def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
         resp = await self._call(
             lambda: self.client.get_item(
@@ -158,16 +174,24 @@ class DynamoDBMemoryStore(TableAdapter):
                 raise  # a failed condition means the cursor is already at or past seq
 
 
+def active_memories_gsi(tenant_id: str, user_id: str) -> str:
+    """The ``GSI1`` partition of a user's active memories (sorted by ``updated_at``)."""
+    return f"{memory_pk(tenant_id, user_id)}#ACTIVE"
+
+
 def _to_item(memory: Memory) -> dict[str, Any]:
-    return codec.to_item(
-        {
-            "PK": memory_pk(memory.tenant_id, memory.user_id),
-            "SK": memory.id,
-            "kind": "memory",
-            "status": memory.status.value,
-            "data": memory.model_dump_json(),
-        }
-    )
+    fields: dict[str, Any] = {
+        "PK": memory_pk(memory.tenant_id, memory.user_id),
+        "SK": memory.id,
+        "kind": "memory",
+        "status": memory.status.value,
+        "data": memory.model_dump_json(),
+    }
+    if memory.is_active:
+        # Sparse: a deactivated memory is written without these and leaves the index.
+        fields["GSI1PK"] = active_memories_gsi(memory.tenant_id, memory.user_id)
+        fields["GSI1SK"] = f"{memory.updated_at.isoformat()}#{memory.id}"
+    return codec.to_item(fields)
 
 
 def _from_item(item: dict[str, Any]) -> Memory:
