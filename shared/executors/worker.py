@@ -25,7 +25,7 @@ from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, Usage, utc_now
 from shared.ports import AuditLog, ConversationStore
 from shared.runs.emitter import RunEmitter
-from shared.tokens import estimate_tokens
+from shared.tokens import counter_for, message_counter_for
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.arguments import argument_errors
 from shared.tools.registry import ToolContext, ToolRegistry
@@ -218,15 +218,16 @@ class WorkerExecutor:
                 ctx.profile.intent_variant, tools, now.astimezone(ZoneInfo(ctx.profile.history_policy.timezone))
             )
         )
-        base_reserve = sum(estimate_tokens(text) for text in (prompt, *ctx.context_notes))
-        base_reserve += sum(estimate_tokens(json.dumps(t.parameters)) + estimate_tokens(t.description) for t in tools)
+        count = counter_for(ctx.profile.model.name)
+        base_reserve = sum(count(text) for text in (prompt, *ctx.context_notes))
+        base_reserve += sum(count(json.dumps(t.parameters)) + count(t.description) for t in tools)
 
         async def reserve() -> int:
             if self._memories is not None and result.memory_note is None:
                 # Once per run: the memories relevant to the message that started it (later turns reuse the
                 # note). Read beside the window, in the same round trip.
                 result.memory_note = await self._memory_note(ctx) or ""
-            return base_reserve + estimate_tokens(result.memory_note or "")
+            return base_reserve + count(result.memory_note or "")
 
         window = await resolve_window(
             self._store,
@@ -234,6 +235,7 @@ class WorkerExecutor:
             ctx.thread_id,
             ctx.profile.history_policy,
             now=now,
+            count_tokens=message_counter_for(ctx.profile.model.name),
             reserve_tokens=reserve(),
         )
         memory_note = result.memory_note

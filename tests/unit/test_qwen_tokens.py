@@ -1,0 +1,47 @@
+"""Token counts mean Qwen tokens: the shipped vocabulary read with tiktoken, the estimate only as a logged fallback."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from shared.models import Message, Role
+from shared.tokens import QWEN_VOCAB, count_tokens, counter_for, estimate_tokens, message_counter_for, tokenizer_name
+
+MIXED = (
+    "用户说：我下周三要去上海出差，帮我看看 Hangzhou 到 Shanghai 的高铁 G7512 几点发车？"
+    "Also remind me to bring my laptop charger."
+)
+
+
+def test_the_qwen_vocabulary_is_package_data() -> None:
+    assert QWEN_VOCAB.is_file() and QWEN_VOCAB.stat().st_size > 2_000_000
+    assert tokenizer_name() == "qwen"
+
+
+def test_the_count_of_a_fixed_mixed_chinese_english_text_is_pinned() -> None:
+    # 39 Qwen tokens (the dashscope SDK's tokenizer agrees); the estimate says 51
+    assert count_tokens(MIXED) == 39
+    assert estimate_tokens(MIXED) == 51
+
+
+def test_the_count_agrees_with_the_dashscope_tokenizer() -> None:
+    dashscope = pytest.importorskip("dashscope")
+    reference = dashscope.get_tokenizer("qwen-turbo")
+    for text in (MIXED, "Hello, world!", "你好，世界", "def f(x):\n    return x * 2\n", "<|im_start|> as text"):
+        expected = len(reference.encode(text, allowed_special=set(), disallowed_special=()))
+        assert count_tokens(text) == expected, text
+
+
+def test_qwen_models_count_with_the_tokenizer_and_others_with_a_logged_estimate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert counter_for("qwen3.5-30b-a3b") is count_tokens
+    assert counter_for("Qwen/Qwen3-30B-A3B-Instruct") is count_tokens
+    with caplog.at_level(logging.WARNING, logger="shared.tokens"):
+        counter = counter_for("some-other-model")
+    assert counter is estimate_tokens
+    assert any("estimate" in r.getMessage() and getattr(r, "model", "") == "some-other-model" for r in caplog.records)
+    message = Message(id="m", thread_id="t", role=Role.USER, content=MIXED)
+    assert message_counter_for("qwen-plus")(message) == 39 + 4
