@@ -274,7 +274,8 @@ class WorkerExecutor:
             latest = await self._store.read_back(ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=1)
             query = latest[0].content if latest else ""
         memories = await self._memories.relevant_active(ctx.identity, query, limit=self._memory_limit)
-        return render_memories(memories) if memories else None
+        # Chosen by relevance, listed in a stable order: the note only changes when the chosen memories do.
+        return render_memories(memories, stable_order=True) if memories else None
 
     async def _persist_assistant(
         self, ctx: RunContext, turn: TurnResult, flags: dict[str, object] | None = None

@@ -24,9 +24,8 @@ MEMORY_CANDIDATES = 50
 """How many of a user's most recently updated active memories the worker ranks for the note (one bounded read)."""
 
 _HEADER = (
-    f"{MEMORY_INJECTION_SENTINEL} Long-term memories about this user, from earlier conversations, most relevant "
-    "first. Use them when they help; they may be outdated, and the user's current words win. Do not read this "
-    "list back to the user."
+    f"{MEMORY_INJECTION_SENTINEL} Long-term memories about this user, from earlier conversations. Use them when "
+    "they help; they may be outdated, and the user's current words win. Do not read this list back to the user."
 )
 
 
@@ -71,11 +70,14 @@ def render_memories(
     query: str = "",
     limit: int = MAX_INJECTED_MEMORIES,
     max_chars: int = MAX_INJECTION_CHARS,
+    stable_order: bool = False,
 ) -> str:
     """The system note for the worker: at most ``limit`` active memories and ``max_chars`` characters. With a
     ``query`` (e.g. the current user message) they are ranked most relevant first; without one they are taken in
-    the order given (already ranked, e.g. by :meth:`ActiveMemories.relevant_active`). Empty when there is
-    nothing to say."""
+    the order given (already ranked, e.g. by :meth:`ActiveMemories.relevant_active`). ``stable_order``: the
+    memories that fit (chosen in that order) are listed oldest first, so the note of a user whose memories did not
+    change is the same text on every run, whatever the message (the provider's prompt cache keeps it). Empty when
+    there is nothing to say."""
     if query:
         chosen = rank_by_relevance(memories, query, limit=limit)
     else:
@@ -84,6 +86,7 @@ def render_memories(
         return ""
     lines = [_HEADER]
     size = len(_HEADER) + len(MEMORY_INJECTION_END) + 2
+    kept: list[tuple[Memory, str]] = []
     for memory in chosen:
         text = " ".join(memory.content.split())
         if len(text) > MAX_MEMORY_LINE_CHARS:
@@ -91,9 +94,12 @@ def render_memories(
         line = f"- ({memory.kind.value}) {text}"
         if size + len(line) + 1 > max_chars:
             break
-        lines.append(line)
+        kept.append((memory, line))
         size += len(line) + 1
-    if len(lines) == 1:
+    if not kept:
         return ""
+    if stable_order:
+        kept.sort(key=lambda pair: (pair[0].created_at, pair[0].id))
+    lines.extend(line for _memory, line in kept)
     lines.append(MEMORY_INJECTION_END)
     return "\n".join(lines)

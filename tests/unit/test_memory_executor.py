@@ -204,3 +204,21 @@ async def test_related_memories_are_found_by_meaning_across_languages() -> None:
     prompt = model.requests[0].messages[-1].content or ""
     assert '<memory id="mem_peanut"' in prompt
     assert prompt.count("<memory id=") == 10
+
+
+async def test_the_worker_note_is_the_same_text_whatever_the_message_when_the_memories_did_not_change() -> None:
+    # GIVEN a user with a few memories
+    store = InMemoryMemoryStore()
+    await store.put(memory("mem_tea", "Drinks green tea every morning", age_days=3))
+    await store.put(memory("mem_cello", "Is learning the cello", age_days=10))
+    await store.put(memory("mem_lyon", "Lives in Lyon", age_days=1))
+    reader = ActiveMemories(store)
+    me = Identity(tenant_id=TENANT, user_id=USER)
+    # WHEN two runs rank them against different messages
+    notes = [
+        render_memories(await reader.relevant_active(me, query, limit=20), stable_order=True)
+        for query in ("which cello strings?", "a good tea shop in Lyon?")
+    ]
+    # THEN the note is the same text (the provider's prefix cache keeps it), oldest memory first
+    assert notes[0] == notes[1]
+    assert notes[0].splitlines()[1] == "- (preference) Is learning the cello"
