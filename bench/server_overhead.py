@@ -178,22 +178,37 @@ def started(*commands: Sequence[str]) -> Iterator[list[Child]]:
             child.stop()
 
 
+def _ours_body(thread: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "threadId": thread,
+        "runId": f"run-{uuid.uuid4().hex[:12]}",
+        "messages": messages,
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
+
+
 async def one_request(
-    client: httpx.AsyncClient, kind: str, url: str, tag: str, token: str
+    client: httpx.AsyncClient, kind: str, url: str, tag: str, token: str, *, existing: bool = False
 ) -> tuple[Sample | None, float]:
-    """Send one run; returns the sample (None on failure) and the monotonic send time."""
+    """Send one run; returns the sample (None on failure) and the monotonic send time. ``existing``: ours' run
+    is the second turn of its thread (a first turn, not measured, is sent before), and the client resends the
+    whole conversation, as AG-UI clients do."""
     content = f"Tell me something. {tag}"
     if kind == "ours":
-        body = {
-            "threadId": f"th-{uuid.uuid4().hex[:12]}",
-            "runId": f"run-{uuid.uuid4().hex[:12]}",
-            "messages": [{"id": f"msg-{uuid.uuid4().hex[:12]}", "role": "user", "content": content}],
-            "tools": [],
-            "context": [],
-            "state": {},
-            "forwardedProps": {},
-        }
-        target, headers = f"{url}/api/v1/agent", {"Authorization": f"Bearer {token}"}
+        thread = f"th-{uuid.uuid4().hex[:12]}"
+        auth = {"Authorization": f"Bearer {token}"}
+        messages = [{"id": f"msg-{uuid.uuid4().hex[:12]}", "role": "user", "content": content}]
+        if existing:
+            earlier = {"id": f"msg-{uuid.uuid4().hex[:12]}", "role": "user", "content": "An earlier question."}
+            primed = await client.post(f"{url}/api/v1/agent", json=_ours_body(thread, [earlier]), headers=auth)
+            if primed.status_code != 200:
+                return None, time.monotonic()
+            messages = [earlier, *messages]
+        body = _ours_body(thread, messages)
+        target, headers = f"{url}/api/v1/agent", auth
     else:
         body = {"messages": [{"role": "user", "content": content}]}
         target, headers = f"{url}/bare", {}
@@ -235,6 +250,7 @@ async def drive(
     rounds: dict[int, int],
     warmup: int,
     kinds: Sequence[str] = ("ours", "bare"),
+    existing: bool = False,
 ) -> tuple[dict[tuple[str, int], Series], dict[str, tuple[str, int, float]]]:
     token = mint_local_token(JWT_SECRET, user_id="bench-user", tenant_id="bench-tenant", scopes=())
     series = {(kind, conc): Series() for conc in concurrency for kind in kinds}
@@ -245,7 +261,7 @@ async def drive(
         for kind in kinds:  # warm up both servers (imports, connection pools, first model call)
             for _ in range(warmup):
                 counter += 1
-                await one_request(client, kind, urls[kind], f"bench-{counter}", token)
+                await one_request(client, kind, urls[kind], f"bench-{counter}", token, existing=existing)
         for conc in concurrency:
             for round_index in range(rounds[conc]):
                 order = list(kinds) if round_index % 2 == 0 else list(reversed(kinds))
@@ -255,7 +271,7 @@ async def drive(
                         counter += 1
                         tags.append(f"bench-{counter}")
                     results = await asyncio.gather(
-                        *(one_request(client, kind, urls[kind], tag, token) for tag in tags)
+                        *(one_request(client, kind, urls[kind], tag, token, existing=existing) for tag in tags)
                     )
                     for tag, (sample, sent) in zip(tags, results, strict=True):
                         if sample is None:
@@ -288,6 +304,7 @@ def run(
     breakdown: bool,
     dynamo: str = "in-process",
     store_latency_ms: float = 5.0,
+    existing: bool = False,
 ) -> OverheadResult:
     sample_ref.clear()
     model_args = ["--first-delay", str(first_delay), "--chunk-delay", str(chunk_delay), "--chunks", str(chunks)]
@@ -298,6 +315,7 @@ def run(
         "model_first_chunk_delay_s": first_delay,
         "model_chunk_delay_s": chunk_delay,
         "model_chunks": chunks,
+        "thread": "existing (second turn)" if existing else "new",
         "store": {
             "server": "moto DynamoDB server process (one request at a time)",
             "in-process": "moto DynamoDB in ours' process (one request at a time, as in the tests)",
@@ -314,7 +332,7 @@ def run(
                 ["bare", "--model-url", model.url],
             ) as (ours, bare):
                 series, sent_at = asyncio.run(
-                    drive({"ours": ours.url, "bare": bare.url}, concurrency, rounds, warmup)
+                    drive({"ours": ours.url, "bare": bare.url}, concurrency, rounds, warmup, existing=existing)
                 )
         with open(model_report, encoding="utf-8") as fh:
             attach_pre_model(json.load(fh)["arrivals"], sent_at)
@@ -381,6 +399,8 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
                         help="ours' DynamoDB: moto in ours' process (default, as the tests), moto as its own "
                         "server process, or the in-memory store with --store-latency-ms per request")
     parser.add_argument("--store-latency-ms", type=float, default=5.0)
+    parser.add_argument("--existing-thread", action="store_true",
+                        help="ours' measured run is the second turn of its thread (the normal case)")
     parser.add_argument("--show-profile", action="store_true", help="print the cProfile tables of the timed pass")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -400,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
         breakdown=breakdown,
         dynamo=args.store,
         store_latency_ms=args.store_latency_ms,
+        existing=args.existing_thread,
     )
     print(result.markdown())
     if args.show_profile:

@@ -88,6 +88,19 @@ def test_server_overhead_smoke_measures_both_servers_side_by_side() -> None:
     assert all(ratio > 0 for ratio in result.ratios(1, "ttft"))
 
 
+@pytest.mark.e2e
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is installed by `make test`")
+def test_server_overhead_smoke_on_an_existing_thread_with_the_5_ms_store() -> None:
+    result = server_overhead.main(["--smoke", "--existing-thread", "--store", "memory"])
+    assert result.config["thread"] == "existing (second turn)"
+    for kind in ("ours", "bare"):
+        series = result.series[(kind, 1)]
+        assert series.errors == 0 and len(series.samples) == 2
+        for sample in series.samples:
+            assert 0 < sample.ttfe <= sample.ttft <= sample.total
+            assert sample.pre_model is not None and 0 < sample.pre_model < sample.ttft
+
+
 def test_cold_start_smoke_times_an_entry_module_against_its_libraries() -> None:
     results = cold_start.main(["--smoke"])
     (entry,) = results
