@@ -166,6 +166,8 @@ class ThreadClaim(BaseModel):
     """The thread's message counter when it was claimed (0 for a new thread)."""
     newly_claimed: bool
     """False when the run already held the thread (a retry of its admission)."""
+    created: bool = False
+    """The claim created the thread (it did not exist)."""
 
 
 class ThreadTakeover(BaseModel):

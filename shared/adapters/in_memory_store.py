@@ -179,6 +179,7 @@ class InMemoryStore:
         await self._request()
         key = (identity.tenant_id, thread_id)
         state = self._threads.get(key)
+        created = state is None
         if state is None:
             now = utc_now()
             thread = Thread(
@@ -199,7 +200,20 @@ class InMemoryStore:
             return None
         state.thread = state.thread.model_copy(update={"active_run_id": run_id})
         state.active_run_at = utc_now()
-        return ThreadClaim(last_seq=state.thread.last_seq, newly_claimed=holder != run_id)
+        return ThreadClaim(last_seq=state.thread.last_seq, newly_claimed=holder != run_id, created=created)
+
+    async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None:
+        """Delete a thread an admission created and then refused (see the DynamoDB adapter)."""
+        await self._request()
+        key = (identity.tenant_id, thread_id)
+        state = self._threads.get(key)
+        if (
+            state is not None
+            and state.thread.owner_user_id == identity.user_id
+            and state.thread.active_run_id == run_id
+            and state.thread.last_seq == 0
+        ):
+            del self._threads[key]
 
     async def take_over_thread(
         self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime

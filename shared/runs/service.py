@@ -132,6 +132,8 @@ class RunStore(SweepStore, Protocol):
         self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
     ) -> tuple[Run, bool]: ...
 
+    async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None: ...
+
     async def take_over_thread(
         self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: Any
     ) -> ThreadTakeover | None: ...
@@ -331,16 +333,14 @@ class RunService:
                     await self._release_unless_run_exists(identity, ctx, known_to_exist=True)
                 return self._attach(stored_run, identity, ctx.thread_id, body_digest, key)
         except AgentError as exc:
-            if claim is not None and claim.newly_claimed and claim_thread:
-                await self._release_unless_run_exists(identity, ctx)
+            await self._give_back(identity, ctx, claim, claim_thread)
             existing = await self._existing_for_retry(identity, ctx, exc)
             if existing is not None:
                 return self._attach(existing, identity, ctx.thread_id, body_digest, key)
             raise
         except Exception as exc:
             logger.exception("admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id})
-            if claim is not None and claim.newly_claimed and claim_thread:
-                await self._release_unless_run_exists(identity, ctx)
+            await self._give_back(identity, ctx, claim, claim_thread)
             raise ServiceUnavailable(
                 "the run could not be stored; retry the same request", code="service_unavailable"
             ) from exc
@@ -365,6 +365,21 @@ class RunService:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _t: self._by_run.pop((identity.tenant_id, ctx.run_id), None))
         return Admission(run=stored_run, created=True, stream_key=key)
+
+    async def _give_back(
+        self, identity: Identity, ctx: RunContext, claim: ThreadClaim | None, claim_thread: bool
+    ) -> None:
+        """After a refused admission: a thread it created (the claim runs beside the stream probe) is deleted,
+        so a refused request stores nothing; a thread it claimed is released."""
+        if claim is None or not claim.newly_claimed or not claim_thread:
+            return
+        if claim.created:
+            try:
+                await self._store.forget_thread(identity, ctx.thread_id, ctx.run_id)
+                return
+            except Exception:
+                logger.warning("could not delete a thread of a refused admission", extra={"run_id": ctx.run_id})
+        await self._release_unless_run_exists(identity, ctx)
 
     async def _existing_for_retry(self, identity: Identity, ctx: RunContext, exc: AgentError) -> Run | None:
         """A refused claim (busy thread, someone else's thread) of a run that already exists: the caller retried

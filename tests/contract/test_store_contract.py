@@ -806,3 +806,22 @@ async def test_admit_messages_without_messages_creates_only_the_run(store: Store
     _run, created = await store.admit_messages(ALICE, "t1", [], a_run("r1"), last_seq=0)
     assert created is True and await store.get_run("tenant-a", "r1") is not None
     assert (await store.get_thread(ALICE, "t1")).last_seq == 0
+
+
+async def test_forget_thread_deletes_only_an_empty_thread_created_and_held_by_the_run(store: Store) -> None:
+    claim = await store.open_and_claim(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    assert claim is not None and claim.created is True
+    await store.forget_thread(ALICE, "t1", "r2")  # another run: kept
+    await store.forget_thread(BOB, "t1", "r1")  # another user: kept
+    assert (await store.get_thread(ALICE, "t1")).active_run_id == "r1"
+    await store.forget_thread(ALICE, "t1", "r1")
+    with pytest.raises(NotFound):
+        await store.get_thread(ALICE, "t1")
+    # a thread with messages is never forgotten
+    claim = await store.open_and_claim(ALICE, "t2", "r3", stale_before=fifteen_minutes_ago())
+    assert claim is not None
+    await store.admit_messages(ALICE, "t2", [msg("m1", "t2")], a_run("r3", "t2"), last_seq=0)
+    again = await store.open_and_claim(ALICE, "t2", "r3", stale_before=fifteen_minutes_ago())
+    assert again is not None and again.created is False
+    await store.forget_thread(ALICE, "t2", "r3")
+    assert (await store.get_thread(ALICE, "t2")).last_seq == 1

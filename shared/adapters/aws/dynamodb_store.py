@@ -244,7 +244,27 @@ class DynamoDBStore(TableAdapter):
             await self.get_thread(identity, thread_id)  # NotFound for someone else's thread
             return None
         old = codec.from_item(resp.get("Attributes") or {})
-        return ThreadClaim(last_seq=int(old.get("last_seq", 0)), newly_claimed=old.get("active_run_id") != run_id)
+        return ThreadClaim(
+            last_seq=int(old.get("last_seq", 0)),
+            newly_claimed=old.get("active_run_id") != run_id,
+            created=not old,
+        )
+
+    async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None:
+        """Delete a thread an admission created and then refused (still empty and held by ``run_id``), so a
+        refused request leaves nothing behind; anything else about the thread keeps it."""
+        try:
+            await self._call(
+                lambda: self.client.delete_item(
+                    TableName=self._table,
+                    Key=codec.to_item({"PK": codec.thread_pk(identity.tenant_id, thread_id), "SK": codec.META}),
+                    ConditionExpression="owner_user_id = :u AND active_run_id = :r AND last_seq = :zero",
+                    ExpressionAttributeValues=codec.to_item({":u": identity.user_id, ":r": run_id, ":zero": 0}),
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise
 
     async def take_over_thread(
         self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime
