@@ -92,7 +92,7 @@ RUN: dict[Grant, tuple[Need, ...]] = {
     ("dynamodb:GetItem", TABLE): (Code(f"{STORE}._thread_item", "get_item("), Code(f"{STORE}.get_run", "get_item(")),
     ("dynamodb:PutItem", TABLE): (
         Code(f"{STORE}.open_thread", "put_item("),
-        Code(f"{STORE}.create_run", "put_item("),
+        Code(f"{STORE}._put_run_item", "put_item("),
         Code(f"{STORE}.record", "put_item("),
         Code(f"{STORE}._append_chunk", '"Put": {'),
     ),
@@ -104,6 +104,7 @@ RUN: dict[Grant, tuple[Need, ...]] = {
     ),
     ("dynamodb:Query", TABLE): (Code(f"{STORE}.read_back", "query("), Code(f"{MEMORIES}.list_memories", "query(")),
     ("dynamodb:BatchGetItem", TABLE): (Code(f"{STORE}.known_message_ids", "batch_get_item("),),
+    ("dynamodb:Query", GSI1): (Code(f"{MEMORIES}.list_active", 'IndexName="GSI1"'),),
     ("events:PutEvents", "AgentEventBus"): (
         Code("shared.adapters.aws.eventbridge:EventBridgePublisher.publish", "put_events("),
     ),
@@ -159,7 +160,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         ),
         ("dynamodb:PutItem", TABLE): (
             Code(f"{STORE}.open_thread", "put_item("),
-            Code(f"{STORE}.create_run", "put_item("),
+            Code(f"{STORE}._put_run_item", "put_item("),
             Code(f"{STORE}.record", "put_item("),
             Code(f"{STORE}._append_chunk", '"Put": {'),
             Code(f"{MEMORIES}.put", "put_item("),
