@@ -15,7 +15,7 @@ from shared.models import RunStatus
 
 if TYPE_CHECKING:
     from shared.executors.context import RunContext
-    from shared.executors.worker import ExecutionResult
+    from shared.run_results import ExecutionResult
 
 NAMESPACE_DEFAULT = "AgentBackend"
 SERVICE_DEFAULT = "agent-backend"

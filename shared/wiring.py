@@ -23,10 +23,12 @@ if TYPE_CHECKING:
     from shared.adapters.redis_stream import RedisEventStream
     from shared.auth import TokenVerifier
     from shared.executors.context import RunContext
-    from shared.executors.worker import ExecutionResult
+    from shared.memory.coalescing import DueQueue, ExtractionCoalescer
+    from shared.memory.pending import PendingExtractions
     from shared.memory.store import MemoryStore
     from shared.memory.trigger import RunCompletedPublisher
     from shared.models import RunStatus
+    from shared.run_results import ExecutionResult
     from shared.tools.mcp_servers import McpServerConfig, McpToolbox
 
 logger = logging.getLogger(__name__)
@@ -293,3 +295,48 @@ def _mcp_header_value(config: McpServerConfig) -> str | None:
         value = parameters.get_secret(config.auth_secret_name, max_age=300)
         return value if isinstance(value, str) else str(value)
     return None
+
+
+# Memory extraction's coalescer (docs/memory.md) is composed here, so the domain module names no adapter.
+
+
+def pending_extractions_for(services: Services) -> PendingExtractions:
+    """The pending markers of a process: ``overrides["pending_extractions"]`` in tests, else DynamoDB."""
+    override = services.overrides.get("pending_extractions")
+    if override is not None:
+        pending: PendingExtractions = override
+        return pending
+    from shared.adapters.aws.clients import client_factory
+    from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
+
+    settings = services.settings
+    return DynamoDBPendingExtractions(
+        settings.table_name,
+        client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+    )
+
+
+def coalescer_for(services: Services, queue: DueQueue | None = None) -> ExtractionCoalescer:
+    """The coalescer of a process; ``queue`` (or ``overrides["due_queue"]``) else SQS at ``MEMORY_QUEUE_URL``."""
+    settings = services.settings
+    if queue is None:
+        queue = services.overrides.get("due_queue")
+    if queue is None:
+        if not settings.memory_queue_url:
+            from shared.errors import ConfigurationError
+
+            raise ConfigurationError("MEMORY_QUEUE_URL is not set: delayed memory extraction has no queue")
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.sqs_due_queue import SqsDueQueue
+
+        queue = SqsDueQueue(settings.memory_queue_url, client_factory("sqs", region=settings.aws_region))
+    from shared.memory.coalescing import ExtractionCoalescer
+    from shared.memory.job import MemoryExtraction
+
+    return ExtractionCoalescer(
+        MemoryExtraction.from_services(services),
+        pending_extractions_for(services),
+        queue,
+        services.profiles,
+        idle_s_override=settings.memory_idle_s,
+    )

@@ -36,12 +36,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from shared.adapters.aws.clients import client_factory
-from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue, coalescer_for
+from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import RunCompleted
 from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
 from shared.runs.deadline import deadline_from_context, invocation_deadline
 from shared.settings import Settings
-from shared.wiring import Services
+from shared.wiring import Services, coalescer_for
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
@@ -22,8 +21,9 @@ from shared.executors.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, s
 from shared.executors.transcript import to_chat_messages
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
-from shared.models import AuditRecord, Identity, Message, Role, ToolCall, Usage, utc_now
+from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
 from shared.ports import AuditLog, ConversationStore
+from shared.run_results import ExecutionResult
 from shared.runs.emitter import RunEmitter
 from shared.tokens import counter_for, message_counter_for
 from shared.tool_gate import GateContext, ToolGate
@@ -44,30 +44,6 @@ class MemoryReader(Protocol):
     """What the worker needs of the memory store: the user's active memories, most relevant first."""
 
     async def relevant_active(self, identity: Identity, query: str, *, limit: int) -> list[Any]: ...
-
-
-@dataclass
-class ExecutionResult:
-    usage: list[Usage] = field(default_factory=list)
-    model_turns: int = 0
-    tool_calls: int = 0
-    tool_refusals: int = 0
-    window_repairs: int = 0
-    pending_tool_call_ids: list[str] = field(default_factory=list)
-    """Front-end tool calls handed to the client, in call order; the run ended after the turn that made them."""
-    cancelled: bool = False
-    memory_note: str | None = None
-    started_at: float = field(default_factory=time.monotonic)
-    first_event_at: float | None = None
-    finished_at: float | None = None
-
-    @property
-    def time_to_first_event_ms(self) -> float | None:
-        return None if self.first_event_at is None else (self.first_event_at - self.started_at) * 1000
-
-    @property
-    def duration_ms(self) -> float:
-        return ((self.finished_at or time.monotonic()) - self.started_at) * 1000
 
 
 class WorkerExecutor:

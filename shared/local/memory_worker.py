@@ -10,7 +10,7 @@ import logging
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue, coalescer_for
+from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import ExtractionReport, MemoryRunFailed, RunCompleted
 from shared.memory.trigger import BusEvent, PublishFailure
 
@@ -32,6 +32,8 @@ class InProcessMemoryWorker:
     @property
     def coalescer(self) -> ExtractionCoalescer:
         if self._coalescer is None:
+            from shared.wiring import coalescer_for
+
             self._coalescer = coalescer_for(self._services, queue=self)
         return self._coalescer
 

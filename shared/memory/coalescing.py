@@ -34,14 +34,13 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.errors import ConfigurationError
 from shared.memory.job import MEMORY_PROFILE, ExtractionReport, MemoryExtraction, RunCompleted
 from shared.memory.pending import PendingExtractions
 from shared.models import ExecutorKind, Identity, digest, utc_now
 from shared.profiles import MemoryPolicy, ProfileCatalog
 
 if TYPE_CHECKING:
-    from shared.wiring import Services
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -161,40 +160,3 @@ def memory_run_id(tenant_id: str, thread_id: str, generation: int, attempt: int)
     """``mem_{thread digest}_{generation}_{attempt}``: two copies of one due message attach to one run; a retry
     after a failure (the queue's receive count) gets a fresh one."""
     return f"mem_{digest(f'{tenant_id}/{thread_id}')[:16]}_{generation}_{max(attempt, 1)}"
-
-
-def pending_extractions_for(services: Services) -> PendingExtractions:
-    """The pending markers of a process: ``overrides["pending_extractions"]`` in tests, else DynamoDB."""
-    override = services.overrides.get("pending_extractions")
-    if override is not None:
-        pending: PendingExtractions = override
-        return pending
-    from shared.adapters.aws.clients import client_factory
-    from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
-
-    settings = services.settings
-    return DynamoDBPendingExtractions(
-        settings.table_name,
-        client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
-    )
-
-
-def coalescer_for(services: Services, queue: DueQueue | None = None) -> ExtractionCoalescer:
-    """The coalescer of a process; ``queue`` (or ``overrides["due_queue"]``) else SQS at ``MEMORY_QUEUE_URL``."""
-    settings = services.settings
-    if queue is None:
-        queue = services.overrides.get("due_queue")
-    if queue is None:
-        if not settings.memory_queue_url:
-            raise ConfigurationError("MEMORY_QUEUE_URL is not set: delayed memory extraction has no queue")
-        from shared.adapters.aws.clients import client_factory
-        from shared.adapters.aws.sqs_due_queue import SqsDueQueue
-
-        queue = SqsDueQueue(settings.memory_queue_url, client_factory("sqs", region=settings.aws_region))
-    return ExtractionCoalescer(
-        MemoryExtraction.from_services(services),
-        pending_extractions_for(services),
-        queue,
-        services.profiles,
-        idle_s_override=settings.memory_idle_s,
-    )

@@ -39,7 +39,6 @@ from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
 
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, new_id
-from shared.executors.worker import ExecutionResult
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest
 from shared.memory.embeddings import Embedder, cosine, embedder_for
 from shared.memory.gate import ExtractionScope, GateOutcome, MemoryGate
@@ -50,6 +49,7 @@ from shared.memory.text import relevance, tokens
 from shared.memory.tools import MEMORY_TOOL_SPECS
 from shared.models import AuditRecord, Message, Origin, Role, ToolCall, utc_now
 from shared.ports import AuditLog, MessageHistoryReader
+from shared.run_results import ExecutionResult
 from shared.runs.emitter import RunEmitter
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.registry import ToolRegistry

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.executors.context import RunContext
-from shared.executors.worker import ExecutionResult
 from shared.models import ExecutorKind, RunStatus
+from shared.run_results import ExecutionResult
 
 logger = logging.getLogger(__name__)
 
