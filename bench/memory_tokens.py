@@ -49,7 +49,7 @@ from shared.memory.store import InMemoryMemoryStore
 from shared.memory.tools import MEMORY_TOOL_SPECS
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Usage
 from shared.profiles import ExecutionProfile, MemoryPolicy, default_catalog
-from shared.runs.emitter import RunEmitter
+from shared.run_events.emitter import RunEmitter
 from shared.tokens import count_tokens, tokenizer_name
 
 SHOWN_MEMORIES = 10

@@ -23,7 +23,7 @@ from ag_ui.core import (
 
 from shared.llm.types import ChatModel, ChatRequest, Finished, ReasoningDelta, TextDelta, ToolCallDelta
 from shared.models import ToolCall, Usage
-from shared.runs.emitter import RunEmitter
+from shared.run_events.emitter import RunEmitter
 
 
 def new_id(prefix: str) -> str:

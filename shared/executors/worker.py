@@ -17,14 +17,14 @@ from shared.context_window import resolve_window
 from shared.errors import AgentError
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult
-from shared.executors.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
 from shared.executors.transcript import to_chat_messages
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
 from shared.ports import AuditLog, ConversationStore
+from shared.run_events.emitter import RunEmitter
+from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
 from shared.run_results import ExecutionResult
-from shared.runs.emitter import RunEmitter
 from shared.tokens import counter_for, message_counter_for
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.arguments import argument_errors

@@ -52,7 +52,7 @@ from shared.memory.text import near_duplicate
 from shared.models import AuditRecord, ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, Usage
 from shared.ports import StreamEntry
 from shared.profiles import ExecutionProfile, default_catalog
-from shared.runs.emitter import RunEmitter
+from shared.run_events.emitter import RunEmitter
 from shared.settings import Settings
 from shared.tokens import estimate_tokens
 

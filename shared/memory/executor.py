@@ -49,8 +49,8 @@ from shared.memory.text import relevance, tokens
 from shared.memory.tools import MEMORY_TOOL_SPECS
 from shared.models import AuditRecord, Message, Origin, Role, ToolCall, utc_now
 from shared.ports import AuditLog, MessageHistoryReader
+from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionResult
-from shared.runs.emitter import RunEmitter
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.registry import ToolRegistry
 

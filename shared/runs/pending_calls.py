@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shared.errors import InvalidRequest
-from shared.executors.tool_results import FRONTEND_CALLS_FLAG, synthetic_error
 from shared.models import ExecutionMeta, Message, Role
 from shared.ports import MessageHistoryReader
+from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, synthetic_error
 
 LOOKBACK = 50
 """Stored messages searched for the call a tool result names (one store request)."""

@@ -39,7 +39,6 @@ from ag_ui.core import BaseEvent, RunErrorEvent, RunFinishedEvent, StepFinishedE
 
 from shared.errors import AgentError, Conflict, ModelError, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
-from shared.executors.tool_results import emit_result, synthetic_error, tool_message
 from shared.models import (
     Identity,
     Message,
@@ -53,9 +52,10 @@ from shared.models import (
     utc_now,
 )
 from shared.ports import EventStream, StreamEntry
+from shared.run_events.emitter import RunEmitter, is_terminal, run_started
+from shared.run_events.tool_results import emit_result, synthetic_error, tool_message
 from shared.run_results import ExecutionResult
 from shared.runs.deadline import current_deadline
-from shared.runs.emitter import RunEmitter, is_terminal, run_started
 from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.sweeper import RunSweeper, SweepReport, SweepStore

@@ -45,7 +45,7 @@ from shared.executors.model_turn import normalise_arguments
 from shared.models import AuditRecord, Identity, Message, Role, Run, ToolCall, digest, utc_now
 from shared.observability import emit_swept_runs
 from shared.ports import AuditLog, ConversationStore, EventStream, RunLedger
-from shared.runs.emitter import RunEmitter, is_terminal, run_started
+from shared.run_events.emitter import RunEmitter, is_terminal, run_started
 from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
 from shared.stream_keys import run_stream_key, thread_stream_key
 

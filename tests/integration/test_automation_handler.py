@@ -32,7 +32,7 @@ from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
 from shared.local.embedded import embedded_stream_client
 from shared.models import Identity, utc_now
-from shared.runs.emitter import RunEmitter
+from shared.run_events.emitter import RunEmitter
 from shared.wiring import Services
 from tests.conftest import REGION, bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn

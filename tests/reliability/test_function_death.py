@@ -31,7 +31,7 @@ from functions.agent_api import sweeper_handler
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.redis_stream import RedisEventStream, run_stream_key, thread_stream_key
 from shared.models import Identity, Message, Role, Run, RunStatus, ToolCall, utc_now
-from shared.runs.emitter import RunEmitter
+from shared.run_events.emitter import RunEmitter
 from shared.runs.sweeper import RunSweeper
 from shared.wiring import Services
 from tests.conftest import bearer, make_settings

@@ -10,7 +10,7 @@ from ag_ui.core import StepStartedEvent, TextMessageContentEvent
 from shared.adapters.in_memory_stream import InMemoryEventStream
 from shared.executors.model_turn import ModelTurn
 from shared.llm.types import ChatRequest
-from shared.runs.emitter import RunEmitter
+from shared.run_events.emitter import RunEmitter
 from tests.support.scripted_model import ScriptedModel, Turn
 
 

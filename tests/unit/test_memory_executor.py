@@ -17,7 +17,7 @@ from shared.memory.models import Memory, MemoryKind
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.profiles import default_catalog
-from shared.runs.emitter import RunEmitter
+from shared.run_events.emitter import RunEmitter
 from tests.support.scripted_model import ScriptedModel, Turn
 
 TENANT, USER, THREAD = "t1", "u1", "th1"

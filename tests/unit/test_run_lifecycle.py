@@ -16,7 +16,7 @@ from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus
 from shared.profiles import default_catalog
-from shared.runs.emitter import RunEmitter, is_terminal
+from shared.run_events.emitter import RunEmitter, is_terminal
 from shared.runs.service import RunService
 from shared.stream_keys import run_control_key
 

@@ -14,7 +14,7 @@ from shared.executors.context import RunContext
 from shared.executors.model_turn import new_id
 from shared.models import Message, Role
 from shared.ports import ConversationStore
-from shared.runs.emitter import RunEmitter
+from shared.run_events.emitter import RunEmitter
 
 FRONTEND_CALLS_FLAG = "frontend_tool_calls"
 """Flag on a stored assistant message: the ids of its tool calls handed to the client (front-end tools), whose
