@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id for a message or tool call this service creates (``msg_…``, ``call_…``)."""
+    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 def utc_now() -> datetime:

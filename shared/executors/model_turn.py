@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from ag_ui.core import (
@@ -23,11 +22,8 @@ from ag_ui.core import (
 
 from shared.llm.types import ChatModel, ChatRequest, Finished, ReasoningDelta, TextDelta, ToolCallDelta
 from shared.models import ToolCall, Usage
+from shared.models import new_id as new_id  # re-exported: it lived here, and the memory modules import it from here
 from shared.run_events.emitter import RunEmitter
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 @dataclass

@@ -7,12 +7,11 @@ the run service's last-resort close) goes through here, so the stored message an
 from __future__ import annotations
 
 import json
+from typing import Protocol
 
 from ag_ui.core import ToolCallResultEvent
 
-from shared.executors.context import RunContext
-from shared.executors.model_turn import new_id
-from shared.models import Message, Role
+from shared.models import ExecutionMeta, Identity, Message, Role, new_id
 from shared.ports import ConversationStore
 from shared.run_events.emitter import RunEmitter
 
@@ -21,11 +20,25 @@ FRONTEND_CALLS_FLAG = "frontend_tool_calls"
 results arrive with the client's next run (shared.runs.pending_calls)."""
 
 
+class RunRef(Protocol):
+    """The part of a run's context a tool result needs (``shared.executors.context.RunContext`` has it); a protocol
+    so that this module stays below the executors."""
+
+    @property
+    def identity(self) -> Identity: ...
+    @property
+    def thread_id(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def meta(self) -> ExecutionMeta: ...
+
+
 def synthetic_error(code: str, message: str) -> str:
     return json.dumps({"error": {"code": code, "message": message}})
 
 
-def tool_message(ctx: RunContext, call_id: str, content: str, *, synthetic: bool = False) -> Message:
+def tool_message(ctx: RunRef, call_id: str, content: str, *, synthetic: bool = False) -> Message:
     return Message(
         id=new_id("msg"),
         thread_id=ctx.thread_id,
@@ -41,7 +54,7 @@ def tool_message(ctx: RunContext, call_id: str, content: str, *, synthetic: bool
 async def store_and_emit(
     store: ConversationStore,
     emitter: RunEmitter,
-    ctx: RunContext,
+    ctx: RunRef,
     call_id: str,
     content: str,
     *,
