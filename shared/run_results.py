@@ -1,4 +1,4 @@
-"""What an executor reports when its run ends (usage, counts, timings).
+"""What an executor reports when its run ends: a result (usage, counts, timings), or a failure with the usage so far.
 
 It sits below both ``shared.runs`` and ``shared.executors`` so the run service, the metrics and the run-completed
 publish read it without importing an executor.
@@ -7,6 +7,7 @@ publish read it without importing an executor.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from shared.models import Usage
@@ -34,3 +35,23 @@ class ExecutionResult:
     @property
     def duration_ms(self) -> float:
         return ((self.finished_at or time.monotonic()) - self.started_at) * 1000
+
+
+class ExecutionFailed(Exception):
+    """An executor failed after doing some of its work: the failure, and the usage of the model turns before it.
+
+    The run service records that usage in the ledger and on the RUN_ERROR event, and maps ``cause`` (also the
+    ``__cause__``) to the error code, as if the executor had raised it directly.
+    """
+
+    def __init__(self, cause: Exception, usage: Sequence[Usage]) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.usage = list(usage)
+
+    @staticmethod
+    def unwrap(exc: Exception) -> tuple[Exception, list[Usage]]:
+        """The failure itself and the usage before it, for any exception an executor raised."""
+        if isinstance(exc, ExecutionFailed):
+            return exc.cause, list(exc.usage)
+        return exc, []

@@ -24,7 +24,7 @@ from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_no
 from shared.ports import AuditLog, ConversationStore
 from shared.run_events.emitter import RunEmitter
 from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
-from shared.run_results import ExecutionResult
+from shared.run_results import ExecutionFailed, ExecutionResult
 from shared.tokens import counter_for, message_counter_for
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.arguments import argument_errors
@@ -157,8 +157,7 @@ class WorkerExecutor:
             result.cancelled = True
         except Exception as exc:
             await self._salvage(ctx, emitter, turn, unanswered, reason="run_failed")
-            exc.usage_so_far = list(result.usage)  # type: ignore[attr-defined]
-            raise
+            raise ExecutionFailed(exc, result.usage) from exc
         await emitter.emit(StepFinishedEvent(step_name=self.step_name))
         result.finished_at = time.monotonic()
         return result

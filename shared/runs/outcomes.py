@@ -1,6 +1,7 @@
-"""How a run ends, in the protocol's terms: the documented ``RUN_ERROR`` codes and messages, usage in AG-UI form,
-and how long an ended run's stream is kept. Shared by the run service and the sweeper (which closes runs whose
-process stopped), so neither imports the other for them."""
+"""How a run ends, in the protocol's terms: the documented ``RUN_ERROR`` codes and messages (and which one a failure
+gets), usage in AG-UI form, a terminal event rebuilt from the ledger, and how long an ended run's stream is kept.
+Shared by the run service and the sweeper (which closes runs whose process stopped), so neither imports the other
+for them."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 from ag_ui.core import TokenUsage
 
-from shared.models import Usage, merge_usage
+from shared.errors import AgentError, ModelError
+from shared.models import Run, RunStatus, Usage, merge_usage
 
 RUN_STREAM_TTL_S = 24 * 3600
 
@@ -44,3 +46,57 @@ def usage_to_agui(usage: Sequence[Usage]) -> list[TokenUsage]:
             fields["cached_input_tokens"] = u.cached_input_tokens
         out.append(TokenUsage(**fields))
     return out
+
+
+RUN_DEADLINE = "run_deadline"
+HISTORY_REJECTED_MESSAGE = (
+    "The model provider rejected this conversation's history; new messages on this thread will fail the same way "
+    "until the cause is fixed."
+)
+LEGACY_ERROR_CODES = {"model_bad_request": "model_rejected_request"}
+"""Codes stored by earlier versions, shown under their current name when a terminal event is rebuilt."""
+
+
+def run_error_of(exc: BaseException) -> tuple[str, str]:
+    """The documented ``RUN_ERROR`` code and message for a failure."""
+    code = exc.code if isinstance(exc, AgentError) else "run_failed"
+    if code not in RUN_ERROR_MESSAGES or (code.startswith("model_") and not isinstance(exc, ModelError)):
+        code = "run_failed"
+    details = exc.details if isinstance(exc, ModelError) and isinstance(exc.details, dict) else {}
+    if code == "model_rejected_request" and details.get("rejected") == "history":
+        return code, HISTORY_REJECTED_MESSAGE
+    return code, RUN_ERROR_MESSAGES[code]
+
+
+def usage_metadata(usage: Sequence[Usage]) -> dict[str, Any] | None:
+    """``{"usageEstimated": true}`` when any count was estimated because the server reported no usage."""
+    return {"usageEstimated": True} if any(u.estimated for u in usage) else None
+
+
+def terminal_from_ledger(run: Run) -> dict[str, Any]:
+    """The terminal event of an ended run, rebuilt from its ledger record (for a stream that lacks one).
+
+    ``metadata.rebuiltFromLedger`` tells a client that events before it may be missing from this stream: the
+    run's messages are complete in the thread history.
+    """
+    usage = [u.model_dump(mode="json", by_alias=True, exclude_none=True) for u in usage_to_agui(run.usage)]
+    metadata = {"rebuiltFromLedger": True, **(usage_metadata(run.usage) or {})}
+    if run.status is RunStatus.FAILED:
+        code = LEGACY_ERROR_CODES.get(run.error_code or "", run.error_code)
+        code = code if code in RUN_ERROR_MESSAGES else "run_failed"
+        return {
+            "type": "RUN_ERROR",
+            "message": RUN_ERROR_MESSAGES[code],
+            "code": code,
+            "usage": usage,
+            "metadata": metadata,
+        }
+    outcome = "cancelled" if run.status is RunStatus.CANCELLED else "success"
+    return {
+        "type": "RUN_FINISHED",
+        "threadId": run.thread_id,
+        "runId": run.run_id,
+        "outcome": {"type": outcome},
+        "usage": usage,
+        "metadata": metadata,
+    }

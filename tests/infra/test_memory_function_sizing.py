@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from shared.memory.executor import MAX_MODEL_TURNS
-from shared.runs.service import RUN_DEADLINE_MARGIN_S
+from shared.runs.execution import RUN_DEADLINE_MARGIN_S
 from shared.settings import Settings
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"

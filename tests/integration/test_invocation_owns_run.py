@@ -67,4 +67,4 @@ async def test_the_post_returns_only_after_its_run_settled_when_the_client_left(
     assert run is not None and run.status.is_terminal, run
     thread = await store.get_thread(Identity(tenant_id="tenant-1", user_id="user-1"), "th-gone")
     assert thread.active_run_id is None
-    assert services.runs.active_runs == 0
+    assert not services.runs.background.is_running("tenant-1", "run-gone")

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from functions.agent_api.app import create_app
 from shared.executors.worker import MAX_CONTEXT_NOTE_CHARS, MAX_MODEL_TURNS
 from shared.runs.intake import MAX_CONTEXT_ITEMS, MAX_USER_MESSAGE_CHARS
-from shared.runs.service import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, STREAM_UNAVAILABLE
+from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S
+from shared.runs.tailing import STREAM_UNAVAILABLE
 from shared.settings import Settings
 from shared.wiring import Services
 from tests.conftest import bearer, make_settings

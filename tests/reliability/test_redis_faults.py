@@ -174,7 +174,7 @@ async def test_an_outage_that_outlasts_the_run_is_resumed_with_a_terminal_rebuil
     # event's own last try follows at once, and fails too)
     assert await wait_for_status(services, "run-gone") is RunStatus.SUCCEEDED
     for _ in range(400):  # the run settles on the server's own loop
-        if not services.runs.active_runs:
+        if not services.runs.background.is_running("tenant-1", "run-gone"):
             break
         await asyncio.sleep(0.05)
     proxy.restore()

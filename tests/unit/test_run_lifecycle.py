@@ -229,7 +229,7 @@ async def test_a_heartbeat_is_one_store_request() -> None:
     run = await store.get_run("t", "r1")
     assert run is not None and run.heartbeat_at > beats_before
     assert 4 <= during <= 8
-    runs._cancel_local("t", "r1")
+    runs.background.cancel_local("t", "r1")
     await runs.wait_idle()
 
 

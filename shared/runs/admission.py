@@ -1,0 +1,309 @@
+"""Admission: a run is stored with the caller's new messages and its thread claimed, or refused with nothing stored.
+
+Two round trips. The first, all at once: the event stream is probed, the thread opened and claimed (its message
+counter comes back), the caller's message ids checked against the thread, and (for ``settle``) the thread's newest
+messages read. The second stores the caller's messages and the run record in one transaction, so a failure leaves
+neither behind and a retry of the same request is admitted afresh.
+
+A thread's claim is a lease renewed by the run's heartbeat. A new run on a thread whose holder's lease expired (its
+process froze or died) takes the thread over, ends the old run as the sweeper would, and goes on.
+
+Faults (docs/reliability.md): admission refuses with ``503 service_unavailable`` when the event stream or the store
+cannot take a run, before the run exists, so a retry of the same request starts it cleanly. The same ``runId`` with
+the same body attaches to the existing run; with another body it is a conflict.
+
+Admission only stores: starting the run is ``shared.runs.execution``'s, and the facade (``shared.runs.service``)
+joins the two.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Protocol, runtime_checkable
+
+from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
+from shared.executors.context import RunContext
+from shared.models import Identity, Message, Role, Run, ThreadClaim, ThreadTakeover, utc_now
+from shared.ports import EventStream
+from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
+from shared.runs.sweeper import RunSweeper, SweepReport, SweepStore
+
+logger = logging.getLogger(__name__)
+
+LEASE_S = 30.0
+"""How long a thread stays with a run whose heartbeat stopped (its process froze or died)."""
+STALE_CLAIM_AFTER = timedelta(minutes=15)
+"""A backstop for claims the lease check cannot judge: the longest a Lambda function runs."""
+RECENT_LOOKBACK = 16
+"""How many of the thread's newest messages admission reads for ``settle`` when the caller sends no tool result
+(``PENDING_LOOKBACK`` when it does: the pending calls it answers may be further back)."""
+
+SettleMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
+"""``settle(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
+
+
+@runtime_checkable
+class ProbedStream(Protocol):
+    """An event stream that can say whether it is reachable (Redis ``PING``)."""
+
+    async def ping(self) -> bool: ...
+
+
+class RunStore(SweepStore, Protocol):
+    async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any) -> bool: ...
+
+    async def open_and_claim(
+        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any
+    ) -> ThreadClaim | None: ...
+
+    async def admit_messages(
+        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+    ) -> tuple[Run, bool]: ...
+
+    async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None: ...
+
+    async def take_over_thread(
+        self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: Any
+    ) -> ThreadTakeover | None: ...
+
+    async def request_cancel(self, tenant_id: str, run_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The admitted run; ``created`` is False when the request attached to a run admitted before (a retry)."""
+
+    run: Run
+    created: bool
+
+
+@dataclass
+class _Attempt:
+    """One admission as it goes: what it claimed, so a refusal can give it back."""
+
+    ctx: RunContext
+    claim_thread: bool
+    claim: ThreadClaim | None = None
+
+    @property
+    def holds_new_claim(self) -> bool:
+        return self.claim is not None and self.claim.newly_claimed and self.claim_thread
+
+
+async def _nothing() -> list[Message]:
+    return []
+
+
+def recent_is_stale(recent: Sequence[Message], last_seq: int) -> bool:
+    """Whether the newest messages read beside the claim miss some: the counter the claim saw is further on."""
+    newest = recent[0].seq if recent else 0
+    return (newest or 0) < last_seq
+
+
+class Admitter:
+    """Stores a run, or refuses it with nothing stored (the module docstring says how)."""
+
+    def __init__(self, store: RunStore, stream: EventStream, *, lease: timedelta) -> None:
+        self._store = store
+        self._stream = stream
+        self._lease = lease
+        self._sweeper = RunSweeper(store, stream)
+
+    async def admit(
+        self,
+        ctx: RunContext,
+        *,
+        body_digest: str,
+        new_messages: Sequence[Message],
+        claim_thread: bool = True,
+        settle: SettleMessages | None = None,
+    ) -> Admission:
+        """Store the run and the caller's new messages, or attach to the run stored before under the same id.
+
+        ``claim_thread`` makes the run exclusive on its thread (chat and automation runs); memory runs only read
+        the thread and never make it busy. ``settle`` sees the new messages once the thread is claimed, and
+        returns the ones to store (front-end tool results checked against the pending calls, repairs added); an
+        ``AgentError`` it raises refuses the run with nothing stored.
+        """
+        attempt = _Attempt(ctx, claim_thread)
+        try:
+            return await self._store_or_attach(attempt, body_digest, new_messages, settle)
+        except AgentError as exc:
+            await self._give_back(attempt)
+            existing = await self._existing_for_retry(ctx, exc)
+            if existing is not None:
+                return self._attach(existing, ctx, body_digest)
+            raise
+        except Exception as exc:
+            logger.exception("admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id})
+            await self._give_back(attempt)
+            raise ServiceUnavailable(
+                "the run could not be stored; retry the same request", code="service_unavailable"
+            ) from exc
+
+    async def _store_or_attach(
+        self,
+        attempt: _Attempt,
+        body_digest: str,
+        new_messages: Sequence[Message],
+        settle: SettleMessages | None,
+    ) -> Admission:
+        ctx = attempt.ctx
+        claimed, fresh = await self._claim_and_read(attempt, new_messages, settle)
+        run = Run(
+            run_id=ctx.run_id,
+            thread_id=ctx.thread_id,
+            tenant_id=ctx.identity.tenant_id,
+            user_id=ctx.identity.user_id,
+            meta=ctx.meta,
+            body_digest=body_digest,
+        )
+        # Round trip 2: a run that exists already (a retry, or a conflicting body) stores nothing.
+        stored_run, created = await self._store.admit_messages(
+            ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
+        )
+        if created:
+            return Admission(run=stored_run, created=True)
+        if attempt.holds_new_claim:
+            await self._release_unless_run_exists(ctx, known_to_exist=True)
+        return self._attach(stored_run, ctx, body_digest)
+
+    async def _claim_and_read(
+        self, attempt: _Attempt, new_messages: Sequence[Message], settle: SettleMessages | None
+    ) -> tuple[ThreadClaim, list[Message]]:
+        """Round trip 1: the claim (recorded on ``attempt`` even when another part fails) and the messages to store."""
+        ctx = attempt.ctx
+        lookback = PENDING_LOOKBACK if any(m.role is Role.TOOL for m in new_messages) else RECENT_LOOKBACK
+        probed, claimed, known_ids, recent = await asyncio.gather(
+            self._probe_stream(),
+            self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
+            self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
+            self._recent(ctx, lookback) if settle is not None else _nothing(),
+            return_exceptions=True,
+        )
+        if isinstance(claimed, ThreadClaim):
+            attempt.claim = claimed
+        for outcome in (probed, claimed, known_ids, recent):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
+        fresh = [m for m in new_messages if m.id not in known_ids]
+        if settle is not None:
+            if recent_is_stale(recent, claimed.last_seq):
+                # The thread moved between the read and the claim (a run ended just then): read it again.
+                recent = await self._recent(ctx, lookback)
+            fresh = await settle(fresh, recent)
+        return claimed, fresh
+
+    async def _give_back(self, attempt: _Attempt) -> None:
+        """After a refused admission: a thread it created (the claim runs beside the stream probe) is deleted,
+        so a refused request stores nothing; a thread it claimed is released."""
+        if not attempt.holds_new_claim:
+            return
+        ctx = attempt.ctx
+        if attempt.claim is not None and attempt.claim.created:
+            try:
+                await self._store.forget_thread(ctx.identity, ctx.thread_id, ctx.run_id)
+                return
+            except Exception:
+                logger.warning("could not delete a thread of a refused admission", extra={"run_id": ctx.run_id})
+        await self._release_unless_run_exists(ctx)
+
+    async def _existing_for_retry(self, ctx: RunContext, exc: AgentError) -> Run | None:
+        """A refused claim (busy thread, someone else's thread) of a run that already exists: the caller retried
+        a request that was admitted before, and attaches to it (or is told its body conflicts)."""
+        if exc.code not in {"thread_busy", "not_found"}:
+            return None
+        try:
+            return await self._store.get_run(ctx.identity.tenant_id, ctx.run_id)
+        except Exception:
+            return None
+
+    @staticmethod
+    def _attach(run: Run, ctx: RunContext, body_digest: str) -> Admission:
+        if run.user_id != ctx.identity.user_id:
+            raise NotFound("run not found")
+        if run.thread_id != ctx.thread_id or run.body_digest != body_digest:
+            raise Conflict("runId already used with a different body", code="run_id_conflict")
+        return Admission(run=run, created=False)
+
+    async def _open(self, ctx: RunContext) -> ThreadClaim:
+        """A run that does not claim its thread (memory runs) only opens it."""
+        thread = await self._store.open_thread(ctx.identity, ctx.thread_id)
+        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=False)
+
+    async def _recent(self, ctx: RunContext, limit: int) -> list[Message]:
+        return await self._store.read_back(ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=limit)
+
+    async def _open_and_claim(self, ctx: RunContext) -> ThreadClaim:
+        """Open and claim the thread in one request; else take it over from a run whose lease expired; else
+        ``thread_busy``."""
+        identity = ctx.identity
+        claim = await self._store.open_and_claim(
+            identity, ctx.thread_id, ctx.run_id, stale_before=utc_now() - STALE_CLAIM_AFTER
+        )
+        if claim is not None:
+            return claim
+        await self._take_over(ctx)
+        # The takeover closed the previous run (its unsaved text, its calls' results): the counter moved.
+        thread = await self._store.get_thread(identity, ctx.thread_id)
+        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=True)
+
+    async def _take_over(self, ctx: RunContext) -> None:
+        """Take the thread over from a run whose lease expired (the claim was refused); else ``thread_busy``."""
+        cutoff = utc_now() - self._lease
+        takeover = await self._store.take_over_thread(
+            ctx.identity, ctx.thread_id, ctx.run_id, lease_expired_before=cutoff
+        )
+        if takeover is None:
+            raise Conflict("another run is active on this thread", code="thread_busy")
+        await self._close_taken_over(takeover, cutoff, new_run_id=ctx.run_id)
+
+    async def _close_taken_over(self, takeover: ThreadTakeover, cutoff: Any, *, new_run_id: str) -> None:
+        """End the run whose lease expired as the sweeper would: ledger ``failed``, unsaved text stored, dangling
+        tool calls answered, its stream closed with RUN_ERROR; all before this run reads the thread."""
+        previous = takeover.previous
+        logger.warning(
+            "thread taken over from a run whose lease expired",
+            extra={"run_id": new_run_id, "previous_run_id": takeover.previous_run_id},
+        )
+        if previous is None or previous.status.is_terminal:
+            return
+        try:
+            await self._sweeper.end_run(previous, cutoff, SweepReport(), reason="lease_expired")
+        except Exception:
+            # The context window still repairs dangling calls at read time, and the sweeper ends the run later.
+            logger.exception("could not close the run taken over", extra={"run_id": takeover.previous_run_id})
+
+    async def _probe_stream(self) -> None:
+        """Refuse before anything is stored when the event stream is down: nobody could follow the run."""
+        if not isinstance(self._stream, ProbedStream):
+            return
+        try:
+            reachable = await self._stream.ping()
+        except Exception:
+            logger.warning("event stream unreachable at admission", exc_info=True)
+            reachable = False
+        if not reachable:
+            raise ServiceUnavailable("the event stream is unavailable; retry shortly", code="service_unavailable")
+
+    async def _release_unless_run_exists(self, ctx: RunContext, *, known_to_exist: bool = False) -> None:
+        """Give the thread back after a failed admission, unless a concurrent admission of the same run won (it
+        runs and holds the thread). ``known_to_exist``: the run was admitted before; the claim goes when that run
+        ended already or lives on another thread (a conflicting body), and stays when it runs here."""
+        tenant = ctx.identity.tenant_id
+        try:
+            if known_to_exist:
+                existing = await self._store.get_run(tenant, ctx.run_id)
+                if existing is not None and (existing.status.is_terminal or existing.thread_id != ctx.thread_id):
+                    await self._store.release_thread(tenant, ctx.thread_id, ctx.run_id)
+                return
+            if await self._store.get_run(tenant, ctx.run_id) is None:
+                await self._store.release_thread(tenant, ctx.thread_id, ctx.run_id)
+        except Exception:
+            # The claim's lease expires by itself and the next run takes the thread over.
+            logger.warning("could not release the thread after a failed admission", extra={"run_id": ctx.run_id})

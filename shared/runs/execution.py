@@ -1,0 +1,222 @@
+"""Execution: the runs this process executes in the background, from RUN_STARTED to their settlement.
+
+The executor never writes to a socket: it appends events to the run's stream and the stored thread, and every HTTP
+response tails that stream, so a client that goes away never stops a run. The invocation that started a run still
+waits for it to settle (``wait_settled``): on Lambda, nothing may be left to do once its response ends.
+
+While a run executes, its ``RunWatch`` renews the thread's lease with one write per heartbeat and listens for a
+cancel on the run's Redis control stream (or, with Redis down, in the heartbeat's answer from the ledger). The run
+stops itself shortly before its invocation's deadline and ends with RUN_ERROR ``run_deadline``. However it ended, it
+settles in the order ``shared.runs.settlement`` gives, unless a takeover ended it already (then it writes nothing
+more).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections import OrderedDict
+from typing import Protocol
+
+from shared.executors.context import RunContext
+from shared.ports import EventStream
+from shared.run_events.emitter import RunEmitter, run_started
+from shared.run_results import ExecutionResult
+from shared.runs.settlement import Outcome, Settlement, finished, shutdown_outcome
+from shared.runs.sweeper import SweepStore
+from shared.runs.watch import RunWatch
+from shared.stream_keys import run_stream_key, thread_stream_key
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_S = 10.0
+"""How often a run renews its lease: one DynamoDB write each time."""
+RUN_DEADLINE_MARGIN_S = 20.0
+"""A run ends this long before its invocation's deadline: enough to settle (flush, ledger, publish: bounded)."""
+_REMEMBERED_SETTLED = 1024
+
+RunKey = tuple[str, str]
+"""(tenant id, run id)."""
+
+
+class Executor(Protocol):
+    step_name: str
+
+    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult: ...
+
+
+class BackgroundRuns:
+    """The runs this process executes: started after admission, cancelled locally, settled in order."""
+
+    def __init__(
+        self,
+        store: SweepStore,
+        stream: EventStream,
+        settlement: Settlement,
+        *,
+        heartbeat_s: float = HEARTBEAT_S,
+        run_deadline_margin_s: float = RUN_DEADLINE_MARGIN_S,
+    ) -> None:
+        self._store = store
+        self._stream = stream
+        self._settlement = settlement
+        self._heartbeat_s = heartbeat_s
+        self._run_deadline_margin_s = run_deadline_margin_s
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._by_run: dict[RunKey, asyncio.Task[None]] = {}
+        self._inner: dict[RunKey, asyncio.Task[ExecutionResult]] = {}
+        self._past_deadline: set[RunKey] = set()
+        self._cancel_sent: weakref.WeakSet[asyncio.Task[ExecutionResult]] = weakref.WeakSet()
+        # Runs this process settled lately: a reader of one of them that finds no terminal event on the stream
+        # knows it will not come (the stream lost it) and rebuilds it from the ledger without waiting.
+        self._settled: OrderedDict[RunKey, None] = OrderedDict()
+
+    async def start(self, ctx: RunContext, executor: Executor, *, claim_thread: bool, deadline: float) -> None:
+        """RUN_STARTED on the run's stream, then the executor in the background until ``deadline`` (epoch s)."""
+        tenant = ctx.identity.tenant_id
+        emitter = RunEmitter(
+            self._stream,
+            run_stream_key(tenant, ctx.run_id),
+            thread_key=thread_stream_key(tenant, ctx.thread_id),
+            run_id=ctx.run_id,
+            hidden=ctx.meta.hidden_from_user,
+            # The run is new, so anything already under its stream key is stale (a ledger restored from a backup,
+            # an expired run record): RUN_STARTED's write drops it first (one pipeline), before any reader of
+            # this run tails the stream, so none replays another run's events.
+            clear_run_stream=True,
+        )
+        await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
+        task = asyncio.create_task(
+            self._execute(ctx, executor, claim_thread, deadline, emitter), name=f"run:{ctx.run_id}"
+        )
+        key = (tenant, ctx.run_id)
+        self._tasks.add(task)
+        self._by_run[key] = task
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _t: self._by_run.pop(key, None))
+
+    def is_running(self, tenant_id: str, run_id: str) -> bool:
+        """Whether the run executes (or settles) in this process now."""
+        return (tenant_id, run_id) in self._by_run
+
+    def settled_here(self, tenant_id: str, run_id: str) -> bool:
+        """Whether this process settled the run lately (its terminal event went out, or never will)."""
+        return (tenant_id, run_id) in self._settled
+
+    async def wait_settled(self, tenant_id: str, run_id: str) -> None:
+        """Wait until this process's run has settled (terminal event on the stream), shielded from the caller's
+        own cancellation: the invocation that started a run owns it until then. Returns at once for a run that
+        executes elsewhere or has already settled."""
+        task = self._by_run.get((tenant_id, run_id))
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def wait_idle(self) -> None:
+        """Wait for every background run of this process (tests and graceful shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def cancel_local(self, tenant_id: str, run_id: str) -> None:
+        """Stop the run's executor if it runs here; it winds down (its salvage) and the run settles as cancelled."""
+        inner = self._inner.get((tenant_id, run_id))
+        # Once only: a second cancel would interrupt the executor's own wind-down (its salvage of the turn). Our
+        # own record, not ``Task.cancelling()``, which libraries' cancel scopes inside the executor also move.
+        if inner is not None and not inner.done() and inner not in self._cancel_sent:
+            self._cancel_sent.add(inner)
+            inner.cancel()
+
+    def _deadline_reached(self, tenant_id: str, run_id: str) -> None:
+        logger.warning("run reached its deadline; ending it", extra={"run_id": run_id})
+        self._past_deadline.add((tenant_id, run_id))
+        self.cancel_local(tenant_id, run_id)
+
+    async def _execute(
+        self, ctx: RunContext, executor: Executor, claim_thread: bool, deadline: float, emitter: RunEmitter
+    ) -> None:
+        tenant = ctx.identity.tenant_id
+        started = time.monotonic()
+        watch = self._watch(ctx, emitter)
+        watch.start()
+        # The run ends itself before its invocation's deadline, so the platform never kills it mid-way.
+        stop_in = max(0.0, deadline - self._run_deadline_margin_s - time.time())
+        timer = asyncio.get_running_loop().call_later(stop_in, self._deadline_reached, tenant, ctx.run_id)
+        outcome = shutdown_outcome()
+        try:
+            outcome = await self._outcome(ctx, executor, emitter)
+        finally:
+            timer.cancel()
+            self._past_deadline.discard((tenant, ctx.run_id))
+            await watch.stop()
+            # Logged before the run settles: after its terminal event this environment may be frozen.
+            _log_finished(ctx, outcome, watch, emitter, started)
+            if watch.state.lost:
+                # The takeover ended this run and closed its stream; nothing of this process may follow.
+                emitter.discard()
+            else:
+                await self._settlement.settle(ctx, emitter, claim_thread, outcome)
+            self._remember_settled(tenant, ctx.run_id)
+
+    def _watch(self, ctx: RunContext, emitter: RunEmitter) -> RunWatch:
+        tenant = ctx.identity.tenant_id
+        return RunWatch(
+            tenant_id=tenant,
+            run_id=ctx.run_id,
+            beat=lambda: self._store.heartbeat(tenant, ctx.run_id, last_stream_id=emitter.last_id),
+            stream=self._stream,
+            heartbeat_s=self._heartbeat_s,
+            on_cancel=lambda: self.cancel_local(tenant, ctx.run_id),
+        )
+
+    async def _outcome(self, ctx: RunContext, executor: Executor, emitter: RunEmitter) -> Outcome:
+        """Run the executor, and say how the run ended: finished, cancelled, out of time or failed."""
+        key = (ctx.identity.tenant_id, ctx.run_id)
+        try:
+            inner = asyncio.create_task(executor.execute(ctx, emitter))
+            self._inner[key] = inner
+            try:
+                result = await self._executed(inner)
+            finally:
+                self._inner.pop(key, None)
+            if key in self._past_deadline:
+                return await self._settlement.out_of_time(ctx, emitter, result)
+            return finished(ctx, result)
+        except Exception as exc:
+            return await self._settlement.failed(ctx, emitter, exc)
+
+    @staticmethod
+    async def _executed(inner: asyncio.Task[ExecutionResult]) -> ExecutionResult:
+        """The executor's result; a cancelled executor that did not wind down by itself counts as cancelled (a
+        cancel or the deadline stopped it), unless this run's own task is being cancelled (shutdown)."""
+        try:
+            return await inner
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not inner.cancelled() or (current is not None and current.cancelling()):
+                raise
+            result = ExecutionResult()
+            result.cancelled = True
+            return result
+
+    def _remember_settled(self, tenant_id: str, run_id: str) -> None:
+        self._settled[(tenant_id, run_id)] = None
+        while len(self._settled) > _REMEMBERED_SETTLED:
+            self._settled.popitem(last=False)
+
+
+def _log_finished(ctx: RunContext, outcome: Outcome, watch: RunWatch, emitter: RunEmitter, started: float) -> None:
+    logger.info(
+        "run finished",
+        extra={
+            "run_id": ctx.run_id,
+            "thread_id": ctx.thread_id,
+            "tenant_id": ctx.identity.tenant_id,
+            "profile": ctx.profile.name,
+            "executor": ctx.meta.executor.value,
+            "status": "taken_over" if watch.state.lost else outcome.status.value,
+            "duration_ms": round((time.monotonic() - started) * 1000),
+            "stream_failures": emitter.stream_failures,
+            "heartbeats": watch.state.beats,
+        },
+    )

@@ -1,0 +1,193 @@
+"""Tailing: what every response that follows a run or a thread reads, from the event stream and, at need, the ledger.
+
+The stream (Redis) only delivers; the store (DynamoDB) is the record. A reader that cannot reach the stream for
+``stream_outage_grace_s`` gets a terminal ``RUN_ERROR`` ``stream_unavailable``, and a reader of a run that ended
+without a terminal event on its stream gets one rebuilt from the run ledger. A response closes shortly before its
+invocation's deadline; the client resumes with Last-Event-ID.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any, Protocol
+
+from shared.models import Run, utc_now
+from shared.ports import EventStream, StreamEntry
+from shared.run_events.emitter import is_terminal
+from shared.runs.outcomes import terminal_from_ledger
+from shared.stream_keys import run_stream_key
+
+logger = logging.getLogger(__name__)
+
+SETTLE_GRACE_S = 15.0
+"""How long after the ledger records a run's end its terminal event may still be on its way (settlement)."""
+TAIL_DEADLINE_MARGIN_S = 5.0
+"""A stream response closes this long before its invocation's deadline; the client resumes with Last-Event-ID."""
+STREAM_UNAVAILABLE = "stream_unavailable"
+STREAM_UNAVAILABLE_MESSAGE = (
+    "The live event stream is unavailable. The run goes on and is saved: read the thread history, or resume "
+    "this run's events later."
+)
+
+
+class RunReader(Protocol):
+    async def get_run(self, tenant_id: str, run_id: str) -> Run | None: ...
+
+
+class LocalRuns(Protocol):
+    """What this process knows of its own runs (``shared.runs.execution.BackgroundRuns``)."""
+
+    def is_running(self, tenant_id: str, run_id: str) -> bool: ...
+
+    def settled_here(self, tenant_id: str, run_id: str) -> bool: ...
+
+
+def synthetic_entry(event: dict[str, Any]) -> StreamEntry:
+    """An event that is not on the stream: its id is empty, and it is framed without an ``id:`` line."""
+    return StreamEntry(id="", event={**event, "timestamp": int(time.time() * 1000)})
+
+
+class StreamTail:
+    """Reads a run's or a thread's events for a response (the module docstring says what ends it)."""
+
+    def __init__(
+        self,
+        store: RunReader,
+        stream: EventStream,
+        local: LocalRuns,
+        *,
+        invocation_deadline: Callable[[], float],
+        ping_interval_s: float = 15.0,
+        stream_outage_grace_s: float = 5.0,
+        settle_grace_s: float = SETTLE_GRACE_S,
+        tail_deadline_margin_s: float = TAIL_DEADLINE_MARGIN_S,
+    ) -> None:
+        self._store = store
+        self._stream = stream
+        self._local = local
+        self._invocation_deadline = invocation_deadline
+        self._ping_interval_s = ping_interval_s
+        self._stream_outage_grace_s = stream_outage_grace_s
+        self._settle_grace = timedelta(seconds=settle_grace_s)
+        self._tail_deadline_margin_s = tail_deadline_margin_s
+
+    async def tail(
+        self, key: str, *, after: str = "0-0", until_terminal: bool = True, deadline: float | None = None
+    ) -> AsyncIterator[StreamEntry | None]:
+        """Entries after ``after``; ``None`` marks a silent stretch (send a ping). A run's tail ends after the
+        terminal event; a thread's tail (``until_terminal=False``) goes on until the client leaves, until the
+        stream has been unreachable for the outage grace period, or until shortly before the invocation's
+        ``deadline``; the client then resumes with its last id."""
+        cursor = after
+        ends_at = self._tail_ends_at(deadline)
+        while True:
+            block_ms = self._block_ms(ends_at)
+            if block_ms is None:
+                return
+            entries = await self._read_through_outage(key, cursor, block_ms)
+            if entries is None:
+                return
+            if not entries:
+                yield None
+                continue
+            for entry in entries:
+                cursor = entry.id
+                yield entry
+                if until_terminal and is_terminal(entry.event):
+                    return
+
+    async def tail_run(
+        self, tenant_id: str, run_id: str, *, after: str = "0-0", deadline: float | None = None
+    ) -> AsyncIterator[StreamEntry | None]:
+        """A run's events after ``after`` until its terminal event; ``None`` marks a silent stretch.
+
+        Always ends with exactly one terminal event: the stream's own; or, when the ledger says the run ended and
+        the stream has none (lost in an outage, or the process died), one rebuilt from the ledger; or, when the
+        stream stays unreachable, ``RUN_ERROR`` ``stream_unavailable`` (the run itself goes on). Rebuilt events
+        carry an empty id: they are not on the stream and cannot be resumed from. Shortly before the invocation's
+        ``deadline`` (a run that executes elsewhere and outlasts this response) it ends without a terminal event,
+        and the client resumes with its last id.
+        """
+        key = run_stream_key(tenant_id, run_id)
+        cursor = after
+        ends_at = self._tail_ends_at(deadline)
+        while True:
+            block_ms = self._block_ms(ends_at)
+            if block_ms is None:
+                return
+            entries = await self._read_through_outage(key, cursor, block_ms)
+            if entries is None:
+                yield synthetic_entry(
+                    {"type": "RUN_ERROR", "message": STREAM_UNAVAILABLE_MESSAGE, "code": STREAM_UNAVAILABLE}
+                )
+                return
+            if not entries:
+                rebuilt = await self._rebuilt_terminal(tenant_id, run_id, key, cursor)
+                if rebuilt is None:
+                    yield None
+                    continue
+                entries = rebuilt
+            for entry in entries:
+                cursor = entry.id
+                yield entry
+                if is_terminal(entry.event):
+                    return
+
+    async def _rebuilt_terminal(self, tenant_id: str, run_id: str, key: str, cursor: str) -> list[StreamEntry] | None:
+        """After a silent stretch: None while the run goes on (or its terminal event may still come); else what
+        follows ``cursor`` after all, or the terminal event rebuilt from the ledger."""
+        ended = await self._ended_run(tenant_id, run_id)
+        if ended is None or self._terminal_may_come(tenant_id, ended):
+            return None
+        # The run settled and its terminal event never reached the stream: one more look, then the event rebuilt
+        # from the ledger.
+        entries = await self._read_through_outage(key, cursor, 0) or []
+        return entries or [synthetic_entry(terminal_from_ledger(ended))]
+
+    def _tail_ends_at(self, deadline: float | None) -> float:
+        """When a stream response closes (epoch seconds): before its invocation's deadline, with a margin."""
+        return (deadline or self._invocation_deadline()) - self._tail_deadline_margin_s
+
+    def _block_ms(self, ends_at: float) -> int | None:
+        """How long the next blocking read may wait: the ping interval, cut at the end; None once it has passed."""
+        left = ends_at - time.time()
+        if left <= 0:
+            return None
+        return max(1, int(min(self._ping_interval_s, left) * 1000))
+
+    def _terminal_may_come(self, tenant_id: str, ended: Run) -> bool:
+        """Whether an ended run's terminal event may still be on its way: it goes on the stream after the ledger
+        records the end (settlement). This process knows its own runs; for another's, the settle grace decides."""
+        if self._local.is_running(tenant_id, ended.run_id):
+            return True
+        if self._local.settled_here(tenant_id, ended.run_id):
+            return False
+        return utc_now() - ended.updated_at < self._settle_grace
+
+    async def _ended_run(self, tenant_id: str, run_id: str) -> Run | None:
+        try:
+            run = await self._store.get_run(tenant_id, run_id)
+        except Exception:
+            logger.warning("could not read the run ledger while tailing", extra={"run_id": run_id})
+            return None
+        return run if run is not None and run.status.is_terminal else None
+
+    async def _read_through_outage(self, key: str, cursor: str, block_ms: int) -> list[StreamEntry] | None:
+        """``read_after``, retried while the stream is unreachable; None once the outage outlasts the grace."""
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        while True:
+            try:
+                return await self._stream.read_after(key, cursor, block_ms=block_ms)
+            except Exception:
+                now = loop.time()
+                if deadline is None:
+                    logger.warning("event stream unreachable while tailing", extra={"key": key})
+                    deadline = now + self._stream_outage_grace_s
+                if now >= deadline:
+                    return None
+                await asyncio.sleep(min(0.25, deadline - now))
