@@ -179,7 +179,6 @@ class AutomationRunner:
             # Memory profiles pin their own two tools; a worker task uses only the tools it declares.
             declared_tools=frozenset(task.tools) if is_worker or task.tools else None,
             request_summary=f"automation task {task.task_id}, {fire_id}",
-            extra={"automation_task_id": task.task_id, "fire_id": fire_id},
         )
         new_messages = [self._prompt_message(task, run_id, fire_id, meta)] if is_worker else []
         duplicate = await self._ledger.get_run(task.tenant_id, run_id) is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from shared.llm.types import ToolSpec
 from shared.models import ExecutionMeta, Identity
@@ -28,4 +28,3 @@ class RunContext:
     # The text of the newest user message of the request (what the worker ranks memories against); empty when
     # the request carries none (then the worker reads the thread's newest message).
     latest_user_text: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
