@@ -22,6 +22,7 @@ Results are stored right after their call, in call order, before the run's user 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from shared.errors import InvalidRequest
 from shared.models import ExecutionMeta, Message, Role
@@ -65,51 +66,74 @@ async def settle_pending_calls(
     limit = LOOKBACK if results else 16
     if recent is None:
         recent = await reader.read_back(tenant_id, thread_id, before_seq=None, limit=limit)
-    newest_first = list(recent)
-    calls: dict[str, bool] = {}  # call id -> handed to the client
-    answered: set[str] = set()
-    for msg in newest_first:
-        if msg.role is Role.ASSISTANT:
-            frontend = set(msg.flags.get(FRONTEND_CALLS_FLAG) or ())
-            calls.update({call.id: call.id in frontend for call in msg.tool_calls})
-        elif msg.role is Role.TOOL and msg.tool_call_id:
-            answered.add(msg.tool_call_id)
-    pending: list[str] = []
-    for msg in newest_first:
-        if msg.role is Role.USER:
-            break
-        if msg.role is Role.ASSISTANT and msg.tool_calls:
-            frontend = set(msg.flags.get(FRONTEND_CALLS_FLAG) or ())
-            pending = [c.id for c in msg.tool_calls if c.id in frontend and c.id not in answered]
-            break
-    answers: dict[str, Message] = {}
-    for result in results:
-        call_id = result.tool_call_id or ""
-        if call_id in pending and call_id not in answers:
-            answers[call_id] = result
-        elif calls.get(call_id) is False:
-            raise _refuse(
-                f"tool call {call_id!r} is a server tool's call; the client does not answer it",
-                call_id,
-                code="not_a_frontend_tool_call",
-            )
-        elif call_id in answers or call_id in answered or call_id in calls:
-            raise _refuse(f"tool call {call_id!r} already has a result", call_id, code="tool_call_already_answered")
-        else:
-            raise _refuse(f"no pending tool call {call_id!r} on this thread", call_id, code="unknown_tool_call")
-    settled: list[Message] = []
-    for call_id in pending:
-        answer = answers.get(call_id)
-        if answer is None:
-            answer = Message(
-                id=f"msg_superseded_{call_id}"[:128],
-                thread_id=thread_id,
-                role=Role.TOOL,
-                content=synthetic_error("cancelled", SUPERSEDED),
-                tool_call_id=call_id,
-                run_id=run_id,
-                meta=meta,
-                flags={"synthetic": True, "ended_by": "superseded"},
-            )
-        settled.append(answer)
+    calls = _CallsOnRecord.of(list(recent))
+    answers = calls.answers(results)
+    settled = [
+        answers[call_id] if call_id in answers else _superseded(call_id, thread_id, run_id=run_id, meta=meta)
+        for call_id in calls.pending
+    ]
     return [*settled, *others]
+
+
+@dataclass
+class _CallsOnRecord:
+    """The tool calls among the thread's newest messages: which were handed to the client, which have a result,
+    and which are pending (the module docstring says when)."""
+
+    handed: dict[str, bool] = field(default_factory=dict)
+    """call id -> handed to the client (a front-end call)"""
+    answered: set[str] = field(default_factory=set)
+    pending: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, newest_first: list[Message]) -> _CallsOnRecord:
+        record = cls()
+        for msg in newest_first:
+            if msg.role is Role.ASSISTANT:
+                frontend = set(msg.flags.get(FRONTEND_CALLS_FLAG) or ())
+                record.handed.update({call.id: call.id in frontend for call in msg.tool_calls})
+            elif msg.role is Role.TOOL and msg.tool_call_id:
+                record.answered.add(msg.tool_call_id)
+        for msg in newest_first:
+            if msg.role is Role.USER:
+                break
+            if msg.role is Role.ASSISTANT and msg.tool_calls:
+                frontend = set(msg.flags.get(FRONTEND_CALLS_FLAG) or ())
+                record.pending = [c.id for c in msg.tool_calls if c.id in frontend and c.id not in record.answered]
+                break
+        return record
+
+    def answers(self, results: list[Message]) -> dict[str, Message]:
+        """The pending call each tool result answers; ``InvalidRequest`` for a result that answers none."""
+        answers: dict[str, Message] = {}
+        for result in results:
+            call_id = result.tool_call_id or ""
+            if call_id in self.pending and call_id not in answers:
+                answers[call_id] = result
+            elif self.handed.get(call_id) is False:
+                raise _refuse(
+                    f"tool call {call_id!r} is a server tool's call; the client does not answer it",
+                    call_id,
+                    code="not_a_frontend_tool_call",
+                )
+            elif call_id in answers or call_id in self.answered or call_id in self.handed:
+                raise _refuse(
+                    f"tool call {call_id!r} already has a result", call_id, code="tool_call_already_answered"
+                )
+            else:
+                raise _refuse(f"no pending tool call {call_id!r} on this thread", call_id, code="unknown_tool_call")
+        return answers
+
+
+def _superseded(call_id: str, thread_id: str, *, run_id: str, meta: ExecutionMeta) -> Message:
+    """The synthetic ``cancelled`` result of a pending call the user answered with a new message instead."""
+    return Message(
+        id=f"msg_superseded_{call_id}"[:128],
+        thread_id=thread_id,
+        role=Role.TOOL,
+        content=synthetic_error("cancelled", SUPERSEDED),
+        tool_call_id=call_id,
+        run_id=run_id,
+        meta=meta,
+        flags={"synthetic": True, "ended_by": "superseded"},
+    )
