@@ -1,0 +1,85 @@
+"""Execution on its own (``shared.runs.execution.BackgroundRuns``), on the in-memory adapters: a run stops itself
+before its invocation's deadline and settles with ``run_deadline``; the process knows which runs it executes and
+which it settled."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from shared.adapters.in_memory_store import InMemoryStore
+from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.executors.context import RunContext
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, Run, RunStatus
+from shared.profiles import default_catalog
+from shared.run_events.emitter import RunEmitter
+from shared.run_results import ExecutionResult
+from shared.runs.execution import BackgroundRuns
+from shared.runs.settlement import Settlement
+from shared.stream_keys import run_stream_key
+
+USER = Identity(tenant_id="t", user_id="u")
+
+
+def a_context() -> RunContext:
+    meta = ExecutionMeta(origin=Origin.CHAT, executor=ExecutorKind.WORKER)
+    return RunContext(
+        identity=USER, thread_id="th", run_id="r1", profile=default_catalog().get("chat_default"), meta=meta
+    )
+
+
+class TalksUntilCancelled:
+    step_name = "worker"
+
+    def __init__(self) -> None:
+        self.talking = asyncio.Event()
+
+    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+        result = ExecutionResult()
+        try:
+            self.talking.set()
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            result.cancelled = True
+        return result
+
+
+async def started(
+    store: InMemoryStore, stream: InMemoryEventStream, *, margin_s: float, left_s: float
+) -> BackgroundRuns:
+    await store.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context().meta))
+    runs = BackgroundRuns(
+        store, stream, Settlement(store, stream, flush_timeout_s=1.0), heartbeat_s=60, run_deadline_margin_s=margin_s
+    )
+    executor = TalksUntilCancelled()
+    await runs.start(a_context(), executor, claim_thread=False, deadline=time.time() + margin_s + left_s)
+    await executor.talking.wait()
+    return runs
+
+
+async def test_a_run_stops_before_its_invocation_deadline_and_ends_with_run_deadline() -> None:
+    store, stream = InMemoryStore(), InMemoryEventStream()
+    # GIVEN a run whose invocation ends 0.2 s after its margin
+    runs = await started(store, stream, margin_s=20.0, left_s=0.2)
+    assert runs.is_running("t", "r1")
+    # WHEN it reaches that point
+    await asyncio.wait_for(runs.wait_idle(), timeout=5)
+    # THEN it failed with run_deadline, on the ledger and as its terminal event, and this process knows it settled
+    run = await store.get_run("t", "r1")
+    assert run is not None and run.status is RunStatus.FAILED and run.error_code == "run_deadline"
+    entries = await stream.read_after(run_stream_key("t", "r1"), "0-0", block_ms=0, count=100)
+    assert entries[-1].event["type"] == "RUN_ERROR" and entries[-1].event["code"] == "run_deadline"
+    assert not runs.is_running("t", "r1") and runs.settled_here("t", "r1")
+
+
+async def test_a_local_cancel_settles_the_run_as_cancelled() -> None:
+    store, stream = InMemoryStore(), InMemoryEventStream()
+    runs = await started(store, stream, margin_s=20.0, left_s=600.0)
+    # WHEN this process cancels it
+    runs.cancel_local("t", "r1")
+    await asyncio.wait_for(runs.wait_settled("t", "r1"), timeout=5)
+    # THEN it ended as cancelled, with RUN_FINISHED outcome cancelled last on its stream
+    run = await store.get_run("t", "r1")
+    assert run is not None and run.status is RunStatus.CANCELLED
+    entries = await stream.read_after(run_stream_key("t", "r1"), "0-0", block_ms=0, count=100)
+    assert entries[-1].event["type"] == "RUN_FINISHED" and entries[-1].event["outcome"] == {"type": "cancelled"}
