@@ -6,7 +6,11 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Request
 
+from shared.chat import ChatService
 from shared.models import Identity
+from shared.runs.deadline import LAMBDA_CONTEXT_HEADER, deadline_from_lambda_header, invocation_deadline
+from shared.runs.service import RunService
+from shared.threads import ThreadService
 from shared.wiring import Services
 
 
@@ -20,4 +24,33 @@ def current_identity(request: Request, authorization: Annotated[str | None, Head
     return services_of(request).verifier.verify(authorization)
 
 
+async def request_deadline(request: Request) -> float | None:
+    """The invocation's deadline from the Web Adapter's ``x-amzn-lambda-context`` header (None without one); also
+    set for the run this request starts, which inherits it. Async, so the context variable is set in the request's
+    own context (a sync dependency would set it in a worker thread's copy)."""
+    deadline = deadline_from_lambda_header(request.headers.get(LAMBDA_CONTEXT_HEADER))
+    invocation_deadline.set(deadline)
+    return deadline
+
+
+def run_service(request: Request) -> RunService:
+    return services_of(request).runs
+
+
+def chat_service(request: Request) -> ChatService:
+    """Stateless: built per request from the services' parts (the worker executor is built per run anyway)."""
+    services = services_of(request)
+    return ChatService(services.profiles, services.runs, services.store, services.worker)
+
+
+def thread_service(request: Request) -> ThreadService:
+    """Stateless: built per request from the services' store and run service."""
+    services = services_of(request)
+    return ThreadService(services.store, services.runs)
+
+
 Caller = Annotated[Identity, Depends(current_identity)]
+Deadline = Annotated[float | None, Depends(request_deadline)]
+Runs = Annotated[RunService, Depends(run_service)]
+Chat = Annotated[ChatService, Depends(chat_service)]
+Threads = Annotated[ThreadService, Depends(thread_service)]

@@ -18,10 +18,10 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from functions.agent_api.app import _decode_seq
 from shared.errors import InvalidRequest
 from shared.models import ExecutionMeta
 from shared.runs import intake
+from shared.threads import decode_cursor
 from shared.wiring import Services
 from tests.conftest import REGION, bearer, make_settings
 from tests.reliability.streams import events_of
@@ -153,7 +153,7 @@ def test_run_agent_input_parsing_accepts_or_refuses_with_invalid_request_only(ra
 def test_the_history_cursor_decodes_to_a_position_or_is_invalid(cursor: str) -> None:
     # GIVEN any cursor text  WHEN decoded  THEN a sequence number, or InvalidRequest invalid_cursor
     try:
-        seq: int | None = _decode_seq(cursor)
+        seq: int | None = decode_cursor(cursor)
     except InvalidRequest as exc:
         seq, code = None, exc.code
     assert isinstance(seq, int) or code == "invalid_cursor"

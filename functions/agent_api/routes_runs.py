@@ -1,0 +1,104 @@
+"""``POST /api/v1/agent`` (start a run and follow it), and a run's events and cancel under ``/api/v1/agent/runs``.
+
+Every response that follows a run tails its stream (``shared.runs.tailing``); the response of the request that
+started it ends only once the run has settled (``OwnedRunResponse``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from functions.agent_api.deps import Caller, Chat, Deadline, Runs, services_of
+from functions.agent_api.sse import PING, SSE_HEADERS, OwnedRunResponse, frame
+from shared.errors import PayloadTooLarge
+from shared.ports import StreamEntry
+from shared.runs import intake
+
+router = APIRouter(prefix="/api/v1/agent", tags=["runs"])
+
+
+async def read_limited_body(request: Request) -> bytes:
+    """The request body, refused with 413 once it exceeds ``max_body_bytes`` (declared or read)."""
+    limit = services_of(request).settings.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body is larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def run_frames(entries: AsyncIterator[StreamEntry | None]) -> AsyncIterator[str]:
+    """SSE frames of a run; an event rebuilt by the server (empty id, not on the stream) has no ``id:`` line, so a
+    client's Last-Event-ID stays on the last event it can resume from."""
+    async for entry in entries:
+        if entry is not None and not entry.id:
+            yield f"data: {json.dumps(entry.event, separators=(',', ':'), ensure_ascii=False)}\n\n"
+        else:
+            yield PING if entry is None else frame(entry)
+
+
+Body = Annotated[bytes, Depends(read_limited_body)]
+
+
+@router.post(
+    "",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "AG-UI events"}},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/RunAgentInput"}}},
+        }
+    },
+)
+async def run_agent(caller: Caller, deadline: Deadline, body: Body, chat: Chat, runs: Runs) -> StreamingResponse:
+    admission = await chat.start(caller, body)
+    run_id = admission.run.run_id
+    return OwnedRunResponse(
+        run_frames(runs.tail_run(caller.tenant_id, run_id, deadline=deadline)),
+        settled=lambda: runs.wait_settled(caller.tenant_id, run_id),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+@router.get(
+    "/runs/{runId}/events",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "AG-UI events of the run"}},
+)
+async def run_events(
+    caller: Caller,
+    deadline: Deadline,
+    runs: Runs,
+    runId: str,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    lastEventId: Annotated[str | None, Query(description="for clients that cannot set Last-Event-ID")] = None,
+) -> StreamingResponse:
+    intake.check_id("runId", runId, where="path")
+    run = await runs.get_visible_run(caller, runId)
+    after = intake.check_stream_id(last_event_id or lastEventId or "0-0")
+    return StreamingResponse(
+        run_frames(runs.tail_run(caller.tenant_id, run.run_id, after=after, deadline=deadline)),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+@router.post("/runs/{runId}/cancel")
+async def cancel_run(caller: Caller, runs: Runs, runId: str) -> dict[str, Any]:
+    intake.check_id("runId", runId, where="path")
+    run = await runs.cancel(caller, runId)
+    status = run.status.value if run.status.is_terminal else "cancelling"
+    return {"runId": run.run_id, "status": status}

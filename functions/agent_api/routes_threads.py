@@ -1,0 +1,116 @@
+"""The caller's threads under ``/api/v1/threads``: the list, a thread's history, its live events and its audit view.
+
+HTTP to ``shared.threads.ThreadService`` calls and back; the views here are the API's camelCase shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import StreamingResponse
+
+from functions.agent_api.deps import Caller, Deadline, Threads
+from functions.agent_api.sse import SSE_HEADERS, frames
+from shared.models import Message, Run
+from shared.runs import intake
+
+router = APIRouter(prefix="/api/v1/threads", tags=["threads"])
+
+
+def message_view(msg: Message) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "id": msg.id,
+        "role": msg.role.value,
+        "content": msg.content,
+        "createdAt": msg.created_at.isoformat(),
+        "origin": msg.meta.origin.value,
+        "executor": msg.meta.executor.value,
+        "executionProfileName": msg.meta.execution_profile_name,
+    }
+    if msg.run_id:
+        view["runId"] = msg.run_id
+    if msg.tool_calls:
+        view["toolCalls"] = [
+            {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
+            for tc in msg.tool_calls
+        ]
+    if msg.tool_call_id:
+        view["toolCallId"] = msg.tool_call_id
+    if msg.flags.get("partial"):
+        view["partial"] = True
+    return view
+
+
+def run_view(run: Run) -> dict[str, Any]:
+    return {
+        "runId": run.run_id,
+        "status": run.status.value,
+        "origin": run.meta.origin.value,
+        "executor": run.meta.executor.value,
+        "executionProfileName": run.meta.execution_profile_name,
+        "hiddenFromUser": run.meta.hidden_from_user,
+        "usage": [u.model_dump() for u in run.usage],
+        "createdAt": run.created_at.isoformat(),
+        **({"errorCode": run.error_code} if run.error_code else {}),
+    }
+
+
+@router.get("/{threadId}/history")
+async def history(
+    caller: Caller,
+    threads: Threads,
+    threadId: str,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    intake.check_id("threadId", threadId, where="path")
+    page = await threads.history(caller, threadId, limit=limit, cursor=cursor)
+    return {"items": [message_view(m) for m in page.messages], "nextCursor": page.next_cursor}
+
+
+@router.get("")
+async def list_threads(
+    caller: Caller, threads: Threads, limit: Annotated[int, Query(ge=1, le=100)] = 20, cursor: str | None = None
+) -> dict[str, Any]:
+    items, next_cursor = await threads.list(caller, limit=limit, cursor=cursor)
+    body: dict[str, Any] = {
+        "items": [
+            {"threadId": t.thread_id, "createdAt": t.created_at.isoformat(), "updatedAt": t.updated_at.isoformat()}
+            for t in items
+        ]
+    }
+    if next_cursor:
+        body["nextCursor"] = next_cursor
+    return body
+
+
+@router.get(
+    "/{threadId}/events",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "events of every run of the thread"}},
+)
+async def thread_events(
+    caller: Caller,
+    deadline: Deadline,
+    threads: Threads,
+    threadId: str,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    lastEventId: Annotated[str | None, Query()] = None,
+) -> StreamingResponse:
+    intake.check_id("threadId", threadId, where="path")
+    entries = await threads.events(caller, threadId, after=last_event_id or lastEventId, deadline=deadline)
+    return StreamingResponse(frames(entries), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@router.get("/{threadId}/audit")
+async def thread_audit(
+    caller: Caller, threads: Threads, threadId: str, limit: Annotated[int, Query(ge=1, le=1000)] = 500
+) -> dict[str, Any]:
+    intake.check_id("threadId", threadId, where="path")
+    audit = await threads.audit(caller, threadId, limit=limit)
+    return {
+        "messages": [{**message_view(m), "hiddenFromUser": m.meta.hidden_from_user} for m in audit.messages],
+        "decisions": [r.model_dump(mode="json") for r in audit.decisions],
+        "runs": [run_view(r) for r in audit.runs],
+    }

@@ -1,0 +1,93 @@
+"""A chat run from a client's ``RunAgentInput``: the one place its ``RunContext`` is built and its run admitted.
+
+The body is parsed and checked by ``shared.runs.intake``; the run executes with the ``chat_default`` profile and the
+worker executor; front-end tool results are settled against the thread's pending calls during admission
+(``shared.runs.pending_calls``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ag_ui.core import RunAgentInput
+
+from shared.executors.context import RunContext
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
+from shared.ports import MessageHistoryReader
+from shared.profiles import ExecutionProfile, ProfileCatalog
+from shared.runs import intake
+from shared.runs.admission import Admission
+from shared.runs.execution import Executor
+from shared.runs.pending_calls import settle_pending_calls
+from shared.runs.service import RunService
+
+CHAT_PROFILE = "chat_default"
+
+
+def chat_meta(profile: ExecutionProfile) -> ExecutionMeta:
+    return ExecutionMeta(
+        origin=Origin.CHAT,
+        executor=ExecutorKind.WORKER,
+        execution_profile_name=profile.name,
+        hidden_from_user=False,
+    )
+
+
+def chat_context(
+    caller: Identity, run_input: RunAgentInput, profile: ExecutionProfile, new_messages: list[Message]
+) -> RunContext:
+    """The context of a chat run: the caller's identity, the request's ids, tools, context notes and newest text."""
+    users = [m.content for m in new_messages if m.role is Role.USER]
+    return RunContext(
+        identity=caller,
+        thread_id=run_input.thread_id,
+        run_id=run_input.run_id,
+        profile=profile,
+        meta=chat_meta(profile),
+        client_tools=intake.client_tools(run_input),
+        context_notes=intake.context_notes(run_input),
+        request_summary=f"chat run, {len(run_input.messages)} messages from client",
+        latest_user_text=users[-1] if users else "",
+    )
+
+
+class ChatService:
+    """Starts chat runs: the body checked, the context built, the run admitted and started in the background."""
+
+    def __init__(
+        self,
+        profiles: ProfileCatalog,
+        runs: RunService,
+        history: MessageHistoryReader,
+        executor: Callable[[], Executor],
+    ) -> None:
+        self._profiles = profiles
+        self._runs = runs
+        self._history = history
+        self._executor = executor
+
+    async def start(self, caller: Identity, body: bytes) -> Admission:
+        """Admit the run a ``RunAgentInput`` body asks for (or attach to it, for a retry of the same request)."""
+        run_input = intake.parse_run_input(body)
+        profile = self._profiles.resolve(CHAT_PROFILE, tenant_id=caller.tenant_id)
+        new_messages = intake.run_messages(run_input, chat_meta(profile))
+        ctx = chat_context(caller, run_input, profile, new_messages)
+
+        async def settle(fresh: list[Message], recent: list[Message]) -> list[Message]:
+            return await settle_pending_calls(
+                self._history,
+                caller.tenant_id,
+                ctx.thread_id,
+                fresh,
+                run_id=ctx.run_id,
+                meta=ctx.meta,
+                recent=recent,
+            )
+
+        return await self._runs.admit(
+            ctx,
+            body_digest=intake.body_digest(run_input),
+            new_messages=new_messages,
+            executor=self._executor(),
+            settle=settle,
+        )
