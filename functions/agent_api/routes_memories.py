@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from functions.agent_api.deps import Caller, services_of
@@ -16,6 +16,15 @@ from shared.wiring import Services
 
 router = APIRouter(prefix="/api/v1/memories", tags=["memories"])
 ServicesDep = Annotated[Services, Depends(services_of)]
+
+
+def memory_editor(request: Request) -> MemoryEditor:
+    """Stateless: built per request from the services' memory store and audit log."""
+    services = services_of(request)
+    return MemoryEditor(services.memories, services.store)
+
+
+Editor = Annotated[MemoryEditor, Depends(memory_editor)]
 
 
 def memory_view(memory: Memory) -> dict[str, Any]:
@@ -61,10 +70,9 @@ class MemoryEdit(BaseModel):
 
 
 @router.patch("/{memoryId}")
-async def edit_memory(caller: Caller, services: ServicesDep, memoryId: str, body: MemoryEdit) -> dict[str, Any]:
+async def edit_memory(caller: Caller, editor: Editor, memoryId: str, body: MemoryEdit) -> dict[str, Any]:
     """A new version with the caller's text; the old one is marked superseded by it, and the edit is audited."""
     check_id("memoryId", memoryId, where="path")
-    editor = MemoryEditor(services.memories, services.store)
     return memory_view(await editor.edit(caller, memoryId, content=body.content, kind=body.kind))
 
 
