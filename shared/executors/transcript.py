@@ -26,3 +26,19 @@ def to_chat_messages(messages: Iterable[Message]) -> list[ChatMessage]:
         else:
             out.append(ChatMessage(role="user", content=msg.content))
     return out
+
+
+def with_run_notes(history: list[ChatMessage], notes: list[ChatMessage]) -> list[ChatMessage]:
+    """``history`` with the notes that change from run to run (memory note, client context) placed just before its
+    newest user message, after everything that stays the same.
+
+    A provider's prefix cache (DashScope's implicit cache) bills a prompt's leading part that matches a recent
+    request at a fraction of the price. Notes placed after the system prompt would change that prefix whenever the
+    user's memories or the client's context do, and the whole history behind them would be billed in full; here
+    the next run still matches everything up to where this run's notes were. The model turn after tool results
+    keeps the notes where they were, so it matches the first turn's whole prompt.
+    """
+    if not notes:
+        return history
+    newest_user = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), len(history))
+    return [*history[:newest_user], *notes, *history[newest_user:]]

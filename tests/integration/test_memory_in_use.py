@@ -75,6 +75,45 @@ async def test_worker_context_holds_the_users_memories_marked_and_runs_publish_c
     assert "run-m" in str(publisher.events[0])
 
 
+async def test_what_changes_per_run_comes_after_the_history_so_the_next_run_repeats_this_runs_prefix(
+    store: Any, redis_stream: Any, asgi_client: Any
+) -> None:
+    # GIVEN a user with a memory, and a client sending context with each message
+    memories = InMemoryMemoryStore()
+    await memories.put(memory("mem-1", "user-1", "prefers answers in French"))
+    model = ScriptedModel(Turn(text=["un"]), Turn(text=["deux"]))
+    services = Services(
+        make_settings(),
+        overrides={"store": store, "stream": redis_stream, "model": model, "memory_store": memories},
+    )
+    first = {**body("th-c", "run-1", "first question"), "context": [{"description": "page", "value": "home"}]}
+    second = {
+        "threadId": "th-c",
+        "runId": "run-2",
+        "messages": [
+            *first["messages"],
+            {"id": "run-1-a", "role": "assistant", "content": "un"},
+            {"id": "run-2-u", "role": "user", "content": "second question"},
+        ],
+        "context": [{"description": "page", "value": "settings"}],
+    }
+    # WHEN two runs follow each other on the thread
+    async with asgi_client(services) as client:
+        for payload in (first, second):
+            resp = await client.post("/api/v1/agent", json=payload, headers=bearer())
+            assert resp.status_code == 200
+            await services.runs.wait_idle()
+    one, two = (list(request.messages) for request in model.requests)
+    # THEN the notes (memories, then client context) sit just before the newest user message
+    assert [m.role for m in two] == ["system", "user", "assistant", "system", "system", "user"]
+    assert MEMORY_INJECTION_SENTINEL in (two[3].content or "")
+    assert "page: settings" in (two[4].content or "")
+    assert two[-1].content == "second question"
+    # AND the second request starts with everything the first one sent before its notes (the cacheable prefix)
+    assert [m.role for m in one] == ["system", "system", "system", "user"]
+    assert two[:1] == one[:1] and two[1] == one[3]
+
+
 async def test_memories_api_lists_and_hard_deletes_only_the_callers_own(
     store: Any, redis_stream: Any, asgi_client: Any
 ) -> None:
