@@ -19,6 +19,8 @@ class StreamEntry:
 
     id: str
     event: dict[str, Any]
+    json: str | None = None
+    """The event's JSON text as stored (``event`` decoded from it), written into SSE frames as it is."""
 
 
 class MessageHistoryReader(Protocol):
@@ -82,7 +84,8 @@ class AuditLog(Protocol):
 
 class EventStream(Protocol):
     async def append(self, key: str, event: dict[str, Any]) -> str:
-        """Append one event; returns its stream entry id."""
+        """Append one event; returns its stream entry id. An ``EncodedEvent`` (shared.event_json) is stored as the
+        text it carries, not encoded again."""
         ...
 
     async def read_after(self, key: str, after_id: str, *, block_ms: int, count: int = 100) -> list[StreamEntry]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from shared.event_json import dumps
 from shared.ports import StreamEntry
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
@@ -16,7 +16,8 @@ PING = ": ping\n\n"
 
 
 def frame(entry: StreamEntry) -> str:
-    return f"id: {entry.id}\ndata: {json.dumps(entry.event, separators=(',', ':'), ensure_ascii=False)}\n\n"
+    """The entry's JSON as the stream stored it (encoded once, by the emitter), never re-encoded."""
+    return f"id: {entry.id}\ndata: {entry.json if entry.json is not None else dumps(entry.event)}\n\n"
 
 
 async def frames(entries: AsyncIterator[StreamEntry | None]) -> AsyncIterator[str]:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from shared.event_json import json_of
 from shared.ports import StreamEntry
 
 EntryId = tuple[int, int]
@@ -87,7 +88,7 @@ class InMemoryEventStream:
         return ids
 
     def _append(self, key: str, event: dict[str, Any]) -> str:
-        payload = json.dumps(event, separators=(",", ":"))
+        payload = json_of(event)
         stream = self._live(key)
         if stream is None:
             stream = self._streams[key] = _Stream()
@@ -109,7 +110,7 @@ class InMemoryEventStream:
         out: list[StreamEntry] = []
         for entry_id, payload in stream.entries:
             if entry_id > after:
-                out.append(StreamEntry(id=format_entry_id(entry_id), event=json.loads(payload)))
+                out.append(StreamEntry(id=format_entry_id(entry_id), event=json.loads(payload), json=payload))
                 if len(out) >= count:
                     break
         return out

@@ -13,6 +13,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from shared.event_json import json_of
 from shared.ports import StreamEntry
 
 RedisClient = Redis | RedisCluster
@@ -24,16 +25,15 @@ __all__ = ["RedisClient", "RedisEventStream", "connect", "run_stream_key", "thre
 
 
 class RedisEventStream:
-    """Each event is one stream entry with a single field ``e`` holding the event's JSON."""
+    """Each event is one stream entry with a single field ``e`` holding the event's JSON (an ``EncodedEvent``'s own
+    text, never encoded again; read back as ``StreamEntry.json``)."""
 
     def __init__(self, client: RedisClient, *, max_len: int = 10_000) -> None:
         self._client = client
         self._max_len = max_len
 
     async def append(self, key: str, event: dict[str, Any]) -> str:
-        entry_id = await self._client.xadd(
-            key, {"e": json.dumps(event, separators=(",", ":"))}, maxlen=self._max_len, approximate=True
-        )
+        entry_id = await self._client.xadd(key, {"e": json_of(event)}, maxlen=self._max_len, approximate=True)
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
     async def append_batch(
@@ -44,7 +44,7 @@ class RedisEventStream:
         if clear is not None:
             pipe.delete(clear)
         for key, event in entries:
-            pipe.xadd(key, {"e": json.dumps(event, separators=(",", ":"))}, maxlen=self._max_len, approximate=True)
+            pipe.xadd(key, {"e": json_of(event)}, maxlen=self._max_len, approximate=True)
         results: list[Any] = await pipe.execute()
         ids = results[1:] if clear is not None else results
         return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
@@ -55,8 +55,9 @@ class RedisEventStream:
         for _key, items in resp or []:
             for entry_id, fields in items:
                 raw = fields.get(b"e") if b"e" in fields else fields.get("e")
+                text = raw.decode() if isinstance(raw, bytes) else str(raw)
                 eid = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-                entries.append(StreamEntry(id=eid, event=json.loads(raw)))
+                entries.append(StreamEntry(id=eid, event=json.loads(text), json=text))
         return entries
 
     async def expire(self, key: str, seconds: int) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ag_ui.core import BaseEvent, EventType, RunStartedEvent
 
+from shared.event_json import encode_event
 from shared.models import ExecutionMeta
 from shared.ports import BatchEventStream, EventStream
 
@@ -122,12 +123,12 @@ class RunEmitter:
             event = event.model_copy(update={"timestamp": int(time.time() * 1000)})
         data = event_to_dict(event)
         before = self.last_id
-        self._enqueue(self._run_key, data)
-        if self._thread_key is not None and (not self._hidden or data.get("type") in LIFECYCLE_TYPES):
-            # On the thread stream runs interleave, so each event names its run; a hidden run shows only its
-            # lifecycle (start, steps, end), never its messages or tool calls.
-            tagged = dict(data)
-            tagged["metadata"] = {**data.get("metadata", {}), "runId": self._run_id}
+        # On the thread stream runs interleave, so each event names its run; a hidden run shows only its lifecycle
+        # (start, steps, end), never its messages or tool calls. The event's JSON is encoded here, once.
+        to_thread = self._thread_key is not None and (not self._hidden or data.get("type") in LIFECYCLE_TYPES)
+        own, tagged = encode_event(data, thread_copy=to_thread, run_id=self._run_id)
+        self._enqueue(self._run_key, own)
+        if self._thread_key is not None and tagged is not None:
             self._enqueue(self._thread_key, tagged)
         self.count += 1
         kind = data.get("type")
