@@ -43,6 +43,12 @@ class Request:
     def total(self) -> int:
         return sum(self.tokens)
 
+    def with_segment(self, at: int, key: str, tokens: int) -> Request:
+        """This request with one more segment at position ``at`` (a per-run note: where it sits decides how much
+        of the prompt the next run can match)."""
+        keys = (*self.keys[:at], key, *self.keys[at:])
+        return Request(self.thread, self.at_s, keys, (*self.tokens[:at], tokens, *self.tokens[at:]))
+
 
 @dataclass
 class _Entry:

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from bench import cold_start, context_assembly, first_request, input_tokens, memory_tokens, server_overhead
+from bench import bill, cold_start, context_assembly, first_request, input_tokens, memory_tokens, server_overhead
 
 
 def test_input_tokens_smoke_reports_every_policy_with_billed_never_above_raw() -> None:
@@ -116,3 +116,20 @@ def test_first_request_smoke_times_a_fresh_start_against_warm_requests() -> None
     assert len(result.first_ms) == 1 and len(result.warm_ms) == 2
     assert all(ms > 0 for ms in result.first_ms + result.warm_ms)
     assert result.ratio > 0
+
+
+def test_bill_smoke_prices_worker_and_memory_runs_and_the_note_last_never_costs_more() -> None:
+    result = bill.main(["--smoke"])
+    assert result.user_turns == result.traffic["runs"] > 0
+    assert 0 < result.memory_runs < result.user_turns
+    base = result.row("today_yesterday", bill.NOTE_FIRST)
+    assert result.relative(base) == pytest.approx(1.0)
+    for row in result.rows:
+        assert 0 <= row.worker.cached <= row.worker.input and 0 <= row.memory.cached <= row.memory.input
+        assert row.memory.input > 0 and row.worker.output > 0
+        # billed input can only fall when the per-run note moves after the history (same raw tokens, more cached)
+        if row.placement == bill.NOTE_LAST:
+            first = result.row(row.policy, bill.NOTE_FIRST)
+            assert row.worker.input == first.worker.input
+            assert row.worker.cached >= first.worker.cached
+            assert result.relative(row) <= result.relative(first)

@@ -60,7 +60,11 @@ def test_shipped_profiles_load_and_match_the_design_document() -> None:
     assert (chat.model.name, chat.model.thinking) == ("qwen3.5-30b-a3b", "off")
     assert chat.history_policy.mode == "last_n_user_messages"
     assert chat.history_policy.n == 20
+    assert chat.history_policy.block_size == 20  # the cache-friendly window (docs/benchmarks.md, the bill)
     assert chat.history_policy.include_current_user_message is True
+    exact = catalog.get("chat_last_n20")  # the design's exact rule stays available
+    assert (exact.history_policy.n, exact.history_policy.block_size) == (20, None)
+    assert exact.model == chat.model and exact.tool_policy == chat.tool_policy
 
     memory = catalog.get("automation_memory_default")
     assert memory.executor is ExecutorKind.MEMORY
