@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +101,7 @@ class OverheadResult:
             f"config: {self.config}",
             "",
             markdown_table(header, rows),
+            *([""] + [f"failed: {n} x {cause}" for cause, n in sorted(failures.items())] if failures else []),
             "",
             "Ratios ours / bare:",
             "",
@@ -203,8 +205,13 @@ async def one_request(
         messages = [{"id": f"msg-{uuid.uuid4().hex[:12]}", "role": "user", "content": content}]
         if existing:
             earlier = {"id": f"msg-{uuid.uuid4().hex[:12]}", "role": "user", "content": "An earlier question."}
-            primed = await client.post(f"{url}/api/v1/agent", json=_ours_body(thread, [earlier]), headers=auth)
+            try:
+                primed = await client.post(f"{url}/api/v1/agent", json=_ours_body(thread, [earlier]), headers=auth)
+            except httpx.HTTPError as exc:
+                failures[f"{kind}: first turn {type(exc).__name__}"] += 1
+                return None, time.monotonic()
             if primed.status_code != 200:
+                failures[f"{kind}: first turn HTTP {primed.status_code}"] += 1
                 return None, time.monotonic()
             messages = [earlier, *messages]
         body = _ours_body(thread, messages)
@@ -218,6 +225,7 @@ async def one_request(
     try:
         async with client.stream("POST", target, json=body, headers=headers) as resp:
             if resp.status_code != 200:
+                failures[f"{kind}: HTTP {resp.status_code} {(await resp.aread())[:120]!r}"] += 1
                 return None, sent
             async for line in resp.aiter_lines():
                 if not line.startswith("data:"):
@@ -236,10 +244,14 @@ async def one_request(
                     ttft = now
                 if event.get("type") in ("RUN_FINISHED", "RUN_ERROR"):
                     finished = event.get("type") == "RUN_FINISHED"
-    except httpx.HTTPError:
+    except httpx.HTTPError as exc:
+        waited = time.monotonic() - sent
+        seen = "first text" if ttft is not None else "an event, no text" if ttfe is not None else "no event"
+        failures[f"{kind}: {type(exc).__name__} after {waited:.0f} s, {seen}"] += 1
         return None, sent
     total = time.monotonic() - sent
     if not finished or ttfe is None or ttft is None:
+        failures[f"{kind}: ended without RUN_FINISHED (first text seen: {ttft is not None})"] += 1
         return None, sent
     return Sample(ttfe=ttfe, ttft=ttft, total=total), sent
 
@@ -284,6 +296,8 @@ async def drive(
 
 
 sample_ref: dict[str, Sample] = {}
+failures: Counter[str] = Counter()
+"""Why requests failed ("kind: cause"), printed under the table."""
 
 
 def attach_pre_model(arrivals: dict[str, float], sent_at: dict[str, tuple[str, int, float]]) -> None:
@@ -307,6 +321,7 @@ def run(
     existing: bool = False,
 ) -> OverheadResult:
     sample_ref.clear()
+    failures.clear()
     model_args = ["--first-delay", str(first_delay), "--chunk-delay", str(chunk_delay), "--chunks", str(chunks)]
     config = {
         "concurrency": list(concurrency),
