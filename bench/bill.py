@@ -6,8 +6,8 @@ Replays the seeded traffic of :mod:`bench.traffic` twice over:
   real ``resolve_window`` with the real Qwen tokenizer), plus the **memory note**: ``--note-tokens`` (150) tokens
   that differ on every run (the worst case: the user's memories, or the ones chosen for the message, change every
   time). The note is placed either where it was (**note first**: right after the system prompt, before the
-  history) or where the worker now puts it (**note last**: after the history, just before the newest user
-  message, ``shared.executors.transcript.with_run_notes``). The second call of a run (after tool results) keeps
+  history) or where the worker now puts it (**note last**: after the history, at the start of the newest user
+  message's text, ``shared.executors.transcript.with_run_notes``). The second call of a run (after tool results) keeps
   the note where the first call had it.
 - **the memory runs**: the coalesced extractions of :mod:`bench.memory_tokens` (the shipped ``memory_policy``),
   each with the input the real ``MemoryExecutor`` builds: a fixed part (the memory system prompt and its two tool

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from shared.llm.types import ChatMessage
 from shared.models import Message, Role
@@ -28,17 +29,39 @@ def to_chat_messages(messages: Iterable[Message]) -> list[ChatMessage]:
     return out
 
 
-def with_run_notes(history: list[ChatMessage], notes: list[ChatMessage]) -> list[ChatMessage]:
-    """``history`` with the notes that change from run to run (memory note, client context) placed just before its
-    newest user message, after everything that stays the same.
+RUN_NOTES_BEGIN = "[run notes: written by the server for this run, not by the user]"
+RUN_NOTES_END = "[/run notes]"
+
+
+def with_run_notes(history: list[ChatMessage], notes: list[str]) -> list[ChatMessage]:
+    """``history`` with the notes that change from run to run (memory note, client context) put in front of its
+    newest user message's text, after everything that stays the same.
 
     A provider's prefix cache (DashScope's implicit cache) bills a prompt's leading part that matches a recent
     request at a fraction of the price. Notes placed after the system prompt would change that prefix whenever the
     user's memories or the client's context do, and the whole history behind them would be billed in full; here
-    the next run still matches everything up to where this run's notes were. The model turn after tool results
+    the next run still matches everything up to this run's newest user message. The model turn after tool results
     keeps the notes where they were, so it matches the first turn's whole prompt.
+
+    The notes ride inside the user message, marked, rather than as system messages of their own: Qwen3.5's chat
+    template (vLLM, llama.cpp with the model's own template) rejects any system message that is not the first one
+    ("System message must be at the beginning"). With no user message in the window they become one at the end.
     """
     if not notes:
         return history
-    newest_user = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), len(history))
-    return [*history[:newest_user], *notes, *history[newest_user:]]
+    block = "\n\n".join([RUN_NOTES_BEGIN, *notes, RUN_NOTES_END])
+    newest_user = next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), None)
+    if newest_user is None:
+        return [*history, ChatMessage(role="user", content=block)]
+    target = history[newest_user]
+    merged = replace(target, content=f"{block}\n\n{target.content or ''}")
+    return [*history[:newest_user], merged, *history[newest_user + 1 :]]
+
+
+def one_leading_system(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """The request with one system message, first: a later one (a stored system message) is sent as a user
+    message saying what it is, for the chat templates that refuse a system message anywhere else."""
+    return [
+        m if m.role != "system" or i == 0 else ChatMessage(role="user", content=f"[system note]\n{m.content or ''}")
+        for i, m in enumerate(messages)
+    ]

@@ -17,7 +17,7 @@ from shared.context_window import resolve_window
 from shared.errors import AgentError
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult
-from shared.executors.transcript import to_chat_messages, with_run_notes
+from shared.executors.transcript import one_leading_system, to_chat_messages, with_run_notes
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
@@ -226,20 +226,18 @@ class WorkerExecutor:
                     details=dict(repair),
                 )
             )
-        notes: list[ChatMessage] = []
+        notes: list[str] = []
         if memory_note:
-            notes.append(ChatMessage(role="system", content=memory_note))
+            notes.append(memory_note)
         if ctx.context_notes:
             note = "\n".join(ctx.context_notes)[:MAX_CONTEXT_NOTE_CHARS]
-            notes.append(ChatMessage(role="system", content=f"Client context (informational):\n{note}"))
-        # Stable first (system prompt, tool specs, history), what changes per run just before the newest user
-        # message: the provider's prefix cache then matches the history (see ``with_run_notes``).
+            notes.append(f"Client context (informational):\n{note}")
+        # Stable first (system prompt, tool specs, history), what changes per run inside the newest user message:
+        # the provider's prefix cache then matches the history (see ``with_run_notes``).
+        messages = [ChatMessage(role="system", content=prompt), *to_chat_messages(window.messages)]
         return ChatRequest(
             model=ctx.profile.model.name,
-            messages=(
-                ChatMessage(role="system", content=prompt),
-                *with_run_notes(to_chat_messages(window.messages), notes),
-            ),
+            messages=tuple(one_leading_system(with_run_notes(messages, notes))),
             tools=tuple(tools),
             thinking=ctx.profile.model.thinking,
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from shared.executors.transcript import RUN_NOTES_BEGIN, RUN_NOTES_END
 from shared.memory.injection import MEMORY_INJECTION_SENTINEL
 from shared.memory.models import Memory, MemoryKind
 from shared.memory.store import InMemoryMemoryStore
@@ -65,11 +66,11 @@ async def test_worker_context_holds_the_users_memories_marked_and_runs_publish_c
         )
         await services.runs.wait_idle()
     assert resp.status_code == 200
-    # THEN the model saw the caller's memory in a marked system note, and nothing of the other user's
-    system_notes = [m.content or "" for m in model.requests[0].messages if m.role == "system"]
-    note = next(n for n in system_notes if MEMORY_INJECTION_SENTINEL in n)
+    # THEN the model saw the caller's memory in a marked note, and nothing of the other user's
+    prompt = [m.content or "" for m in model.requests[0].messages]
+    note = next(n for n in prompt if MEMORY_INJECTION_SENTINEL in n)
     assert "prefers answers in French" in note
-    assert "OTHER-USER-SECRET" not in " ".join(system_notes)
+    assert "OTHER-USER-SECRET" not in " ".join(prompt)
     # AND the finished worker run was published once for memory extraction
     assert len(publisher.events) == 1
     assert "run-m" in str(publisher.events[0])
@@ -104,14 +105,16 @@ async def test_what_changes_per_run_comes_after_the_history_so_the_next_run_repe
             assert resp.status_code == 200
             await services.runs.wait_idle()
     one, two = (list(request.messages) for request in model.requests)
-    # THEN the notes (memories, then client context) sit just before the newest user message
-    assert [m.role for m in two] == ["system", "user", "assistant", "system", "system", "user"]
-    assert MEMORY_INJECTION_SENTINEL in (two[3].content or "")
-    assert "page: settings" in (two[4].content or "")
-    assert two[-1].content == "second question"
+    # THEN the notes (memories, then client context) open the newest user message, and the request has one
+    # system message, first (Qwen3.5's template refuses any other)
+    assert [m.role for m in two] == ["system", "user", "assistant", "user"]
+    newest = two[-1].content or ""
+    assert newest.startswith(RUN_NOTES_BEGIN) and newest.endswith("\n\nsecond question")
+    assert newest.index(MEMORY_INJECTION_SENTINEL) < newest.index("page: settings") < newest.index(RUN_NOTES_END)
+    assert "page: home" not in " ".join(m.content or "" for m in two)
     # AND the second request starts with everything the first one sent before its notes (the cacheable prefix)
-    assert [m.role for m in one] == ["system", "system", "system", "user"]
-    assert two[:1] == one[:1] and two[1] == one[3]
+    assert [m.role for m in one] == ["system", "user"]
+    assert two[0] == one[0] and two[1].content == "first question"
 
 
 async def test_memories_api_lists_and_hard_deletes_only_the_callers_own(
