@@ -259,7 +259,7 @@ def run_ours(args: argparse.Namespace) -> None:
     from shared.adapters.redis_stream import RedisEventStream
     from shared.memory.store import InMemoryMemoryStore
     from shared.settings import Settings
-    from shared.wiring import Services
+    from shared.wiring import ServiceOverrides, Services
     from tests.support.moto_lock import OneRequestAtATime
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
@@ -308,7 +308,7 @@ def run_ours(args: argparse.Namespace) -> None:
             store = timings.wrap(store, "store")
             stream = timings.wrap(stream, "stream")
             memories = timings.wrap(memories, "memories")
-        services = Services(settings, overrides={"store": store, "stream": stream, "memory_store": memories})
+        services = Services(settings, overrides=ServiceOverrides(store=store, stream=stream, memory_store=memories))
         port = _free_port()
         server = uvicorn.Server(_uvicorn_config(create_app(services), port))
         if profiler is not None:

@@ -1,17 +1,22 @@
 """What one Lambda container keeps between invocations: its services and the event loop they are bound to.
 
 Handlers that are not ASGI apps (automation, sweeper) run their coroutine on this one loop, so async clients built
-on the first invocation (Redis) stay usable on the next ones; the services are built lazily on first use.
+on the first invocation (Redis) stay usable on the next ones. In a Lambda execution environment a handler module
+calls :func:`init_container` while it is imported, i.e. during the INIT phase: the services are built and warmed
+there, so the first invocation builds nothing. Anywhere else (tests, the import-time benchmark) importing a handler
+builds nothing and the services are made on first use.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.settings import Settings
-from shared.wiring import Services
+
+if TYPE_CHECKING:
+    from shared.wiring import LambdaFunction, Services
 
 T = TypeVar("T")
 
@@ -22,8 +27,25 @@ _loop: asyncio.AbstractEventLoop | None = None
 def container_services() -> Services:
     global _services
     if _services is None:
+        from shared.wiring import Services
+
         _services = Services(Settings.from_env())
     return _services
+
+
+def init_container(function: LambdaFunction) -> Services | None:
+    """During a Lambda INIT: the container's services with what ``function``'s invocations use already built
+    (clients created, libraries imported; no connection opened), and the container's event loop. None outside
+    Lambda (nothing of the wiring is even imported: the import-time benchmark measures the handler alone)."""
+    global _loop
+    settings = Settings.from_env()
+    if not settings.lambda_function_name:
+        return None
+    services = container_services()
+    services.warm_up(function)
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+    return services
 
 
 def run_in_container(coro: Coroutine[Any, Any, T]) -> T:

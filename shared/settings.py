@@ -83,6 +83,9 @@ class Settings(BaseModel):
     """A stream response closes this long before its invocation's deadline (the client resumes)."""
     embedded: bool = False
     playground_enabled: bool = False
+    lambda_function_name: str | None = None
+    """Set by the Lambda runtime (``AWS_LAMBDA_FUNCTION_NAME``): the process is a Lambda execution environment, so
+    a handler module builds its services while it is imported (the INIT phase), not on its first invocation."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -141,6 +144,7 @@ class Settings(BaseModel):
             "stream_deadline_margin_s": opt("STREAM_DEADLINE_MARGIN_S"),
             "embedded": (opt("EMBEDDED") or "false").lower() == "true",
             "playground_enabled": (opt("PLAYGROUND_ENABLED") or "false").lower() == "true",
+            "lambda_function_name": opt("AWS_LAMBDA_FUNCTION_NAME"),
         }
         return cls.model_validate({k: v for k, v in values.items() if v is not None})
 

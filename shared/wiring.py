@@ -1,29 +1,43 @@
-"""Assembles adapters from settings, lazily: nothing connects at import time, and tests inject what they own."""
+"""The composition root: the one module that assembles adapters and services from settings.
+
+Everything is built lazily (nothing connects at import time) and once per :class:`Services` instance, as a typed
+``cached_property``. Tests and the local runner replace a port through :class:`ServiceOverrides`, one typed field
+per injectable port: a misspelt name is a type error (and a ``TypeError`` at run time), never a silent fallback
+to real AWS. No domain module imports this one or an adapter (an import-linter contract in pyproject.toml).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, Protocol
 
+from shared.errors import ConfigurationError
 from shared.executors.worker import WorkerExecutor
 from shared.llm.types import ChatModel
+from shared.models import ExecutorKind, Run
+from shared.ports import EventStream
 from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileCatalog, load_catalog
-from shared.runs.service import RunService
+from shared.runs.service import Executor, RunService, RunStore
 from shared.settings import Settings
 from shared.tools.clock import make_clock_tool
 from shared.tools.plugins import parse_plugin_paths
 from shared.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from shared.adapters.aws.dynamodb_store import DynamoDBStore
-    from shared.adapters.redis_stream import RedisEventStream
     from shared.auth import TokenVerifier
+    from shared.automation.runner import AutomationRunner
+    from shared.automation.service import AutomationService, TaskScheduler
+    from shared.automation.store import AutomationStore
     from shared.executors.context import RunContext
     from shared.memory.coalescing import DueQueue, ExtractionCoalescer
+    from shared.memory.embeddings import Embedder
+    from shared.memory.job import MemoryExtraction
     from shared.memory.pending import PendingExtractions
     from shared.memory.store import MemoryStore
     from shared.memory.trigger import RunCompletedPublisher
@@ -34,22 +48,64 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+LambdaFunction = Literal["api", "automation", "memory"]
+"""Which function a process runs, for :meth:`Services.warm_up`."""
+
+LOCAL_FUNCTION_ARN = "arn:aws:lambda:{region}:000000000000:function:automation-local"
+LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/scheduler-local"
+
+
+class AppStore(RunStore, Protocol):
+    """The run and thread store as the HTTP layer uses it: the run service's store plus a thread's run list."""
+
+    async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceOverrides:
+    """Ports a test (or the local runner) supplies instead of the ones built from settings; None: build it.
+
+    One field per injectable port, typed with the port: an unknown name is a type error for mypy and a
+    ``TypeError`` when constructed.
+    """
+
+    store: AppStore | None = None
+    stream: EventStream | None = None
+    model: ChatModel | None = None
+    tools: ToolRegistry | None = None
+    mcp: McpToolbox | None = None
+    profiles: ProfileCatalog | None = None
+    run_completed_publisher: RunCompletedPublisher | None = None
+    memory_store: MemoryStore | None = None
+    embedder: Embedder | None = None
+    pending_extractions: PendingExtractions | None = None
+    due_queue: DueQueue | None = None
+    automation_store: AutomationStore | None = None
+    automation_scheduler: TaskScheduler | None = None
+
+
 @dataclass
 class Services:
     """Every long-lived object one process needs. One per process (per Lambda container)."""
 
     settings: Settings
-    overrides: dict[str, Any] = field(default_factory=dict)
+    overrides: ServiceOverrides = field(default_factory=ServiceOverrides)
 
-    def _override(self, name: str) -> Any:
-        return self.overrides.get(name)
+    def __post_init__(self) -> None:
+        if not isinstance(self.overrides, ServiceOverrides):
+            raise TypeError(f"overrides must be a ServiceOverrides, not {type(self.overrides).__name__}")
+
+    def use_run_completed_publisher(self, publisher: RunCompletedPublisher) -> None:
+        """Install the run-completed publisher of a process whose consumer needs these services itself (the local
+        runner's in-process memory worker); before the run service is built, so its hook sees this one."""
+        if "runs" in vars(self) or "run_completed_publisher" in vars(self):
+            raise RuntimeError("the run-completed publisher is already in use; install it before the first run")
+        self.overrides = replace(self.overrides, run_completed_publisher=publisher)
 
     @cached_property
-    def store(self) -> DynamoDBStore:
-        if (store := self._override("store")) is not None:
-            return store  # type: ignore[no-any-return]
-        from datetime import timedelta
-
+    def store(self) -> AppStore:
+        if self.overrides.store is not None:
+            return self.overrides.store
         from shared.adapters.aws.clients import client_factory
         from shared.adapters.aws.dynamodb_store import DynamoDBStore, Retention
 
@@ -63,9 +119,9 @@ class Services:
         )
 
     @cached_property
-    def stream(self) -> RedisEventStream:
-        if (stream := self._override("stream")) is not None:
-            return stream  # type: ignore[no-any-return]
+    def stream(self) -> EventStream:
+        if self.overrides.stream is not None:
+            return self.overrides.stream
         from shared.adapters.redis_stream import RedisEventStream, connect
 
         if not self.settings.redis_url:
@@ -74,8 +130,8 @@ class Services:
 
     @cached_property
     def model(self) -> ChatModel:
-        if (model := self._override("model")) is not None:
-            return model  # type: ignore[no-any-return]
+        if self.overrides.model is not None:
+            return self.overrides.model
         if self.settings.llm_base_url:
             from shared.llm.openai_chat import OpenAIChatModel
             from shared.llm.thinking import parse_provider
@@ -126,8 +182,8 @@ class Services:
     @cached_property
     def tools(self) -> ToolRegistry:
         """Built-in server tools plus the ``TOOL_PLUGINS`` ones; a duplicate or broken plugin fails the start."""
-        if (tools := self._override("tools")) is not None:
-            return tools  # type: ignore[no-any-return]
+        if self.overrides.tools is not None:
+            return self.overrides.tools
         registry = ToolRegistry()
         registry.register(make_clock_tool())
         paths = parse_plugin_paths(self.settings.tool_plugins)
@@ -140,8 +196,8 @@ class Services:
     @cached_property
     def mcp(self) -> McpToolbox | None:
         """The ``MCP_SERVERS`` of this deployment; None (and no ``mcp`` import) when there are none."""
-        if (toolbox := self._override("mcp")) is not None:
-            return toolbox  # type: ignore[no-any-return]
+        if self.overrides.mcp is not None:
+            return self.overrides.mcp
         if not self.settings.mcp_servers:
             return None
         from shared.tools.mcp_servers import McpToolbox, parse_mcp_servers
@@ -150,8 +206,8 @@ class Services:
 
     @cached_property
     def profiles(self) -> ProfileCatalog:
-        if (catalog := self._override("profiles")) is not None:
-            return catalog  # type: ignore[no-any-return]
+        if self.overrides.profiles is not None:
+            return self.overrides.profiles
         mcp = self.mcp
         return load_catalog(
             PROFILES_DIR,
@@ -192,15 +248,184 @@ class Services:
 
     @cached_property
     def memories(self) -> MemoryStore:
-        from shared.memory.store import memory_store_for
+        """The memory store: DynamoDB, on the main table."""
+        if self.overrides.memory_store is not None:
+            return self.overrides.memory_store
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 
-        return memory_store_for(self)
+        settings = self.settings
+        return DynamoDBMemoryStore(
+            settings.table_name,
+            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+        )
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        """The OpenAI-compatible embeddings model when ``EMBEDDINGS_MODEL_ID`` is set; else the offline lexicon."""
+        if self.overrides.embedder is not None:
+            return self.overrides.embedder
+        settings = self.settings
+        base_url = settings.embeddings_base_url or settings.llm_base_url
+        if not settings.embeddings_model_id or not base_url:
+            from shared.memory.embeddings import LexiconEmbedder
+
+            lexicon = LexiconEmbedder()
+            if settings.memory_duplicate_similarity is not None:
+                lexicon.duplicate_similarity = settings.memory_duplicate_similarity
+            return lexicon
+        from shared.adapters.openai_embeddings import DEFAULT_DUPLICATE_SIMILARITY, OpenAIEmbedder
+
+        return OpenAIEmbedder(
+            base_url,
+            self.llm_api_key(),
+            settings.embeddings_model_id,
+            duplicate_similarity=settings.memory_duplicate_similarity or DEFAULT_DUPLICATE_SIMILARITY,
+        )
+
+    def memory_executor(self) -> Executor:
+        """A memory executor for one run (it keeps that run's result). A deployment without the memory package
+        refuses a memory task clearly instead of running it on the wrong executor."""
+        try:
+            from shared.memory.executor import MemoryExecutor
+        except ImportError as exc:
+            raise ConfigurationError(
+                "this task's profile runs the memory executor, but shared.memory.executor is not available",
+                code="memory_executor_unavailable",
+            ) from exc
+        return MemoryExecutor(
+            self.model,
+            self.store,
+            self.memories,
+            self.store,
+            confidence_threshold=self.settings.memory_confidence_threshold,
+            tools=self.tools,
+            embedder=self.embedder,
+        )
+
+    @cached_property
+    def memory_extraction(self) -> MemoryExtraction:
+        """One memory extraction on a thread, as the coalescer starts it (docs/memory.md)."""
+        from shared.memory.job import MemoryExtraction
+
+        return MemoryExtraction(
+            runs=self.runs,
+            store=self.store,
+            memories=self.memories,
+            model=self.model,
+            profiles=self.profiles,
+            confidence_threshold=self.settings.memory_confidence_threshold,
+            tools=self.tools,
+            embedder=self.embedder,
+        )
+
+    @cached_property
+    def pending_extractions(self) -> PendingExtractions:
+        """The per-thread pending-extraction markers: DynamoDB, on the main table."""
+        if self.overrides.pending_extractions is not None:
+            return self.overrides.pending_extractions
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
+
+        settings = self.settings
+        return DynamoDBPendingExtractions(
+            settings.table_name,
+            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+        )
+
+    @cached_property
+    def due_queue(self) -> DueQueue:
+        """Where delayed "extraction due" messages go: SQS at ``MEMORY_QUEUE_URL``."""
+        if self.overrides.due_queue is not None:
+            return self.overrides.due_queue
+        settings = self.settings
+        if not settings.memory_queue_url:
+            raise ConfigurationError("MEMORY_QUEUE_URL is not set: delayed memory extraction has no queue")
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.sqs_due_queue import SqsDueQueue
+
+        return SqsDueQueue(settings.memory_queue_url, client_factory("sqs", region=settings.aws_region))
+
+    def coalescer(self, queue: DueQueue | None = None) -> ExtractionCoalescer:
+        """Memory extraction's coalescer; ``queue`` replaces :attr:`due_queue` (the local runner's timers)."""
+        from shared.memory.coalescing import ExtractionCoalescer
+
+        return ExtractionCoalescer(
+            self.memory_extraction,
+            self.pending_extractions,
+            queue if queue is not None else self.due_queue,
+            self.profiles,
+            idle_s_override=self.settings.memory_idle_s,
+        )
+
+    @cached_property
+    def automation_store(self) -> AutomationStore:
+        """The automation tasks: DynamoDB, on the main table."""
+        if self.overrides.automation_store is not None:
+            return self.overrides.automation_store
+        from shared.adapters.aws.automation_store import DynamoDBAutomationStore
+        from shared.adapters.aws.clients import client_factory
+
+        settings = self.settings
+        return DynamoDBAutomationStore(
+            settings.table_name,
+            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+        )
+
+    @cached_property
+    def task_scheduler(self) -> TaskScheduler:
+        """EventBridge Scheduler with the configured group, target and role. The embedded local runner (moto) gets
+        placeholder ARNs; anywhere else a missing setting is a start-up error."""
+        if self.overrides.automation_scheduler is not None:
+            return self.overrides.automation_scheduler
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.scheduler import EventBridgeTaskScheduler
+
+        settings = self.settings
+        target, role = settings.automation_function_arn, settings.scheduler_role_arn
+        if settings.embedded:
+            target = target or LOCAL_FUNCTION_ARN.format(region=settings.aws_region)
+            role = role or LOCAL_ROLE_ARN
+        if not target or not role:
+            needed = (("AUTOMATION_FUNCTION_ARN", target), ("SCHEDULER_ROLE_ARN", role))
+            missing = [name for name, value in needed if not value]
+            raise ConfigurationError(
+                f"automation tasks need {', '.join(missing)} (set by template.yaml)", code="scheduler_not_configured"
+            )
+        return EventBridgeTaskScheduler(
+            client_factory("scheduler", region=settings.aws_region),
+            group_name=settings.scheduler_group_name or "default",
+            target_arn=target,
+            role_arn=role,
+            dead_letter_arn=settings.scheduler_dead_letter_arn,
+        )
+
+    @cached_property
+    def automation_service(self) -> AutomationService:
+        """Owner-scoped task CRUD, keeping each task and its schedule in step."""
+        from shared.automation.service import AutomationService
+
+        return AutomationService(
+            self.automation_store, self.task_scheduler, self.store, self.profiles, self.tools.names
+        )
+
+    @cached_property
+    def automation_runner(self) -> AutomationRunner:
+        """Runs a fired task on the executor its profile names (a fresh executor per fire)."""
+        from shared.automation.runner import AutomationRunner
+
+        def executor_for(kind: ExecutorKind) -> Executor:
+            return self.worker() if kind is ExecutorKind.WORKER else self.memory_executor()
+
+        return AutomationRunner(
+            self.automation_store, self.runs, self.store, self.store, self.profiles, executor_for
+        )
 
     @cached_property
     def run_completed_publisher(self) -> RunCompletedPublisher | None:
         """Publishes "run completed" to EventBridge for memory extraction; None when no bus is configured."""
-        if (publisher := self._override("run_completed_publisher")) is not None:
-            return publisher  # type: ignore[no-any-return]
+        if self.overrides.run_completed_publisher is not None:
+            return self.overrides.run_completed_publisher
         if not self.settings.event_bus_name:
             return None
         from shared.adapters.aws.clients import client_factory
@@ -213,31 +438,15 @@ class Services:
             )
         )
 
-    def warm_up(self) -> list[str]:
-        """Build what a request would otherwise build first, while the function initialises: the store clients
-        (DynamoDB), the stream client (Redis), the model adapter's HTTP client (imports ``openai``), the token
-        verifier, the catalogs, the run service, the worker, the tokenizer and the metrics library. No network call;
-        a part that cannot be built (a setting missing in a test) is skipped, logged, and built on first use as
-        before. Returns the parts built."""
-        import importlib
-
-        steps: dict[str, Any] = {
-            "store": lambda: getattr(self.store, "client", None),
-            "memories": lambda: getattr(self.memories, "client", None),
-            "stream": lambda: self.stream,
-            "model": self._warm_model,
-            "verifier": lambda: self.verifier,
-            "profiles": lambda: self.profiles,
-            "runs": lambda: self.runs,
-            "publisher": lambda: self.run_completed_publisher,
-            "metrics": lambda: importlib.import_module("aws_lambda_powertools.metrics"),
-            "tokenizer": lambda: importlib.import_module("shared.tokens").tokenizer_name(),
-            # anyio loads its asyncio backend on the first sync dependency run in the thread pool (token checks).
-            "anyio": lambda: importlib.import_module("anyio._backends._asyncio"),
-            "worker": self.worker,
-        }
+    def warm_up(self, function: LambdaFunction = "api") -> list[str]:
+        """Build what an invocation of ``function`` would otherwise build first, while the function initialises:
+        the store clients (DynamoDB), the stream client (Redis), the model adapter's HTTP client (imports
+        ``openai``), the catalogs, the run service, the worker, the tokenizer and the metrics library; for the API
+        the token verifier, for the automation function its runner, for the memory function the coalescer's parts.
+        No network call; a part that cannot be built (a setting missing in a test) is skipped, logged, and built on
+        first use as before. Returns the parts built."""
         built: list[str] = []
-        for name, step in steps.items():
+        for name, step in self._warm_steps(function).items():
             try:
                 step()
             except Exception as exc:
@@ -245,6 +454,40 @@ class Services:
                 continue
             built.append(name)
         return built
+
+    def _warm_steps(self, function: LambdaFunction) -> dict[str, Callable[[], object]]:
+        import importlib
+
+        common: dict[str, Callable[[], object]] = {
+            "store": lambda: getattr(self.store, "client", None),
+            "memories": lambda: getattr(self.memories, "client", None),
+            "stream": lambda: self.stream,
+            "model": self._warm_model,
+            "profiles": lambda: self.profiles,
+            "runs": lambda: self.runs,
+            "publisher": lambda: self.run_completed_publisher,
+            "metrics": lambda: importlib.import_module("aws_lambda_powertools.metrics"),
+            "tokenizer": lambda: importlib.import_module("shared.tokens").tokenizer_name(),
+            "worker": self.worker,
+        }
+        own: dict[LambdaFunction, dict[str, Callable[[], object]]] = {
+            "api": {
+                "verifier": lambda: self.verifier,
+                # anyio loads its asyncio backend on the first sync dependency run in the thread pool (token checks).
+                "anyio": lambda: importlib.import_module("anyio._backends._asyncio"),
+            },
+            "automation": {
+                "automation store": lambda: getattr(self.automation_store, "client", None),
+                "automation runner": lambda: self.automation_runner,
+                "memory executor": self.memory_executor,
+            },
+            "memory": {
+                "pending extractions": lambda: getattr(self.pending_extractions, "client", None),
+                "due queue": lambda: getattr(self.due_queue, "client", None),
+                "coalescer": self.coalescer,
+            },
+        }
+        return {**common, **own[function]}
 
     def _warm_model(self) -> None:
         """The model adapter's HTTP client, and the ``openai`` resources it loads lazily on the first request."""
@@ -297,46 +540,6 @@ def _mcp_header_value(config: McpServerConfig) -> str | None:
     return None
 
 
-# Memory extraction's coalescer (docs/memory.md) is composed here, so the domain module names no adapter.
-
-
-def pending_extractions_for(services: Services) -> PendingExtractions:
-    """The pending markers of a process: ``overrides["pending_extractions"]`` in tests, else DynamoDB."""
-    override = services.overrides.get("pending_extractions")
-    if override is not None:
-        pending: PendingExtractions = override
-        return pending
-    from shared.adapters.aws.clients import client_factory
-    from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
-
-    settings = services.settings
-    return DynamoDBPendingExtractions(
-        settings.table_name,
-        client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
-    )
-
-
 def coalescer_for(services: Services, queue: DueQueue | None = None) -> ExtractionCoalescer:
-    """The coalescer of a process; ``queue`` (or ``overrides["due_queue"]``) else SQS at ``MEMORY_QUEUE_URL``."""
-    settings = services.settings
-    if queue is None:
-        queue = services.overrides.get("due_queue")
-    if queue is None:
-        if not settings.memory_queue_url:
-            from shared.errors import ConfigurationError
-
-            raise ConfigurationError("MEMORY_QUEUE_URL is not set: delayed memory extraction has no queue")
-        from shared.adapters.aws.clients import client_factory
-        from shared.adapters.aws.sqs_due_queue import SqsDueQueue
-
-        queue = SqsDueQueue(settings.memory_queue_url, client_factory("sqs", region=settings.aws_region))
-    from shared.memory.coalescing import ExtractionCoalescer
-    from shared.memory.job import MemoryExtraction
-
-    return ExtractionCoalescer(
-        MemoryExtraction.from_services(services),
-        pending_extractions_for(services),
-        queue,
-        services.profiles,
-        idle_s_override=settings.memory_idle_s,
-    )
+    """``services.coalescer(queue)``, for callers written against the earlier function."""
+    return services.coalescer(queue)

@@ -17,7 +17,7 @@ from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
 from shared.adapters.redis_stream import RedisEventStream
 from shared.auth import mint_local_token
 from shared.settings import Settings
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.support.moto_lock import OneRequestAtATime
 from tests.support.redis_server import redis_server
 
@@ -101,7 +101,9 @@ def bearer(user: str = "user-1", tenant: str = "tenant-1", scopes: tuple[str, ..
 @pytest.fixture
 def make_services(store: DynamoDBStore, redis_stream: RedisEventStream) -> Any:
     def build(model: Any, **settings: Any) -> Services:
-        return Services(make_settings(**settings), overrides={"store": store, "stream": redis_stream, "model": model})
+        return Services(
+            make_settings(**settings), overrides=ServiceOverrides(store=store, stream=redis_stream, model=model)
+        )
 
     return build
 

@@ -22,7 +22,7 @@ from functions.agent_api.app import create_app
 from functions.agent_api.playground import DEV_TENANT_ID, install_dev_tokens
 from shared.local.embedded import EmbeddedAws, embedded_stream_client
 from shared.settings import LOCAL_JWT_SECRET, Settings
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 
 # The page's token is for the local tenant; its chats run on chat_playground (chat_default plus the page's front-end
 # tool, confirm_booking), so the front-end tool demo works under `make dev`. Set PROFILE_ROLLOUT to change it.
@@ -58,18 +58,18 @@ def main() -> None:
 def build_local_app(settings: Settings) -> tuple[FastAPI, Services]:
     """The app of ``make dev`` on an already started ``EmbeddedAws``: the in-process stream store unless
     REDIS_URL is set, the memory worker and the schedule runner in the same process."""
-    overrides = {}
+    overrides = ServiceOverrides()
     if not settings.redis_url:
         from shared.adapters.redis_stream import RedisEventStream
 
-        overrides["stream"] = RedisEventStream(embedded_stream_client())
+        overrides = ServiceOverrides(stream=RedisEventStream(embedded_stream_client()))
     services = Services(settings, overrides=overrides)
     # The memory worker runs in-process: run-completed events go to the same coalescer the memory Lambda runs,
     # and its delayed "extraction due" messages are in-process timers (MEMORY_IDLE_S long).
     from shared.local.memory_worker import InProcessMemoryWorker
     from shared.memory.trigger import RunCompletedPublisher
 
-    services.overrides["run_completed_publisher"] = RunCompletedPublisher(InProcessMemoryWorker(services))
+    services.use_run_completed_publisher(RunCompletedPublisher(InProcessMemoryWorker(services)))
     app = local_app(services)
     _run_local_scheduler(app, services)
     return app, services

@@ -12,12 +12,13 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from functions.agent_api.deps import Caller
 from shared.automation.models import AutomationTaskPatch, AutomationTaskSpec
-from shared.automation.service import AutomationService, automation_service
+from shared.automation.service import AutomationService
 from shared.runs.intake import check_id
 
 
 def _automations(request: Request) -> AutomationService:
-    return automation_service(request.app.state.services)
+    service: AutomationService = request.app.state.services.automation_service
+    return service
 
 
 Automations = Annotated[AutomationService, Depends(_automations)]

@@ -12,19 +12,19 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from shared.automation.runner import automation_runner
-from shared.container import container_services, run_in_container
+from shared.container import container_services, init_container, run_in_container
 from shared.runs.deadline import deadline_from_context, invocation_deadline
 from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
 
+init_container("automation")  # Lambda's INIT phase: the services and their clients, not on the first fire
+
 
 async def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
     # The run ends with run_deadline before the function's timeout rather than being killed by it.
     invocation_deadline.set(deadline_from_context(context))
-    runner = automation_runner(services)
-    outcome = await runner.handle_event(event, request_id=getattr(context, "aws_request_id", None))
+    outcome = await services.automation_runner.handle_event(event, request_id=getattr(context, "aws_request_id", None))
     return outcome.as_dict()
 
 

@@ -13,9 +13,9 @@ fire one coalesced extraction per quiet period.
   or the due message's id (``DynamoDBPersistenceLayer`` on the idempotency table), so a redelivered message
   returns the stored result without running again. A failed record leaves no idempotency record and is retried
   by SQS (then the DLQ).
-- The work itself is :class:`shared.memory.coalescing.ExtractionCoalescer`. ``Services`` is created on first use,
-  once per container, with one event loop for the container's life (the Redis client must not move between
-  loops).
+- The work itself is :class:`shared.memory.coalescing.ExtractionCoalescer`. ``Services`` and the handler are
+  created during Lambda's INIT phase (at import, :func:`shared.container.init_container`), once per container,
+  with one event loop for the container's life (the Redis client must not move between loops).
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from shared.adapters.aws.clients import client_factory
+from shared.container import init_container
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import RunCompleted
 from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
 from shared.runs.deadline import deadline_from_context, invocation_deadline
 from shared.settings import Settings
-from shared.wiring import Services, coalescer_for
+from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +90,14 @@ class MemoryExtractHandler:
             data_keyword_argument="event", config=self._config, persistence_store=persistence
         )(self._process_event)
 
+    def warm(self) -> None:
+        """Build the coalescer now (during init) rather than on the first record; a part that cannot be built yet
+        (a setting missing) is built on first use and fails that record."""
+        try:
+            self._coalescer = self._services.coalescer()
+        except Exception as exc:
+            logger.info("warm-up skipped the coalescer", extra={"reason": type(exc).__name__})
+
     def handle(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         self._config.register_lambda_context(context)
         # Each memory run ends with run_deadline before the function's timeout (its record is then retried by SQS)
@@ -104,8 +113,9 @@ class MemoryExtractHandler:
 
     def close(self) -> None:
         """Close the container's stream client (if it was created) and event loop (tests, graceful shutdown)."""
-        if "stream" in vars(self._services):
-            self._loop.run_until_complete(self._services.stream.close())
+        close = getattr(vars(self._services).get("stream"), "close", None)
+        if close is not None:
+            self._loop.run_until_complete(close())
         self._loop.close()
 
     def _record(self, record: MemoryQueueRecord) -> dict[str, Any]:
@@ -122,7 +132,7 @@ class MemoryExtractHandler:
 
     def _process_event(self, event: dict[str, Any]) -> dict[str, Any]:
         if self._coalescer is None:
-            self._coalescer = coalescer_for(self._services)
+            self._coalescer = self._services.coalescer()
         if "due" in event:
             due = ExtractionDue.model_validate(event["due"])
             work = self._coalescer.on_due(due, attempt=int(event.get("attempt", 1)))
@@ -133,11 +143,21 @@ class MemoryExtractHandler:
         return report.to_dict()
 
 
-_handler: MemoryExtractHandler | None = None
+def _at_init() -> MemoryExtractHandler | None:
+    """During Lambda's INIT phase: the handler around the container's warmed services, its coalescer built."""
+    services = init_container("memory")
+    if services is None:
+        return None
+    built = MemoryExtractHandler(services)
+    built.warm()
+    return built
+
+
+_handler: MemoryExtractHandler | None = _at_init()
 
 
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     global _handler
-    if _handler is None:
+    if _handler is None:  # not initialised as Lambda initialises (a test, a local call)
         _handler = MemoryExtractHandler(Services(Settings.from_env()))
     return _handler.handle(event, context)

@@ -8,29 +8,23 @@ fire, whereas the execution id changes per attempt.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from shared.automation.models import AutomationTask, TaskRef
 from shared.automation.store import AutomationStore
-from shared.errors import ConfigurationError, InvalidRequest
+from shared.errors import InvalidRequest
 from shared.executors.context import RunContext
-from shared.models import AuditRecord, ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, digest
+from shared.models import AuditRecord, ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, Run, digest
 from shared.ports import AuditLog, RunLedger
 from shared.profiles import ProfileCatalog
 from shared.runs.service import Executor, RunService
 
-if TYPE_CHECKING:
-    from shared.wiring import Services
-
 logger = logging.getLogger(__name__)
-
-MEMORY_EXECUTOR_MODULE = "shared.memory.executor"
 
 # ----------------------------------------------------------------------------------------------------------
 # Reading a fire
@@ -158,64 +152,72 @@ class AutomationRunner:
         if not task.enabled:
             logger.info("automation fire for a disabled task skipped", extra=log)
             return FireOutcome(task_id=task.task_id, status="disabled")
-        identity = Identity(tenant_id=task.tenant_id, user_id=task.owner_user_id)
+        ctx = self._context(task, fire_id)
+        is_worker = ctx.profile.executor is ExecutorKind.WORKER
+        new_messages = [self._prompt_message(task, ctx.run_id, fire_id, ctx.meta)] if is_worker else []
+        duplicate = await self._ledger.get_run(task.tenant_id, ctx.run_id) is not None
+        run = await self._runs.run_inline(
+            ctx,
+            body_digest=digest(f"{task.task_id}|{fire_id}"),
+            new_messages=new_messages,
+            executor=self._executor_for(ctx.profile.executor),
+            # Memory runs only read the thread (see RunService.admit); worker runs write to it.
+            claim_thread=is_worker,
+        )
+        await self._record_fire(task, ref, fire_id, ctx, run, duplicate=duplicate)
+        logger.info(
+            "automation fire handled",
+            extra={**log, "run_id": ctx.run_id, "status": run.status.value, "duplicate": duplicate},
+        )
+        return FireOutcome(task_id=task.task_id, status=run.status.value, run_id=ctx.run_id, duplicate=duplicate)
+
+    def _context(self, task: AutomationTask, fire_id: str) -> RunContext:
+        """The run of this fire: the task's profile (after rollout), on the task's thread, hidden if the task is."""
         profile = self._profiles.resolve(
             task.execution_profile_name, tenant_id=task.tenant_id, task_type=task.task_type
         )
-        run_id = fire_run_id(task.task_id, fire_id)
         meta = ExecutionMeta(
             origin=Origin.AUTOMATION,
             executor=profile.executor,
             execution_profile_name=profile.name,
             hidden_from_user=task.hidden_from_user,
         )
-        is_worker = profile.executor is ExecutorKind.WORKER
-        ctx = RunContext(
-            identity=identity,
+        return RunContext(
+            identity=Identity(tenant_id=task.tenant_id, user_id=task.owner_user_id),
             thread_id=task.thread_id,
-            run_id=run_id,
+            run_id=fire_run_id(task.task_id, fire_id),
             profile=profile,
             meta=meta,
             # Memory profiles pin their own two tools; a worker task uses only the tools it declares.
-            declared_tools=frozenset(task.tools) if is_worker or task.tools else None,
+            declared_tools=(
+                frozenset(task.tools) if profile.executor is ExecutorKind.WORKER or task.tools else None
+            ),
             request_summary=f"automation task {task.task_id}, {fire_id}",
         )
-        new_messages = [self._prompt_message(task, run_id, fire_id, meta)] if is_worker else []
-        duplicate = await self._ledger.get_run(task.tenant_id, run_id) is not None
-        executor = self._executor_for(profile.executor)
-        run = await self._runs.run_inline(
-            ctx,
-            body_digest=digest(f"{task.task_id}|{fire_id}"),
-            new_messages=new_messages,
-            executor=executor,
-            # Memory runs only read the thread (see RunService.admit); worker runs write to it.
-            claim_thread=is_worker,
-        )
+
+    async def _record_fire(
+        self, task: AutomationTask, ref: TaskRef, fire_id: str, ctx: RunContext, run: Run, *, duplicate: bool
+    ) -> None:
         await self._audit.record(
             AuditRecord(
                 kind="automation_fire",
                 tenant_id=task.tenant_id,
                 thread_id=task.thread_id,
-                run_id=run_id,
+                run_id=ctx.run_id,
                 user_id=task.owner_user_id,
                 details={
                     "task_id": task.task_id,
                     "fire_id": fire_id,
                     "execution_id": ref.execution_id,
                     "attempt_number": ref.attempt_number,
-                    "execution_profile_name": profile.name,
-                    "executor": profile.executor.value,
+                    "execution_profile_name": ctx.profile.name,
+                    "executor": ctx.profile.executor.value,
                     "hidden_from_user": task.hidden_from_user,
                     "duplicate_delivery": duplicate,
                     "run_status": run.status.value,
                 },
             )
         )
-        logger.info(
-            "automation fire handled",
-            extra={**log, "run_id": run_id, "status": run.status.value, "duplicate": duplicate},
-        )
-        return FireOutcome(task_id=task.task_id, status=run.status.value, run_id=run_id, duplicate=duplicate)
 
     @staticmethod
     def _prompt_message(task: AutomationTask, run_id: str, fire_id: str, meta: ExecutionMeta) -> Message:
@@ -229,58 +231,3 @@ class AutomationRunner:
             meta=meta,
             flags={"automation_task_id": task.task_id, "fire_id": fire_id},
         )
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Wiring
-# ----------------------------------------------------------------------------------------------------------
-
-
-def memory_executor(services: Services) -> Executor:
-    """The memory executor, imported lazily: it lives in ``shared.memory.executor`` and may not be deployed.
-
-    It is built by ``Services.memory_executor()`` when the wiring has one, else by
-    ``MemoryExecutor.from_services(services)``.
-    """
-    try:
-        module = importlib.import_module(MEMORY_EXECUTOR_MODULE)
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"this task's profile runs the memory executor, but {MEMORY_EXECUTOR_MODULE} is not available",
-            code="memory_executor_unavailable",
-        ) from exc
-    executor_class = getattr(module, "MemoryExecutor", None)
-    if executor_class is None:
-        raise ConfigurationError(f"{MEMORY_EXECUTOR_MODULE} has no MemoryExecutor", code="memory_executor_unavailable")
-    build = getattr(services, "memory_executor", None)
-    if callable(build):
-        built: Executor = build()
-        return built
-    from_services = getattr(executor_class, "from_services", None)
-    if callable(from_services):
-        made: Executor = from_services(services)
-        return made
-    raise ConfigurationError(
-        "no way to build the memory executor: add Services.memory_executor() or MemoryExecutor.from_services()",
-        code="memory_executor_unavailable",
-    )
-
-
-_RUNNER_KEY = "_automation_runner"
-
-
-def automation_runner(services: Services) -> AutomationRunner:
-    """The runner for this process's services, built once (cached on the Services instance)."""
-    cached = vars(services).get(_RUNNER_KEY)
-    if isinstance(cached, AutomationRunner):
-        return cached
-    from shared.automation.service import automation_store
-
-    def executor_for(kind: ExecutorKind) -> Executor:
-        return services.worker() if kind is ExecutorKind.WORKER else memory_executor(services)
-
-    runner = AutomationRunner(
-        automation_store(services), services.runs, services.store, services.store, services.profiles, executor_for
-    )
-    vars(services)[_RUNNER_KEY] = runner
-    return runner

@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from shared.automation.models import AutomationTask, AutomationTaskPatch, AutomationTaskSpec
 from shared.automation.store import AutomationStore
-from shared.errors import ConfigurationError, InvalidRequest, NotFound
+from shared.errors import InvalidRequest, NotFound
 from shared.models import ExecutorKind, Identity, utc_now
 from shared.ports import ConversationStore
 from shared.profiles import MEMORY_TOOL_NAMES, ProfileCatalog
 from shared.runs.intake import check_id
 
-if TYPE_CHECKING:
-    from shared.wiring import Services
-
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 MAX_PAGE = 100
 
@@ -178,88 +172,3 @@ class AutomationService:
                 )
         if profile.executor is ExecutorKind.WORKER and not task.prompt.strip():
             raise _field_error("prompt", "a task on a worker profile needs a prompt (the message it sends)")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Wiring (until shared.wiring.Services has members for these)
-# ----------------------------------------------------------------------------------------------------------
-
-_STORE_KEY = "_automation_store"
-_SERVICE_KEY = "_automation_service"
-LOCAL_FUNCTION_ARN = "arn:aws:lambda:{region}:000000000000:function:automation-local"
-LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/scheduler-local"
-
-
-def _cached(services: Services, key: str, build: Callable[[], T]) -> T:
-    """Build once per Services instance, as its ``cached_property`` members do (same storage: the instance
-    dict), so boto3 clients are created once per process."""
-    store = vars(services)
-    if key not in store:
-        store[key] = build()
-    return store[key]  # type: ignore[no-any-return]
-
-
-def automation_store(services: Services) -> AutomationStore:
-    """``overrides["automation_store"]``, else the DynamoDB adapter on the main table."""
-    override = services.overrides.get("automation_store")
-    if override is not None:
-        return override  # type: ignore[no-any-return]
-
-    def build() -> AutomationStore:
-        from shared.adapters.aws.automation_store import DynamoDBAutomationStore
-        from shared.adapters.aws.clients import client_factory
-
-        settings = services.settings
-        return DynamoDBAutomationStore(
-            settings.table_name,
-            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
-        )
-
-    return _cached(services, _STORE_KEY, build)
-
-
-def task_scheduler(services: Services) -> TaskScheduler:
-    """``overrides["automation_scheduler"]``, else EventBridge Scheduler with the configured group, target and role.
-
-    The embedded local runner (moto) gets placeholder ARNs; anywhere else a missing setting is a start-up error.
-    """
-    override = services.overrides.get("automation_scheduler")
-    if override is not None:
-        return override  # type: ignore[no-any-return]
-    from shared.adapters.aws.clients import client_factory
-    from shared.adapters.aws.scheduler import EventBridgeTaskScheduler
-
-    settings = services.settings
-    target = settings.automation_function_arn
-    role = settings.scheduler_role_arn
-    if settings.embedded:
-        target = target or LOCAL_FUNCTION_ARN.format(region=settings.aws_region)
-        role = role or LOCAL_ROLE_ARN
-    if not target or not role:
-        needed = (("AUTOMATION_FUNCTION_ARN", target), ("SCHEDULER_ROLE_ARN", role))
-        missing = [name for name, value in needed if not value]
-        raise ConfigurationError(
-            f"automation tasks need {', '.join(missing)} (set by template.yaml)", code="scheduler_not_configured"
-        )
-    return EventBridgeTaskScheduler(
-        client_factory("scheduler", region=settings.aws_region),
-        group_name=settings.scheduler_group_name or "default",
-        target_arn=target,
-        role_arn=role,
-        dead_letter_arn=settings.scheduler_dead_letter_arn,
-    )
-
-
-def automation_service(services: Services) -> AutomationService:
-    """The task service for this process's services, built once."""
-
-    def build() -> AutomationService:
-        return AutomationService(
-            automation_store(services),
-            task_scheduler(services),
-            services.store,
-            services.profiles,
-            services.tools.names,
-        )
-
-    return _cached(services, _SERVICE_KEY, build)

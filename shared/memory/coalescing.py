@@ -30,39 +30,20 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Protocol
 
 from shared.memory.job import MEMORY_PROFILE, ExtractionReport, MemoryExtraction, RunCompleted
+from shared.memory.models import ExtractionDue as ExtractionDue  # the message body this module sends; re-exported
 from shared.memory.pending import PendingExtractions
 from shared.models import ExecutorKind, Identity, digest, utc_now
 from shared.profiles import MemoryPolicy, ProfileCatalog
 
-if TYPE_CHECKING:
-    pass
-
 logger = logging.getLogger(__name__)
 
-EXTRACTION_DUE: Literal["memory.extraction.due"] = "memory.extraction.due"
 DEFAULT_LEASE_S = 900
 """How long a memory run holds its thread: above the memory function's timeout, so a crashed run's lease ends."""
 BUSY_RETRY_S = 30
 """When a due message finds a run in flight, it is sent again after this long (or T, if shorter)."""
-
-
-class ExtractionDue(BaseModel):
-    """The body of a delayed "extraction due" message (same queue as the run-completed events)."""
-
-    model_config = ConfigDict(populate_by_name=True, frozen=True)
-
-    type: Literal["memory.extraction.due"] = EXTRACTION_DUE
-    id: str = Field(default_factory=lambda: f"due_{uuid.uuid4().hex}", min_length=1)
-    """Unique per message sent (the idempotency key: a redelivered copy is recognised)."""
-    tenant_id: str = Field(alias="tenantId", min_length=1)
-    user_id: str = Field(alias="userId", min_length=1)
-    thread_id: str = Field(alias="threadId", min_length=1)
-    generation: int = Field(ge=1)
 
 
 class DueQueue(Protocol):

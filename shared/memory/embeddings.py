@@ -25,12 +25,9 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from shared.memory.text import tokens
-
-if TYPE_CHECKING:
-    from shared.wiring import Services
 
 
 class Embedder(Protocol):
@@ -172,26 +169,3 @@ class LexiconEmbedder:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.vector(t) for t in texts]
 
-
-def embedder_for(services: Services) -> Embedder:
-    """The embedder of a process: ``overrides["embedder"]``; else the OpenAI-compatible model when
-    ``EMBEDDINGS_MODEL_ID`` is set; else the offline :class:`LexiconEmbedder`."""
-    override = services.overrides.get("embedder")
-    if override is not None:
-        embedder: Embedder = override
-        return embedder
-    settings = services.settings
-    base_url = settings.embeddings_base_url or settings.llm_base_url
-    if not settings.embeddings_model_id or not base_url:
-        lexicon = LexiconEmbedder()
-        if settings.memory_duplicate_similarity is not None:
-            lexicon.duplicate_similarity = settings.memory_duplicate_similarity
-        return lexicon
-    from shared.adapters.openai_embeddings import DEFAULT_DUPLICATE_SIMILARITY, OpenAIEmbedder
-
-    return OpenAIEmbedder(
-        base_url,
-        services.llm_api_key(),
-        settings.embeddings_model_id,
-        duplicate_similarity=settings.memory_duplicate_similarity or DEFAULT_DUPLICATE_SIMILARITY,
-    )

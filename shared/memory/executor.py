@@ -33,18 +33,18 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
 
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, new_id
 from shared.llm.types import ChatMessage, ChatModel, ChatRequest
-from shared.memory.embeddings import Embedder, cosine, embedder_for
+from shared.memory.embeddings import Embedder, cosine
 from shared.memory.gate import ExtractionScope, GateOutcome, MemoryGate
 from shared.memory.injection import message_is_memory_injection, rank_by_relevance
 from shared.memory.models import Memory
-from shared.memory.store import MemoryStore, memory_store_for
+from shared.memory.store import MemoryStore
 from shared.memory.text import relevance, tokens
 from shared.memory.tools import MEMORY_TOOL_SPECS
 from shared.models import AuditRecord, Message, Origin, Role, ToolCall, utc_now
@@ -53,9 +53,6 @@ from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionResult
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.registry import ToolRegistry
-
-if TYPE_CHECKING:
-    from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
 
@@ -149,19 +146,6 @@ class MemoryExecutor:
         )
         self.last_result: MemoryExecutionResult | None = None
         self._turn: ModelTurn | None = None
-
-    @classmethod
-    def from_services(cls, services: Services) -> MemoryExecutor:
-        """The executor of a process (the memory_extract handler, the automation runner)."""
-        return cls(
-            services.model,
-            services.store,
-            memory_store_for(services),
-            services.store,
-            confidence_threshold=services.settings.memory_confidence_threshold,
-            tools=services.tools,
-            embedder=embedder_for(services),
-        )
 
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> MemoryExecutionResult:
         result = MemoryExecutionResult()

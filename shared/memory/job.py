@@ -18,24 +18,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.errors import TRANSIENT_MODEL_CODES, AgentError, NotFound
 from shared.executors.context import RunContext
 from shared.llm.types import ChatModel
-from shared.memory.embeddings import Embedder, embedder_for
+from shared.memory.embeddings import Embedder
 from shared.memory.executor import MAX_NEW_MESSAGES, MemoryExecutor, ThreadReader, is_human_message
-from shared.memory.store import MemoryStore, memory_store_for
+from shared.memory.store import MemoryStore
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus, Thread, digest
 from shared.ports import AuditLog
 from shared.profiles import ProfileCatalog
 from shared.runs.service import RunService
 from shared.tools.registry import ToolRegistry
-
-if TYPE_CHECKING:
-    from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
 
@@ -107,20 +104,6 @@ class MemoryExtraction:
         self._model_name = model_name
         self._profile_name = profile_name
         self._embedder = embedder
-
-    @classmethod
-    def from_services(cls, services: Services) -> MemoryExtraction:
-        settings = services.settings
-        return cls(
-            runs=services.runs,
-            store=services.store,
-            memories=memory_store_for(services),
-            model=services.model,
-            profiles=services.profiles,
-            confidence_threshold=settings.memory_confidence_threshold,
-            tools=services.tools,
-            embedder=embedder_for(services),
-        )
 
     async def owns_thread(self, identity: Identity, thread_id: str) -> bool:
         try:

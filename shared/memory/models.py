@@ -10,6 +10,8 @@ A proposal is what the model asked for through a tool call; nothing is persisted
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Literal
@@ -106,3 +108,48 @@ class ForgetProposal(BaseModel):
 
 
 MemoryProposal = WriteProposal | ForgetProposal
+
+
+def deactivated(
+    memory: Memory,
+    *,
+    status: MemoryStatus,
+    reason: str,
+    run_id: str,
+    evidence_quote: str,
+    source_message_ids: Sequence[str],
+    superseded_by: str | None,
+    now: datetime,
+) -> Memory:
+    """``memory`` marked superseded or retracted, with why and on what evidence (every store writes this)."""
+    if status is MemoryStatus.ACTIVE:
+        raise ValueError("deactivate needs superseded or retracted")
+    return memory.model_copy(
+        update={
+            "status": status,
+            "status_reason": reason,
+            "superseded_by": superseded_by,
+            "status_changed_at": now,
+            "status_run_id": run_id,
+            "status_evidence_quote": evidence_quote,
+            "status_source_message_ids": tuple(source_message_ids),
+            "updated_at": now,
+        }
+    )
+
+
+EXTRACTION_DUE: Literal["memory.extraction.due"] = "memory.extraction.due"
+
+
+class ExtractionDue(BaseModel):
+    """The body of a delayed "extraction due" message (same queue as the run-completed events)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True)
+
+    type: Literal["memory.extraction.due"] = EXTRACTION_DUE
+    id: str = Field(default_factory=lambda: f"due_{uuid.uuid4().hex}", min_length=1)
+    """Unique per message sent (the idempotency key: a redelivered copy is recognised)."""
+    tenant_id: str = Field(alias="tenantId", min_length=1)
+    user_id: str = Field(alias="userId", min_length=1)
+    thread_id: str = Field(alias="threadId", min_length=1)
+    generation: int = Field(ge=1)

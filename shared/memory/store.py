@@ -8,14 +8,10 @@ overlap; re-reading them is how memory systems fill up with duplicates).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from shared.memory.models import Memory, MemoryStatus
+from shared.memory.models import Memory, MemoryStatus, deactivated
 from shared.models import utc_now
-
-if TYPE_CHECKING:
-    from shared.wiring import Services
 
 
 class MemoryStore(Protocol):
@@ -64,33 +60,6 @@ class MemoryStore(Protocol):
     async def advance_cursor(self, tenant_id: str, thread_id: str, seq: int) -> None:
         """Move the cursor forward to ``seq``; never moves it back."""
         ...
-
-
-def deactivated(
-    memory: Memory,
-    *,
-    status: MemoryStatus,
-    reason: str,
-    run_id: str,
-    evidence_quote: str,
-    source_message_ids: Sequence[str],
-    superseded_by: str | None,
-    now: datetime,
-) -> Memory:
-    if status is MemoryStatus.ACTIVE:
-        raise ValueError("deactivate needs superseded or retracted")
-    return memory.model_copy(
-        update={
-            "status": status,
-            "status_reason": reason,
-            "superseded_by": superseded_by,
-            "status_changed_at": now,
-            "status_run_id": run_id,
-            "status_evidence_quote": evidence_quote,
-            "status_source_message_ids": tuple(source_message_ids),
-            "updated_at": now,
-        }
-    )
 
 
 class InMemoryMemoryStore:
@@ -157,18 +126,3 @@ class InMemoryMemoryStore:
         key = (tenant_id, thread_id)
         self._cursors[key] = max(self._cursors.get(key, 0), seq)
 
-
-def memory_store_for(services: Services) -> MemoryStore:
-    """The memory store of a process: ``overrides["memory_store"]`` in tests, else DynamoDB (same table)."""
-    override = services.overrides.get("memory_store")
-    if override is not None:
-        store: MemoryStore = override
-        return store
-    from shared.adapters.aws.clients import client_factory
-    from shared.adapters.aws.memory_store import DynamoDBMemoryStore
-
-    settings = services.settings
-    return DynamoDBMemoryStore(
-        settings.table_name,
-        client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
-    )

@@ -26,7 +26,7 @@ from shared.llm.offline import OfflineChatModel
 from shared.local.memory_worker import InProcessMemoryWorker
 from shared.memory.models import Memory
 from shared.memory.trigger import RunCompletedPublisher
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import make_settings
 from tests.support.live_app import serve_app
 
@@ -137,9 +137,9 @@ def playground(store: Any, redis_url: str, contexts: list[Any]) -> Callable[...,
     ) -> Iterator[str]:
         # Memory extraction waits for a quiet thread (5 s under make dev): 1 s here.
         config = make_settings(**{"redis_url": redis_url, "playground_enabled": True, "memory_idle_s": 1, **settings})
-        overrides: dict[str, Any] = {"store": store}
+        overrides = ServiceOverrides(store=store)
         if model is not None or not config.llm_base_url:
-            overrides["model"] = model or OfflineChatModel(chunk_delay_s=chunk_delay_s)
+            overrides = ServiceOverrides(store=store, model=model or OfflineChatModel(chunk_delay_s=chunk_delay_s))
         services = Services(config, overrides=overrides)
         if memories:
             # Playwright's sync API holds this thread's event loop: seed the store from another thread.
@@ -147,7 +147,7 @@ def playground(store: Any, redis_url: str, contexts: list[Any]) -> Callable[...,
             seeding.start()
             seeding.join(30)
         if not config.llm_base_url:
-            services.overrides["run_completed_publisher"] = RunCompletedPublisher(InProcessMemoryWorker(services))
+            services.use_run_completed_publisher(RunCompletedPublisher(InProcessMemoryWorker(services)))
         with serve_app(services, local_app) as url:
             try:
                 yield url

@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from shared.adapters.openai_embeddings import OpenAIEmbedder
 from shared.errors import ModelError
-from shared.memory.embeddings import Embedder, LexiconEmbedder, cosine, embedder_for
+from shared.memory.embeddings import Embedder, LexiconEmbedder, cosine
 from shared.wiring import Services
 from tests.conftest import make_settings
 
@@ -142,8 +142,8 @@ async def test_a_server_error_is_a_model_error_the_gate_can_fall_back_from(serve
 
 
 def test_the_deployment_chooses_the_embedder_by_setting() -> None:
-    assert isinstance(embedder_for(Services(make_settings())), LexiconEmbedder)
-    chosen = embedder_for(
+    assert isinstance(Services(make_settings()).embedder, LexiconEmbedder)
+    chosen = (
         Services(
             make_settings(
                 llm_base_url="http://127.0.0.1:9/v1",
@@ -152,7 +152,7 @@ def test_the_deployment_chooses_the_embedder_by_setting() -> None:
                 memory_duplicate_similarity=0.87,
             )
         )
-    )
+    ).embedder
     assert isinstance(chosen, OpenAIEmbedder)
     assert (chosen.model, chosen.duplicate_similarity, chosen.base_url) == (
         "text-embedding-v4",

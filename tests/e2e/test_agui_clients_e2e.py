@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.support.agui_clients import run_js_agent, turn_problems, validate_sse
 from tests.support.live_app import serve_app
@@ -29,7 +29,7 @@ def model_server() -> Iterator[ModelServer]:
 @pytest.fixture
 def live(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
     settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key")
-    with serve_app(Services(settings, overrides={"store": store})) as url:
+    with serve_app(Services(settings, overrides=ServiceOverrides(store=store))) as url:
         yield url
 
 
@@ -149,7 +149,7 @@ def live_frontend(store: Any, redis_url: str, model_server: ModelServer) -> Iter
 
     settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key")
     catalog = chat_catalog(frontend_allowlist=["confirm_*"])
-    services = Services(settings, overrides={"store": store, "profiles": catalog})
+    services = Services(settings, overrides=ServiceOverrides(store=store, profiles=catalog))
     with serve_app(services) as url:
         yield url
 

@@ -24,7 +24,7 @@ from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 from shared.memory.models import Memory, MemoryKind
 from shared.models import Identity
 from shared.runs.sweeper import RunSweeper
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import REGION, TABLE, bearer, make_settings
 from tests.integration import test_memory_extract_handler as memory_case
 from tests.reliability import test_function_death as death_case
@@ -134,7 +134,7 @@ async def test_a_chat_run_calls_only_what_the_streaming_role_grants(
         Turn(text=["It is noon."]),
     )
     services = Services(
-        make_settings(event_bus_name=BUS), overrides={"store": store, "stream": redis_stream, "model": model}
+        make_settings(event_bus_name=BUS), overrides=ServiceOverrides(store=store, stream=redis_stream, model=model)
     )
     body = {"threadId": "th-s", "runId": "run-s", "messages": [{"id": "m1", "role": "user", "content": "time?"}]}
     # WHEN a user runs the agent and reads the run's events again
@@ -162,7 +162,7 @@ async def test_the_json_routes_call_only_what_the_buffered_role_grants(
         automation_function_arn="arn:aws:lambda:us-east-1:123456789012:function:automation",
     )
     services = Services(
-        settings, overrides={"store": store, "stream": redis_stream, "model": ScriptedModel(Turn(text=["hi"]))}
+        settings, overrides=ServiceOverrides(store=store, stream=redis_stream, model=ScriptedModel(Turn(text=["hi"])))
     )
     body = {"threadId": "th-b", "runId": "run-b", "messages": [{"id": "m1", "role": "user", "content": "hello"}]}
     memories = DynamoDBMemoryStore(TABLE, lambda: aws)
@@ -232,7 +232,7 @@ def test_memory_extraction_calls_only_what_the_memory_role_grants(
             memory_queue_url=queue_url,
             memory_idle_s=0,
         ),
-        overrides={"store": store, "model": memory_case.RaisingScriptedModel()},
+        overrides=ServiceOverrides(store=store, model=memory_case.RaisingScriptedModel()),
     )
     handler = MemoryExtractHandler(services)
     event = {"Records": [memory_case.sqs_record(memory_case.run_completed("user-m", "th-m", "run-m"))]}
@@ -274,7 +274,6 @@ def test_a_scheduled_fire_calls_only_what_the_automation_role_grants(
     from functions.automation import handler
     from shared.adapters.redis_stream import RedisEventStream
     from shared.automation.models import AutomationTaskSpec
-    from shared.automation.service import automation_service
     from shared.local.embedded import embedded_stream_client
     from tests.integration import test_automation_handler as automation_case
 
@@ -283,15 +282,15 @@ def test_a_scheduled_fire_calls_only_what_the_automation_role_grants(
     boto3.client("events", region_name=REGION).create_event_bus(Name=BUS)
     services = Services(
         make_settings(**automation_case.SCHEDULER_SETTINGS, event_bus_name=BUS),
-        overrides={
-            "store": store,
-            "stream": RedisEventStream(embedded_stream_client()),
-            "model": ScriptedModel(fallback=lambda _req: Turn(text=["done"])),
-        },
+        overrides=ServiceOverrides(
+            store=store,
+            stream=RedisEventStream(embedded_stream_client()),
+            model=ScriptedModel(fallback=lambda _req: Turn(text=["done"])),
+        ),
     )
     owner = Identity(tenant_id="tenant-1", user_id="user-1")
     spec = AutomationTaskSpec(name="Briefing", schedule_expression="rate(1 day)", prompt=automation_case.PROMPT)
-    task = asyncio.run(automation_service(services).create(owner, spec))
+    task = asyncio.run(services.automation_service.create(owner, spec))
     schedule = automation_case.stored_input(boto3.client("scheduler", region_name=REGION), task.task_id)
     event = automation_case.as_delivered(schedule, scheduled_time="2026-01-05T08:00:00Z", execution_id="x")
     # WHEN the Scheduler's fire reaches the function

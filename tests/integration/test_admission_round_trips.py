@@ -29,7 +29,7 @@ import pytest
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 from shared.llm.types import ChatChunk, ChatRequest
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import TABLE, bearer, make_settings
 from tests.support.moto_lock import OneRequestAtATime
 from tests.support.scripted_model import ScriptedModel, Turn
@@ -157,12 +157,12 @@ def counted_services(aws: Any, redis_stream: Any, recorder: Recorder) -> Service
     client = CountedDynamoDB(OneRequestAtATime(aws), recorder)
     return Services(
         make_settings(),
-        overrides={
-            "store": DynamoDBStore(TABLE, lambda: client),
-            "memory_store": DynamoDBMemoryStore(TABLE, lambda: client),
-            "stream": CountedStream(redis_stream, recorder),
-            "model": TimedModel(recorder),
-        },
+        overrides=ServiceOverrides(
+            store=DynamoDBStore(TABLE, lambda: client),
+            memory_store=DynamoDBMemoryStore(TABLE, lambda: client),
+            stream=CountedStream(redis_stream, recorder),
+            model=TimedModel(recorder),
+        ),
     )
 
 

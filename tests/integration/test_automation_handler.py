@@ -26,14 +26,13 @@ from shared.adapters.aws.scheduler import schedule_name
 from shared.adapters.redis_stream import RedisEventStream
 from shared.auth import AUDIT_SCOPE
 from shared.automation.models import AutomationTaskSpec
-from shared.automation.service import automation_service
 from shared.errors import ConfigurationError, Conflict, InvalidRequest
 from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
 from shared.local.embedded import embedded_stream_client
 from shared.models import Identity, utc_now
 from shared.run_events.emitter import RunEmitter
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import REGION, bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
 
@@ -443,11 +442,11 @@ def test_the_lambda_entry_point_handles_a_scheduled_input(store: DynamoDBStore, 
     model = ScriptedModel(fallback=lambda _req: Turn(text=["done"]))
     services = Services(
         make_settings(**SCHEDULER_SETTINGS),
-        overrides={"store": store, "stream": RedisEventStream(embedded_stream_client()), "model": model},
+        overrides=ServiceOverrides(store=store, stream=RedisEventStream(embedded_stream_client()), model=model),
     )
     owner = Identity(tenant_id="tenant-1", user_id="user-1")
     spec = AutomationTaskSpec(name="Briefing", schedule_expression="rate(1 day)", prompt=PROMPT)
-    task = asyncio.run(automation_service(services).create(owner, spec))
+    task = asyncio.run(services.automation_service.create(owner, spec))
     event = as_delivered(stored_input(scheduler, task.task_id), scheduled_time="2025-01-06T00:00:00Z", execution_id="x")
     # WHEN the runtime invokes the handler twice with the same scheduled input
     first = handler.lambda_handler(event, LambdaContext(), services)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.settings import Settings
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
 
@@ -19,7 +19,7 @@ EVIL_ORIGIN = "https://evil.example.com"
 
 
 def _services(store: Any, redis_stream: Any, origins: tuple[str, ...], model: Any = None) -> Services:
-    overrides = {"store": store, "stream": redis_stream, "model": model or ScriptedModel(Turn(text=["hi"]))}
+    overrides = ServiceOverrides(store=store, stream=redis_stream, model=model or ScriptedModel(Turn(text=["hi"])))
     return Services(make_settings(cors_allowed_origins=origins), overrides=overrides)
 
 

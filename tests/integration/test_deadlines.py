@@ -16,7 +16,7 @@ import httpx
 
 from shared.models import Identity, RunStatus
 from shared.runs.deadline import LAMBDA_CONTEXT_HEADER, deadline_from_context, deadline_from_lambda_header
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.reliability.streams import assert_well_formed_run, body, events_of
 from tests.support.live_app import serve_app
@@ -28,7 +28,9 @@ USER = Identity(tenant_id="tenant-1", user_id="user-1")
 
 def services_on(store: Any, redis_url: str, model: ScriptedModel, **settings: Any) -> Services:
     """Services whose Redis client is created lazily, on the served app's own event loop."""
-    return Services(make_settings(redis_url=redis_url, **settings), overrides={"store": store, "model": model})
+    return Services(
+        make_settings(redis_url=redis_url, **settings), overrides=ServiceOverrides(store=store, model=model)
+    )
 
 
 def lambda_context_header(seconds_left: float) -> dict[str, str]:

@@ -12,7 +12,7 @@ import pytest
 
 from shared.llm.types import ToolSpec
 from shared.tools.registry import ServerTool, ToolContext, ToolRegistry
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.support.live_app import serve_app
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
@@ -53,7 +53,7 @@ def live(store: Any, redis_url: str, model_server: ModelServer, blocking_clock: 
     settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="k")
     registry = ToolRegistry()
     registry.register(blocking_clock.tool())
-    with serve_app(Services(settings, overrides={"tools": registry, "store": store})) as url:
+    with serve_app(Services(settings, overrides=ServiceOverrides(tools=registry, store=store))) as url:
         yield url
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.support.profiles import chat_catalog
 from tests.support.scripted_model import ScriptedModel, Turn
@@ -34,13 +34,13 @@ def services(store: Any, redis_stream: Any) -> Any:
     def build(model: ScriptedModel, frontend_allowlist: list[str] | None = None) -> Services:
         return Services(
             make_settings(),
-            overrides={
-                "store": store,
-                "stream": redis_stream,
-                "model": model,
-                "profiles": chat_catalog(frontend_allowlist=["confirm_*"] if frontend_allowlist is None
+            overrides=ServiceOverrides(
+                store=store,
+                stream=redis_stream,
+                model=model,
+                profiles=chat_catalog(frontend_allowlist=["confirm_*"] if frontend_allowlist is None
                                          else frontend_allowlist),
-            },
+            ),
         )
 
     return build

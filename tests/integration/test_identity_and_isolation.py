@@ -19,7 +19,7 @@ from jwt.algorithms import RSAAlgorithm
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.profiles import default_catalog
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import TEST_SECRET, bearer, make_settings
 from tests.support.live_app import serve_app
 from tests.support.scripted_model import ScriptedModel, Turn
@@ -229,7 +229,7 @@ async def test_hidden_automation_messages_reach_audit_and_the_model_but_never_th
         id="auto-msg-1", thread_id="th-hid", role=Role.USER, content="HIDDEN-PROMPT daily digest", meta=meta
     )
     await services.runs.run_inline(ctx, body_digest="d", new_messages=[prompt], executor=services.worker())
-    served = Services(make_settings(redis_url=redis_url), overrides={"store": store, "model": model})
+    served = Services(make_settings(redis_url=redis_url), overrides=ServiceOverrides(store=store, model=model))
     with serve_app(served) as url:
         async with httpx.AsyncClient(base_url=url, timeout=30) as client:
             chat = await client.post("/api/v1/agent", json=body("th-hid", "run-visible"), headers=bearer())

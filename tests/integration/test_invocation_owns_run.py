@@ -17,7 +17,7 @@ from functions.agent_api.app import create_app
 from shared.adapters.in_memory_store import InMemoryStore
 from shared.adapters.in_memory_stream import InMemoryEventStream
 from shared.models import Identity
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.reliability.streams import body
 from tests.support.scripted_model import ScriptedModel, Turn
@@ -26,7 +26,9 @@ from tests.support.scripted_model import ScriptedModel, Turn
 async def test_the_post_returns_only_after_its_run_settled_when_the_client_left() -> None:
     store = InMemoryStore()
     model = ScriptedModel(Turn(text=[f"w{i} " for i in range(10)], delay_s=0.05))
-    services = Services(make_settings(), overrides={"store": store, "stream": InMemoryEventStream(), "model": model})
+    services = Services(
+        make_settings(), overrides=ServiceOverrides(store=store, stream=InMemoryEventStream(), model=model)
+    )
     app = create_app(services)
     payload = json.dumps(body("th-gone", "run-gone")).encode()
     headers = [(b"content-type", b"application/json")] + [

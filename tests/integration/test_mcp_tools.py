@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from shared.tools.mcp_servers import McpToolbox, parse_mcp_servers
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.support.mcp_server import McpServerHandle, mcp_server
 from tests.support.profiles import chat_catalog
@@ -44,8 +44,8 @@ def services(store: Any, redis_stream: Any) -> Any:
     def build(model: ScriptedModel, box: McpToolbox, allowlist: list[str] | None = None) -> Services:
         names = box.known_tool_names() | {"get_current_time", "memory_write", "memory_forget"}
         catalog = chat_catalog(names, mcp_servers=["demo"], allowlist=allowlist, frontend_allowlist=["*"])
-        return Services(make_settings(), overrides={"store": store, "stream": redis_stream, "model": model,
-                                                    "profiles": catalog, "mcp": box})
+        return Services(make_settings(), overrides=ServiceOverrides(store=store, stream=redis_stream, model=model,
+                                                    profiles=catalog, mcp=box))
 
     return build
 

@@ -32,7 +32,7 @@ from shared.memory.coalescing import memory_run_id
 from shared.memory.executor import SYSTEM_PROMPT
 from shared.memory.trigger import RunCompletedPublisher
 from shared.models import utc_now
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import REGION, TABLE, bearer, make_settings
 from tests.integration.test_memory_extract_handler import FakeLambdaContext
 from tests.support.scripted_model import ScriptedModel, Turn
@@ -123,14 +123,14 @@ class Deployment:
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.api = Services(
             make_settings(),
-            overrides={
-                "store": store,
-                "stream": redis_stream,
-                "model": self.model,
-                "run_completed_publisher": RunCompletedPublisher(
+            overrides=ServiceOverrides(
+                store=store,
+                stream=redis_stream,
+                model=self.model,
+                run_completed_publisher=RunCompletedPublisher(
                     EventBridgePublisher(BUS, lambda: boto3.client("events", region_name=REGION))
                 ),
-            },
+            ),
         )
         self.lambda_services = Services(
             make_settings(
@@ -139,7 +139,7 @@ class Deployment:
                 memory_queue_url=queue_url,
                 **settings,
             ),
-            overrides={"store": store, "model": self.model},
+            overrides=ServiceOverrides(store=store, model=self.model),
         )
         self.handler = MemoryExtractHandler(self.lambda_services)
         self.failures: list[dict[str, Any]] = []
@@ -356,10 +356,10 @@ async def test_make_dev_coalesces_the_same_way_with_a_shortened_quiet_period(
 
     model = ScriptedModel(fallback=answer)
     services = Services(
-        make_settings(memory_idle_s=5), overrides={"store": store, "stream": redis_stream, "model": model}
+        make_settings(memory_idle_s=5), overrides=ServiceOverrides(store=store, stream=redis_stream, model=model)
     )
     worker = InProcessMemoryWorker(services)
-    services.overrides["run_completed_publisher"] = RunCompletedPublisher(worker)
+    services.use_run_completed_publisher(RunCompletedPublisher(worker))
     try:
         async with asgi_client(services) as client:
             for i in range(1, 4):

@@ -28,7 +28,7 @@ from shared.llm.types import ChatRequest
 from shared.memory.coalescing import memory_run_id
 from shared.memory.models import Memory
 from shared.models import Identity, Message, Role, RunStatus
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import REGION, TABLE, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
 
@@ -164,7 +164,7 @@ def handler_env(aws: Any, store: DynamoDBStore, redis_url: str) -> Iterator[tupl
         make_settings(
             redis_url=redis_url, idempotency_table_name=IDEMPOTENCY_TABLE, memory_queue_url=queue_url, memory_idle_s=0
         ),
-        overrides={"store": store, "model": model},
+        overrides=ServiceOverrides(store=store, model=model),
     )
     handler = MemoryExtractHandler(services)
     yield handler, model
@@ -318,7 +318,7 @@ def test_a_memory_run_that_would_outlive_the_invocation_ends_with_run_deadline_a
             memory_idle_s=0,
             run_deadline_margin_s=1.9,
         ),
-        overrides={"store": store, "model": model},
+        overrides=ServiceOverrides(store=store, model=model),
     )
     handler = MemoryExtractHandler(services)
     try:

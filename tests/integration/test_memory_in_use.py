@@ -11,7 +11,7 @@ from shared.memory.injection import MEMORY_INJECTION_SENTINEL
 from shared.memory.models import Memory, MemoryKind
 from shared.memory.store import InMemoryMemoryStore
 from shared.memory.trigger import RunCompletedPublisher
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
 
@@ -52,13 +52,13 @@ async def test_worker_context_holds_the_users_memories_marked_and_runs_publish_c
     model = ScriptedModel(Turn(text=["d'accord"]))
     services = Services(
         make_settings(),
-        overrides={
-            "store": store,
-            "stream": redis_stream,
-            "model": model,
-            "memory_store": memories,
-            "run_completed_publisher": RunCompletedPublisher(publisher),
-        },
+        overrides=ServiceOverrides(
+            store=store,
+            stream=redis_stream,
+            model=model,
+            memory_store=memories,
+            run_completed_publisher=RunCompletedPublisher(publisher),
+        ),
     )
     async with asgi_client(services) as client:
         resp = await client.post(
@@ -125,7 +125,7 @@ async def test_memories_api_lists_and_hard_deletes_only_the_callers_own(
     await memories.put(memory("mem-b", "user-2", "likes coffee"))
     services = Services(
         make_settings(),
-        overrides={"store": store, "stream": redis_stream, "model": ScriptedModel(), "memory_store": memories},
+        overrides=ServiceOverrides(store=store, stream=redis_stream, model=ScriptedModel(), memory_store=memories),
     )
     async with asgi_client(services) as client:
         mine = await client.get("/api/v1/memories", headers=bearer())
@@ -156,7 +156,7 @@ async def test_patch_writes_a_new_version_supersedes_the_old_and_audits_who_chan
     await memories.put(memory("mem-b", "user-2", "likes coffee"))
     services = Services(
         make_settings(),
-        overrides={"store": store, "stream": redis_stream, "model": ScriptedModel(), "memory_store": memories},
+        overrides=ServiceOverrides(store=store, stream=redis_stream, model=ScriptedModel(), memory_store=memories),
     )
     async with asgi_client(services) as client:
         listed = await client.get("/api/v1/memories", headers=bearer())

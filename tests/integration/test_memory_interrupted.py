@@ -17,11 +17,11 @@ import pytest
 
 from shared.llm.openai_chat import OpenAIChatModel
 from shared.local.memory_worker import InProcessMemoryWorker
-from shared.memory.job import MemoryExtraction, MemoryRunFailed
+from shared.memory.job import MemoryRunFailed
 from shared.memory.store import InMemoryMemoryStore
 from shared.memory.trigger import BusEvent
 from shared.models import Identity
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.support.model_server import ModelServer, ScriptedTurn
 
@@ -38,7 +38,7 @@ def model_server() -> Iterator[ModelServer]:
 @pytest.fixture
 async def services(store: Any, redis_stream: Any, model_server: ModelServer) -> Any:
     model = OpenAIChatModel(model_server.base_url, "test-key", provider="openai-compatible", max_retries=0)
-    overrides = {"store": store, "stream": redis_stream, "model": model, "memory_store": InMemoryMemoryStore()}
+    overrides = ServiceOverrides(store=store, stream=redis_stream, model=model, memory_store=InMemoryMemoryStore())
     yield Services(make_settings(memory_idle_s=0), overrides=overrides)
     await model.aclose()
 
@@ -57,8 +57,8 @@ def new_ids(rendered: str) -> list[str]:
 async def test_a_cut_memory_run_is_a_retryable_warning_and_the_next_extraction_covers_its_messages(
     services: Services, model_server: ModelServer, asgi_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    extraction = MemoryExtraction.from_services(services)
-    memories = services.overrides["memory_store"]
+    extraction = services.memory_extraction
+    memories = services.overrides.memory_store
     async with asgi_client(services) as client:
         # GIVEN a thread with a user message
         await chat(client, services, "run-1", "I live in Hangzhou.")

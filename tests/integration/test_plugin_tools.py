@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.support.profiles import chat_catalog
 from tests.support.scripted_model import ScriptedModel, Turn
@@ -26,8 +26,8 @@ async def test_a_plugin_tool_is_offered_checked_and_run_by_the_worker(
                          ("good", "units_convert", '{"value": 3, "from_unit": "km", "to_unit": "m"}')]),
         Turn(text=["3 km is 3000 m."]),
     )
-    services = Services(settings, overrides={"store": store, "stream": redis_stream, "model": model,
-                                             "profiles": catalog})
+    services = Services(settings, overrides=ServiceOverrides(store=store, stream=redis_stream, model=model,
+                                             profiles=catalog))
     body = {"threadId": "th-plug", "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "3 km in m?"}]}
     async with asgi_client(services) as client:
         resp = await client.post("/api/v1/agent", json=body, headers=bearer())

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import ci, make_settings
 from tests.support.live_app import serve_app
 from tests.support.llama_server import LlamaServer, LlamaServerMissing, built_env, llama_server
@@ -56,5 +56,5 @@ def real_settings(proxy: ModelProxy, **overrides: Any) -> Any:
 @pytest.fixture
 def live(store: Any, redis_url: str, proxy: ModelProxy) -> Iterator[str]:
     """The app under uvicorn, its model adapter talking to llama.cpp through the proxy."""
-    with serve_app(Services(real_settings(proxy, redis_url=redis_url), overrides={"store": store})) as url:
+    with serve_app(Services(real_settings(proxy, redis_url=redis_url), overrides=ServiceOverrides(store=store))) as url:
         yield url

@@ -21,10 +21,10 @@ import httpx
 import pytest
 
 from shared.llm.openai_chat import OpenAIChatModel
-from shared.memory.job import MemoryExtraction, MemoryRunFailed
+from shared.memory.job import MemoryRunFailed
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer
 from tests.real_model.conftest import MODEL_ID_MAP, PROVIDER_MODEL, real_settings
 from tests.support.agui_clients import run_js_agent, turn_problems, validate_sse
@@ -158,7 +158,7 @@ async def memory_services(store: Any, redis_stream: Any, proxy: ModelProxy) -> A
     model = OpenAIChatModel(
         proxy.base_url, "test-key", provider="openai-compatible", timeout_s=120, model_ids=json.loads(MODEL_ID_MAP)
     )
-    overrides = {"store": store, "stream": redis_stream, "model": model, "memory_store": InMemoryMemoryStore()}
+    overrides = ServiceOverrides(store=store, stream=redis_stream, model=model, memory_store=InMemoryMemoryStore())
     yield Services(real_settings(proxy), overrides=overrides)
     await model.aclose()
 
@@ -171,7 +171,7 @@ async def test_a_memory_run_with_a_forced_memory_write(
     proxy.clear()
     # WHEN the memory run's first request is forced to call memory_write
     proxy.policy = ForcePolicy(force=("memory_write",), times=1)
-    report = await MemoryExtraction.from_services(memory_services).extract(IDENTITY, "thread-mem", run_id="mem-1")
+    report = await memory_services.memory_extraction.extract(IDENTITY, "thread-mem", run_id="mem-1")
     # THEN the run went through: the forced call, its proposal judged by the gate, the follow-up with the decision
     assert report.status == "extracted"
     assert sum(report.decisions.values()) == 1
@@ -182,7 +182,7 @@ async def test_a_memory_run_with_a_forced_memory_write(
     [assistant] = tool_call_messages(follow_up)
     assert assistant["content"] == ""
     assert follow_up.body["messages"][-1]["role"] == "tool"
-    assert await memory_services.overrides["memory_store"].get_cursor("tenant-1", "thread-mem") == 2
+    assert await memory_services.overrides.memory_store.get_cursor("tenant-1", "thread-mem") == 2
 
 
 async def test_a_single_slot_server_cutting_a_memory_run_is_retryable_and_the_next_extraction_covers_it(
@@ -190,7 +190,7 @@ async def test_a_single_slot_server_cutting_a_memory_run_is_retryable_and_the_ne
 ) -> None:
     # GIVEN a thread with a user message
     await seed_thread(memory_services, "thread-cut", {"c-1": "My daughter is called Lin."}, asgi_client)
-    memories = memory_services.overrides["memory_store"]
+    memories = memory_services.overrides.memory_store
     # AND a memory request made long (end-of-turn tokens banned), cut by llama.cpp when another request arrives
     # at its single slot
     proxy.policy = ForcePolicy(max_tokens=400, extra={"logit_bias": {"0": -100, "2": -100}})
@@ -201,7 +201,7 @@ async def test_a_single_slot_server_cutting_a_memory_run_is_retryable_and_the_ne
         competing.append(httpx.post(f"{llama.base_url}/chat/completions", json=body, timeout=120).status_code)
 
     proxy.on_first_frame = another_client
-    extraction = MemoryExtraction.from_services(memory_services)
+    extraction = memory_services.memory_extraction
     # WHEN the memory run streams its answer
     with caplog.at_level(logging.INFO), pytest.raises(MemoryRunFailed) as failure:
         await extraction.extract(IDENTITY, "thread-cut", run_id="mem-cut-1")

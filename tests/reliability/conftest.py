@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import make_settings
 from tests.support.live_app import serve_app
 from tests.support.model_server import ModelServer
@@ -27,7 +27,7 @@ def live_services(store: Any, redis_url: str, model_server: ModelServer) -> Serv
     settings = make_settings(
         redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key", **FAULT_SETTINGS
     )
-    return Services(settings, overrides={"store": store})
+    return Services(settings, overrides=ServiceOverrides(store=store))
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from moto import mock_aws
 from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
 from shared.auth import mint_local_token
 from shared.settings import Settings
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.support.live_app import serve_app
 from tests.support.model_server import ModelServer, ScriptedTurn
 from tests.support.moto_lock import OneRequestAtATime
@@ -181,7 +181,7 @@ def loopback_system(redis_url: str | None = None) -> Iterator[str]:
                 llm_api_key="load",
                 sse_ping_interval_s=5.0,
             )
-            with serve_app(Services(settings, overrides={"store": store})) as url:
+            with serve_app(Services(settings, overrides=ServiceOverrides(store=store))) as url:
                 yield url
 
 

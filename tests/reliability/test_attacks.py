@@ -15,7 +15,7 @@ from shared.llm.types import ToolSpec
 from shared.memory.models import Memory, MemoryKind
 from shared.models import digest
 from shared.tools.registry import ServerTool, ToolContext, ToolRegistry
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import REGION, bearer, make_settings
 from tests.reliability.streams import assert_well_formed_run, body, events_of
 from tests.support.live_app import serve_app
@@ -63,7 +63,7 @@ async def test_a_tool_output_that_injects_a_forbidden_call_is_refused_and_audite
     # output tells the model to call it; the model obeys the injection
     tools = Tools()
     settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="k")
-    services = Services(settings, overrides={"store": store, "tools": tools.registry()})
+    services = Services(settings, overrides=ServiceOverrides(store=store, tools=tools.registry()))
     model_server.enqueue(
         ScriptedTurn(tool_calls=[ScriptedToolCall("get_current_time", '{"timezone": "UTC"}', id="call-time")]),
         ScriptedTurn(tool_calls=[ScriptedToolCall("delete_account", '{"confirm": true}', id="call-evil")]),
@@ -99,7 +99,7 @@ async def test_a_tool_output_that_injects_a_forbidden_call_is_refused_and_audite
 async def test_a_refusal_does_not_reveal_the_refusing_layer(store: Any, redis_stream: Any, asgi_client: Any) -> None:
     # GIVEN a model that calls a system tool the chat profile does not allow
     model = ScriptedModel(Turn(tool_calls=[("call-x", "delete_account", "{}")]), Turn(text=["no"]))
-    overrides = {"store": store, "stream": redis_stream, "model": model, "tools": Tools().registry()}
+    overrides = ServiceOverrides(store=store, stream=redis_stream, model=model, tools=Tools().registry())
     async with asgi_client(Services(make_settings(), overrides=overrides)) as client:
         resp = await client.post("/api/v1/agent", json=body("th-layer", "run-layer"), headers=bearer())
     refusal = next(e for e in events_of(resp.text) if e["type"] == "TOOL_CALL_RESULT")
@@ -121,7 +121,7 @@ async def test_a_malformed_or_huge_call_is_audited_with_the_raw_size_and_digest(
 ) -> None:
     # GIVEN a model that sends a tool call whose arguments the executor must replace by {}
     model = ScriptedModel(Turn(tool_calls=[("call-big", "get_current_time", raw)]), Turn(text=["done"]))
-    overrides = {"store": store, "stream": redis_stream, "model": model, "tools": Tools().registry()}
+    overrides = ServiceOverrides(store=store, stream=redis_stream, model=model, tools=Tools().registry())
     async with asgi_client(Services(make_settings(), overrides=overrides)) as client:
         resp = await client.post("/api/v1/agent", json=body("th-big", "run-big"), headers=bearer())
     # WHEN the run ends

@@ -17,7 +17,7 @@ import pytest
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.errors import NotFound
 from shared.models import RunStatus
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import TABLE, bearer, make_settings
 from tests.reliability.streams import assert_no_duplicates, assert_well_formed_run, body, events_of, history
 from tests.reliability.throttling import Throttle, throttled_client
@@ -39,7 +39,9 @@ def throttled_store(aws: Any, throttle: Throttle) -> DynamoDBStore:
 @pytest.fixture
 def services(throttled_store: DynamoDBStore, redis_stream: Any) -> Services:
     model = ScriptedModel(fallback=lambda _req: Turn(text=["Stored ", "answer."]))
-    return Services(make_settings(), overrides={"store": throttled_store, "stream": redis_stream, "model": model})
+    return Services(
+        make_settings(), overrides=ServiceOverrides(store=throttled_store, stream=redis_stream, model=model)
+    )
 
 
 async def post(client: httpx.AsyncClient, payload: dict[str, Any]) -> httpx.Response:

@@ -33,7 +33,7 @@ from shared.adapters.redis_stream import RedisEventStream, run_stream_key, threa
 from shared.models import Identity, Message, Role, Run, RunStatus, ToolCall, utc_now
 from shared.run_events.emitter import RunEmitter
 from shared.runs.sweeper import RunSweeper
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.reliability.streams import assert_well_formed_run, body, events_of, history
 from tests.support.agui_clients import validate_sse
@@ -224,7 +224,7 @@ async def test_runs_killed_by_a_timeout_count_as_run_errors(
 
 def test_the_lambda_entry_point_sweeps_with_the_container_services(store: DynamoDBStore, redis_url: str) -> None:
     # GIVEN a dead run, and the sweeper's Lambda entry point with its own Redis client
-    services = Services(make_settings(redis_url=redis_url), overrides={"store": store})
+    services = Services(make_settings(redis_url=redis_url), overrides=ServiceOverrides(store=store))
     setup_stream = RedisEventStream(Redis.from_url(redis_url))
 
     async def setup() -> None:

@@ -22,7 +22,7 @@ from shared.errors import InvalidRequest
 from shared.models import ExecutionMeta
 from shared.runs import intake
 from shared.threads import decode_cursor
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import REGION, bearer, make_settings
 from tests.reliability.streams import events_of
 from tests.support.live_app import serve_app
@@ -59,7 +59,7 @@ def fuzz_url(store: Any, redis_url: str) -> Iterator[str]:
     boto3.client("scheduler", region_name=REGION).create_schedule_group(Name=SCHEDULER_SETTINGS["scheduler_group_name"])
     model = ScriptedModel(fallback=lambda _req: Turn(text=["fuzzed"]))
     settings = make_settings(redis_url=redis_url, **SCHEDULER_SETTINGS)
-    services = Services(settings, overrides={"store": store, "model": model})
+    services = Services(settings, overrides=ServiceOverrides(store=store, model=model))
     with serve_app(services) as url:
         yield url
 

@@ -20,7 +20,7 @@ import pytest
 
 from shared.models import RunStatus
 from shared.runs.service import RunService
-from shared.wiring import Services
+from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.reliability.streams import assert_well_formed_run, body, data_frames, events_of, history
 from tests.reliability.tcp_proxy import CuttableProxy
@@ -44,7 +44,7 @@ def proxy(redis_url: str) -> Iterator[CuttableProxy]:
 @pytest.fixture
 def live(store: Any, proxy: CuttableProxy, model_server: ModelServer) -> Iterator[tuple[str, Services]]:
     settings = make_settings(redis_url=proxy.url, llm_base_url=model_server.base_url, llm_api_key="k")
-    services = Services(settings, overrides={"store": store})
+    services = Services(settings, overrides=ServiceOverrides(store=store))
     services.runs = RunService(
         services.store, services.stream, ping_interval_s=1.0, stream_outage_grace_s=1.0, flush_timeout_s=4.0
     )

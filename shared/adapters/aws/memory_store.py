@@ -20,8 +20,7 @@ from botocore.exceptions import ClientError
 
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.table_adapter import TableAdapter
-from shared.memory.models import Memory, MemoryStatus
-from shared.memory.store import deactivated
+from shared.memory.models import Memory, MemoryStatus, deactivated
 from shared.models import utc_now
 
 if TYPE_CHECKING:

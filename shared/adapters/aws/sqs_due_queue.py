@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from shared.memory.coalescing import ExtractionDue
+from shared.memory.models import ExtractionDue
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
