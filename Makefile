@@ -62,6 +62,7 @@ llama-server: system-deps
 lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 ## Install everything the tests need, then lint, type-check and run every test.
 test: install-test system-deps node-deps playground sam-tools llama-server lint
