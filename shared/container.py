@@ -35,21 +35,28 @@ def container_services() -> Services:
 
 def init_container(function: LambdaFunction) -> Services | None:
     """During a Lambda INIT: the container's services with what ``function``'s invocations use already built
-    (clients created, libraries imported; no connection opened), and the container's event loop. None outside
-    Lambda (nothing of the wiring is even imported: the import-time benchmark measures the handler alone)."""
-    global _loop
+    (clients created, libraries imported; no connection opened), and the container's event loop, made the thread's
+    current loop (Mangum runs the buffered app on it). None outside Lambda (nothing of the wiring is even imported:
+    the import-time benchmark measures the handler alone).
+
+    Connections are left to the first invocation: on the emulated environment (moto, redis-server on loopback)
+    opening them here made the memory function's first invocation slower, not faster (docs/benchmarks.md)."""
     settings = Settings.from_env()
     if not settings.lambda_function_name:
         return None
     services = container_services()
     services.warm_up(function)
-    if _loop is None or _loop.is_closed():
-        _loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(container_loop())
     return services
 
 
-def run_in_container(coro: Coroutine[Any, Any, T]) -> T:
+def container_loop() -> asyncio.AbstractEventLoop:
+    """The container's event loop: one for its life, so clients bound to a loop (Redis) stay usable."""
     global _loop
     if _loop is None or _loop.is_closed():
         _loop = asyncio.new_event_loop()
-    return _loop.run_until_complete(coro)
+    return _loop
+
+
+def run_in_container(coro: Coroutine[Any, Any, T]) -> T:
+    return container_loop().run_until_complete(coro)

@@ -8,11 +8,15 @@ nothing; anywhere else (tests, the import-time benchmark) on the first invocatio
 
 from __future__ import annotations
 
+import logging
+from types import SimpleNamespace
 from typing import Any
 
 from mangum import Mangum
 
 from shared.container import init_container
+
+logger = logging.getLogger(__name__)
 
 
 def _at_init() -> Mangum | None:
@@ -22,7 +26,42 @@ def _at_init() -> Mangum | None:
         return None
     from functions.agent_api.app import create_app
 
-    return Mangum(create_app(services), lifespan="off")
+    built = Mangum(create_app(services), lifespan="off")
+    _exercise(built)
+    return built
+
+
+def _exercise(built: Mangum) -> None:
+    """Two invocations through Mangum during INIT, so what Mangum, FastAPI and the auth dependency build on the
+    first request is built here: the health check, and a thread list without a token (refused with 401 before
+    anything is read)."""
+    for path in ("/healthz", "/api/v1/threads"):
+        headers = {"Host": "init.invalid"}
+        event = {
+            "resource": "/{proxy+}",
+            "path": path,
+            "httpMethod": "GET",
+            "headers": headers,
+            "multiValueHeaders": {k: [v] for k, v in headers.items()},
+            "queryStringParameters": None,
+            "multiValueQueryStringParameters": None,
+            "pathParameters": {"proxy": path.lstrip("/")},
+            "stageVariables": None,
+            "requestContext": {
+                "resourcePath": "/{proxy+}",
+                "httpMethod": "GET",
+                "path": f"/prod{path}",
+                "stage": "prod",
+                "requestId": "init",
+                "identity": {"sourceIp": "127.0.0.1"},
+            },
+            "body": None,
+            "isBase64Encoded": False,
+        }
+        try:
+            built(event, SimpleNamespace(aws_request_id="init", get_remaining_time_in_millis=lambda: 30_000))
+        except Exception:
+            logger.info("an init invocation failed; the first request builds what it would have", exc_info=True)
 
 
 _handler: Mangum | None = _at_init()

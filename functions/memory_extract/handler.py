@@ -36,7 +36,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
 from shared.adapters.aws.clients import client_factory
-from shared.container import init_container
+from shared.container import container_loop, init_container
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import RunCompleted
 from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
@@ -69,9 +69,9 @@ class UnexpectedEvent(ValueError):
 class MemoryExtractHandler:
     """The handler with its dependencies; tests build one around their own ``Services``."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Services, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._services = services
-        self._loop = asyncio.new_event_loop()
+        self._loop = loop or asyncio.new_event_loop()
         self._coalescer: ExtractionCoalescer | None = None
         self._processor = BatchProcessor(
             event_type=EventType.SQS, model=MemoryQueueRecord, raise_on_entire_batch_failure=False
@@ -148,7 +148,7 @@ def _at_init() -> MemoryExtractHandler | None:
     services = init_container("memory")
     if services is None:
         return None
-    built = MemoryExtractHandler(services)
+    built = MemoryExtractHandler(services, container_loop())
     built.warm()
     return built
 

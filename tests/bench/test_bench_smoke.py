@@ -9,7 +9,16 @@ import shutil
 
 import pytest
 
-from bench import bill, cold_start, context_assembly, first_request, input_tokens, memory_tokens, server_overhead
+from bench import (
+    bill,
+    cold_start,
+    context_assembly,
+    first_request,
+    handler_init,
+    input_tokens,
+    memory_tokens,
+    server_overhead,
+)
 
 
 def test_input_tokens_smoke_reports_every_policy_with_billed_never_above_raw() -> None:
@@ -133,3 +142,12 @@ def test_bill_smoke_prices_worker_and_memory_runs_and_the_note_last_never_costs_
             assert row.worker.input == first.worker.input
             assert row.worker.cached >= first.worker.cached
             assert result.relative(row) <= result.relative(first)
+
+
+def test_handler_init_smoke_times_init_first_and_warm_invocations() -> None:
+    # One fresh automation environment initialised as Lambda does: INIT, a first fire and a warm one.
+    (result,) = handler_init.main(["--smoke"])
+    assert result.function == "automation" and result.mode == "init"
+    assert len(result.first_ms) == 1 and len(result.warm_ms) == 1 and result.init_ms[0] > 0
+    assert result.first_built == [0]  # INIT built every service the fire uses
+    assert result.ratio > 0

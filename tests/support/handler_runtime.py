@@ -65,7 +65,7 @@ class _ClientCount:
             self.count += 1
             return original(session, *args, **kwargs)
 
-        botocore.session.Session.create_client = counted  # type: ignore[method-assign]
+        botocore.session.Session.create_client = counted  # type: ignore[method-assign,assignment]
 
 
 _SERVICES: list[Any] = []
@@ -235,7 +235,7 @@ def prepare(moto_url: str, redis_url: str) -> tuple[dict[str, str], dict[str, li
     """Resources, seed data and ``count`` events per function (each one new work, not a duplicate delivery)."""
     keys = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
     saved = {k: os.environ.get(k) for k in keys}
-    os.environ.update({"AWS_ENDPOINT_URL": moto_url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"})
+    os.environ.update(dict(zip(keys, (moto_url, "testing", "testing"), strict=True)))
     try:
         env = environment(moto_url, redis_url, create_resources(moto_url))
         task_id, thread = asyncio.run(_seed(env))
