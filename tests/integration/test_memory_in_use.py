@@ -85,7 +85,7 @@ async def test_what_changes_per_run_comes_after_the_history_so_the_next_run_repe
     model = ScriptedModel(Turn(text=["un"]), Turn(text=["deux"]))
     services = Services(
         make_settings(),
-        overrides={"store": store, "stream": redis_stream, "model": model, "memory_store": memories},
+        overrides=ServiceOverrides(store=store, stream=redis_stream, model=model, memory_store=memories),
     )
     first = {**body("th-c", "run-1", "first question"), "context": [{"description": "page", "value": "home"}]}
     second = {
