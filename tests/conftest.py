@@ -20,6 +20,7 @@ from shared.settings import Settings
 from shared.wiring import ServiceOverrides, Services
 from tests.support.moto_lock import OneRequestAtATime
 from tests.support.redis_server import redis_server
+from tests.support.scripted_model import ScriptedModel, check_scripts
 
 TEST_SECRET = "test-secret-for-hs256-tokens-0123456789"
 TABLE = "agent-test"
@@ -39,6 +40,14 @@ def _no_real_cloud(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, value)
     for name in ("LLM_BASE_URL", "LLM_API_KEY", "REDIS_URL", "OPENAI_API_KEY"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _scripts_are_used_up() -> Iterator[None]:
+    """Every ``ScriptedModel`` made during a test is asked exactly for its scripted turns, no more, no fewer."""
+    ScriptedModel.made.clear()  # models of wider-scoped fixtures are not this test's to check
+    yield
+    check_scripts()
 
 
 @pytest.fixture(scope="session")

@@ -18,8 +18,8 @@ APP_ORIGIN = "https://app.example.com"
 EVIL_ORIGIN = "https://evil.example.com"
 
 
-def _services(store: Any, redis_stream: Any, origins: tuple[str, ...], model: Any = None) -> Services:
-    overrides = ServiceOverrides(store=store, stream=redis_stream, model=model or ScriptedModel(Turn(text=["hi"])))
+def _services(store: Any, redis_stream: Any, origins: tuple[str, ...], *turns: Turn) -> Services:
+    overrides = ServiceOverrides(store=store, stream=redis_stream, model=ScriptedModel(*turns))
     return Services(make_settings(cors_allowed_origins=origins), overrides=overrides)
 
 
@@ -51,12 +51,12 @@ async def test_the_stream_and_the_json_routes_and_their_errors_carry_the_origin(
     store: Any, redis_stream: Any, asgi_client: Any
 ) -> None:
     origin = {"Origin": APP_ORIGIN}
-    async with asgi_client(_services(store, redis_stream, (APP_ORIGIN,))) as client:
+    async with asgi_client(_services(store, redis_stream, (APP_ORIGIN,), Turn(text=["hi"]))) as client:
         stream = await client.post("/api/v1/agent", json=_run_body("th-c", "run-c"), headers={**bearer(), **origin})
         listed = await client.get("/api/v1/threads", headers={**bearer(), **origin})
         unauthorised = await client.get("/api/v1/threads", headers=origin)
     assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
-    assert "RUN_FINISHED" in stream.text
+    assert "RUN_FINISHED" in stream.text and '"delta":"hi"' in stream.text.replace(" ", "")
     for resp in (stream, listed, unauthorised):
         assert resp.headers["access-control-allow-origin"] == APP_ORIGIN, resp.request.url
     assert unauthorised.status_code == 401

@@ -143,7 +143,7 @@ async def test_the_next_run_answers_the_pending_call_once_and_the_model_sees_the
 async def test_bad_answers_are_refused_with_422_and_nothing_is_stored(
     services: Any, asgi_client: Any, result: dict[str, Any], code: str
 ) -> None:
-    model = ScriptedModel(Turn(tool_calls=[CONFIRM_CALL]))
+    model = ScriptedModel(Turn(tool_calls=[CONFIRM_CALL]), Turn(text=["Booked."]))
     async with asgi_client(services(model)) as client:
         await first_run(client)
         before = await history(client)
@@ -152,8 +152,11 @@ async def test_bad_answers_are_refused_with_422_and_nothing_is_stored(
         # THEN 422 with the documented code, nothing stored, and the call is still pending (a good answer works)
         assert (status, error["code"]) == (422, code)
         assert after == before
-        status, _ = await post(client, body("run-3", [tool_result("t-ok", "call_confirm_1")]))
+        assert len(model.requests) == 1, "a refused answer never reaches the model"
+        status, events = await post(client, body("run-3", [tool_result("t-ok", "call_confirm_1")]))
         assert status == 200
+        assert model.requests[1].messages[-1].tool_call_id == "call_confirm_1"
+        assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["Booked."]
 
 
 async def test_a_result_for_a_server_tools_call_or_an_answered_call_is_refused(

@@ -158,7 +158,8 @@ async def test_every_endpoint_answers_404_for_another_users_or_tenants_ids(
     make_services: Any, asgi_client: Any
 ) -> None:
     # GIVEN user-1 of tenant-1 owns a thread and a run with a secret in it
-    services = make_services(ScriptedModel(Turn(text=["the secret is 4242"])))
+    model = ScriptedModel(Turn(text=["the secret is 4242"]), Turn(text=["a thread of your own"]))
+    services = make_services(model)
     async with asgi_client(services) as client:
         await client.post("/api/v1/agent", json=body("th-victim", "run-victim"), headers=bearer())
         attackers = [
@@ -195,6 +196,9 @@ async def test_every_endpoint_answers_404_for_another_users_or_tenants_ids(
         own = await client.get("/api/v1/threads/th-victim/history", headers=bearer())
     assert same_tenant.status_code == 404
     assert other_tenant.status_code == 200 and "4242" not in other_tenant.text
+    assert "a thread of your own" in other_tenant.text
+    # AND the other tenant's run showed the model nothing of the victim's thread
+    assert len(model.requests) == 2 and "4242" not in repr(model.requests[1].messages)
     assert "4242" not in other_history.text
     assert "4242" in own.text
 

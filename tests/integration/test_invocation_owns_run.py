@@ -16,7 +16,8 @@ import pytest
 from functions.agent_api.app import create_app
 from shared.adapters.in_memory_store import InMemoryStore
 from shared.adapters.in_memory_stream import InMemoryEventStream
-from shared.models import Identity
+from shared.memory.store import InMemoryMemoryStore
+from shared.models import Identity, RunStatus
 from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings
 from tests.reliability.streams import body
@@ -26,9 +27,10 @@ from tests.support.scripted_model import ScriptedModel, Turn
 async def test_the_post_returns_only_after_its_run_settled_when_the_client_left() -> None:
     store = InMemoryStore()
     model = ScriptedModel(Turn(text=[f"w{i} " for i in range(10)], delay_s=0.05))
-    services = Services(
-        make_settings(), overrides=ServiceOverrides(store=store, stream=InMemoryEventStream(), model=model)
+    overrides = ServiceOverrides(
+        store=store, stream=InMemoryEventStream(), model=model, memory_store=InMemoryMemoryStore()
     )
+    services = Services(make_settings(), overrides=overrides)
     app = create_app(services)
     payload = json.dumps(body("th-gone", "run-gone")).encode()
     headers = [(b"content-type", b"application/json")] + [
@@ -58,10 +60,10 @@ async def test_the_post_returns_only_after_its_run_settled_when_the_client_left(
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.body" and message.get("body"):
-            raise OSError("the client went away")  # the first event frame: the socket is closed
+        if message["type"] == "http.response.body" and b"TEXT_MESSAGE_CONTENT" in message.get("body", b""):
+            raise OSError("the client went away")  # the model's first words: the socket is closed
 
-    # WHEN the client leaves at the first event
+    # WHEN the client leaves while the model is still answering
     with pytest.raises(Exception):  # noqa: B017, PT011 - Starlette reports the broken socket as ClientDisconnect
         await app(scope, receive, send)
     # THEN by the time the request returned, the run had settled: ended in the ledger, the thread free
@@ -70,3 +72,8 @@ async def test_the_post_returns_only_after_its_run_settled_when_the_client_left(
     thread = await store.get_thread(Identity(tenant_id="tenant-1", user_id="user-1"), "th-gone")
     assert thread.active_run_id is None
     assert not services.runs.background.is_running("tenant-1", "run-gone")
+    # AND the run answered in full although nobody was reading any more: the model was asked once, and the run
+    # succeeded with the whole answer stored
+    assert len(model.requests) == 1 and run.status is RunStatus.SUCCEEDED
+    stored = await store.read_back("tenant-1", "th-gone", before_seq=None, limit=5)
+    assert [m.content for m in stored if m.role == "assistant"] == ["".join(f"w{i} " for i in range(10))]

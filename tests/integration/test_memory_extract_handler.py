@@ -292,16 +292,16 @@ def test_a_retry_after_a_failure_extracts_with_a_fresh_run(
 
 @dataclass
 class AlmostOutOfTime(FakeLambdaContext):
-    """An invocation with 2 s left."""
+    """An invocation with 3 s left."""
 
     def get_remaining_time_in_millis(self) -> int:
-        return 2_000
+        return 3_000
 
 
 def test_a_memory_run_that_would_outlive_the_invocation_ends_with_run_deadline_and_its_record_is_retried(
     aws: Any, store: DynamoDBStore, redis_url: str
 ) -> None:
-    # GIVEN a memory function whose runs keep a 1.9 s margin before the deadline, a slow model, and 2 s left
+    # GIVEN a memory function whose runs keep a 1.9 s margin before the deadline, a slow model, and 3 s left
     queue_url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="agent-memory")["QueueUrl"]
     aws.create_table(
         TableName=IDEMPOTENCY_TABLE,
@@ -328,11 +328,13 @@ def test_a_memory_run_that_would_outlive_the_invocation_ends_with_run_deadline_a
         assert noted["batchItemFailures"] == []
         [due] = due_records()
         model.turns.append(Turn(text=["thinking "] * 20, delay_s=0.5))
-        # WHEN the due extraction is handled with 2 s left
+        # WHEN the due extraction is handled with 3 s left
         response = handler.handle({"Records": [due]}, AlmostOutOfTime())  # type: ignore[arg-type]
     finally:
         handler.close()
-    # THEN the memory run ended itself with run_deadline (not killed by the platform), and SQS retries the record
+    # THEN the slow model was asked (the run reached it: the deadline stopped a running model, not the set-up)
+    assert model.turns == [] and len(model.requests) == 1
+    # AND the memory run ended itself with run_deadline (not killed by the platform), and SQS retries the record
     assert len(response["batchItemFailures"]) == 1
     run = asyncio.run(store.get_run(TENANT, memory_run_id(TENANT, "th-late", 1, 1)))
     assert run is not None and (run.status, run.error_code) == (RunStatus.FAILED, "run_deadline")
