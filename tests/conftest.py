@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
-import httpx
 import pytest
-from moto import mock_aws
-from redis.asyncio import Redis
 
-from functions.agent_api.app import create_app
-from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
-from shared.adapters.redis_stream import RedisEventStream
 from shared.auth import mint_local_token
 from shared.settings import Settings
-from shared.wiring import ServiceOverrides, Services
-from tests.support.moto_lock import OneRequestAtATime
 from tests.support.redis_server import redis_server
 from tests.support.scripted_model import ScriptedModel, check_scripts
+
+if TYPE_CHECKING:
+    # Imported where used: moto, boto3 and the app take seconds to import, and the unit tier needs none of them.
+    import httpx
+
+    from shared.adapters.aws.dynamodb_store import DynamoDBStore
+    from shared.adapters.redis_stream import RedisEventStream
+    from shared.wiring import Services
 
 TEST_SECRET = "test-secret-for-hs256-tokens-0123456789"
 TABLE = "agent-test"
@@ -72,6 +71,11 @@ def _fresh_redis(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture
 def aws() -> Iterator[Any]:
+    import boto3
+    from moto import mock_aws
+
+    from shared.adapters.aws.dynamodb_store import create_table
+
     with mock_aws():
         client = boto3.client("dynamodb", region_name=REGION)
         create_table(client, TABLE)
@@ -80,12 +84,19 @@ def aws() -> Iterator[Any]:
 
 @pytest.fixture
 def store(aws: Any) -> DynamoDBStore:
+    from shared.adapters.aws.dynamodb_store import DynamoDBStore
+    from tests.support.moto_lock import OneRequestAtATime
+
     client = OneRequestAtATime(aws)
     return DynamoDBStore(TABLE, lambda: client)
 
 
 @pytest.fixture
 async def redis_stream(redis_url: str) -> AsyncIterator[RedisEventStream]:
+    from redis.asyncio import Redis
+
+    from shared.adapters.redis_stream import RedisEventStream
+
     client = Redis.from_url(redis_url)
     yield RedisEventStream(client)
     await client.aclose()
@@ -109,6 +120,8 @@ def bearer(user: str = "user-1", tenant: str = "tenant-1", scopes: tuple[str, ..
 
 @pytest.fixture
 def make_services(store: DynamoDBStore, redis_stream: RedisEventStream) -> Any:
+    from shared.wiring import ServiceOverrides, Services
+
     def build(model: Any, **settings: Any) -> Services:
         return Services(
             make_settings(**settings), overrides=ServiceOverrides(store=store, stream=redis_stream, model=model)
@@ -120,6 +133,10 @@ def make_services(store: DynamoDBStore, redis_stream: RedisEventStream) -> Any:
 @pytest.fixture
 def asgi_client() -> Any:
     """``async with asgi_client(services) as client``: the app in-process through httpx's ASGI transport."""
+
+    import httpx
+
+    from functions.agent_api.app import create_app
 
     def build(services: Services) -> httpx.AsyncClient:
         app = create_app(services)

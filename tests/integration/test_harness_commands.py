@@ -4,6 +4,9 @@ server over HTTP: defaults from the environment and the profiles, and thresholds
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,3 +97,12 @@ def test_a_threshold_outside_0_to_1_is_refused(argv: list[str], capsys: pytest.C
         regression.main(argv)
     assert exit_.value.code == 2
     assert "between 0 and 1" in capsys.readouterr().err
+
+
+def test_command_runs_as_a_module() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "shared.intent.regression", "--scripted", "--variant", "B", "--limit", "5"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^all\s+5\s+5\s+100.0%$", done.stdout, re.MULTILINE)

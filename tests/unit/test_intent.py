@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -217,15 +215,6 @@ def test_real_endpoint_mode_needs_url_and_key(
     monkeypatch.delenv("LLM_API_KEY", raising=False)
     assert main(["--variant", "B"]) == 2
     assert "--base-url (or LLM_BASE_URL) and --api-key (or LLM_API_KEY) are required" in capsys.readouterr().err
-
-
-def test_command_runs_as_a_module() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "shared.intent.regression", "--scripted", "--variant", "B", "--limit", "5"],
-        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert re.search(r"^all\s+5\s+5\s+100.0%$", done.stdout, re.MULTILINE)
 
 
 # ----------------------------------------------------------------------------------------------------------
