@@ -17,6 +17,9 @@ from shared.models import Identity
 from shared.settings import Settings
 
 AUDIT_SCOPE = "agent:audit"
+ERASE_SCOPE = "agent:erase"
+"""Needed to delete the caller's own account data (``DELETE /api/v1/me``): a token an app holds for chatting
+cannot wipe the user out; the identity provider grants it to the account-settings client only."""
 
 
 class TokenVerifier:

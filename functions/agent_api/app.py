@@ -17,6 +17,7 @@ from functions.agent_api.cors import install_cors
 from functions.agent_api.errors import install_error_handlers
 from functions.agent_api.playground import page_router as playground_router
 from functions.agent_api.routes_automations import router as automations_router
+from functions.agent_api.routes_erasure import router as erasure_router
 from functions.agent_api.routes_memories import router as memories_router
 from functions.agent_api.routes_runs import router as runs_router
 from functions.agent_api.routes_threads import router as threads_router
@@ -79,7 +80,7 @@ def create_app(services: Services | None = None) -> FastAPI:
     install_error_handlers(app)
     install_cors(app, svc.settings.cors_allowed_origins)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
-    for router in (runs_router, threads_router, automations_router, memories_router):
+    for router in (runs_router, threads_router, automations_router, memories_router, erasure_router):
         app.include_router(router)
     if svc.settings.playground_enabled:
         app.include_router(playground_router)

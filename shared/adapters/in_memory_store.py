@@ -427,6 +427,20 @@ class InMemoryStore:
         )
         return [r.model_copy(deep=True) for r in runs[:limit]]
 
+    # ---- erasure -------------------------------------------------------------------------------------------
+
+    async def delete_thread(self, identity: Identity, thread_id: str, *, holder: str) -> list[str]:
+        """Delete the caller's thread held by ``holder``: messages, runs, the thread; audit records are kept."""
+        await self._request()
+        state = self._owned(identity, thread_id)
+        if state.thread.active_run_id != holder:
+            raise NotFound("thread not found")
+        run_keys = sorted(k for k, r in self._runs.items() if k[0] == identity.tenant_id and r.thread_id == thread_id)
+        for key in run_keys:
+            del self._runs[key]
+        del self._threads[(identity.tenant_id, thread_id)]
+        return [run_id for _, run_id in run_keys]
+
     # ---- audit ---------------------------------------------------------------------------------------------
 
     async def record(self, record: AuditRecord) -> None:

@@ -150,6 +150,14 @@ class InMemoryEventStream:
             stream.expires_at = time.monotonic() + seconds
         await asyncio.sleep(0)
 
+    async def delete(self, keys: Sequence[str]) -> None:
+        """Remove streams at once (erasure); blocked readers keep waiting on the now empty keys."""
+        for key in keys:
+            stream = self._streams.pop(key, None)
+            if stream is not None and stream.waiters:
+                self._streams[key] = _Stream(waiters=stream.waiters)
+        await asyncio.sleep(0)
+
     async def ping(self) -> bool:
         return True
 

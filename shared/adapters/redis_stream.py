@@ -63,6 +63,15 @@ class RedisEventStream:
     async def expire(self, key: str, seconds: int) -> None:
         await self._client.expire(key, seconds)
 
+    async def delete(self, keys: Sequence[str]) -> None:
+        """Remove streams at once (erasure); one pipeline, one ``DEL`` per key so a cluster routes each by slot."""
+        if not keys:
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for key in keys:
+            pipe.delete(key)
+        await pipe.execute()
+
     async def ping(self) -> bool:
         return bool(await self._client.ping())
 

@@ -19,7 +19,8 @@ import fakeredis
 import pytest
 
 from shared.adapters.in_memory_stream import InMemoryEventStream
-from shared.adapters.redis_stream import RedisEventStream, connect, run_stream_key
+from shared.adapters.redis_stream import RedisEventStream, connect, run_stream_key, thread_stream_key
+from shared.erasure import ErasableStreams
 from shared.ports import EventStream
 from tests.support.redis_server import redis_server
 
@@ -203,6 +204,22 @@ async def test_a_capped_stream_keeps_a_contiguous_run_of_the_newest_events(
     assert 10 <= len(entries) < 300
     assert [e.id for e in entries] == ids[-len(entries) :]
     assert [e.event["n"] for e in entries] == list(range(300 - len(entries), 300))
+
+
+async def test_delete_removes_streams_on_any_slot_and_leaves_others(stream: EventStream, key: str) -> None:
+    # GIVEN three streams (a run's and a thread's of tenant-a, in different cluster slots; one of tenant-b)
+    thread_key, other_key = thread_stream_key("tenant-a", "th-1"), thread_stream_key("tenant-b", "th-1")
+    for k in (key, thread_key, other_key):
+        await stream.append(k, {"type": "RUN_STARTED"})
+    # WHEN the first two (and a key that does not exist) are deleted
+    await cast(ErasableStreams, stream).delete([key, thread_key, run_stream_key("tenant-a", "never-written")])
+    # THEN they read empty, a new append starts them again, and the other stream is whole
+    assert await stream.read_after(key, "0-0", block_ms=0) == []
+    assert await stream.read_after(thread_key, "0-0", block_ms=0) == []
+    assert [e.event for e in await stream.read_after(other_key, "0-0", block_ms=0)] == [{"type": "RUN_STARTED"}]
+    await stream.append(key, {"type": "RUN_STARTED"})
+    assert len(await stream.read_after(key, "0-0", block_ms=0)) == 1
+    await cast(ErasableStreams, stream).delete([])
 
 
 async def test_expire_keeps_the_stream_until_the_ttl_passes(stream: EventStream, key: str) -> None:

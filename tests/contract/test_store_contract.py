@@ -825,3 +825,59 @@ async def test_forget_thread_deletes_only_an_empty_thread_created_and_held_by_th
     assert again is not None and again.created is False
     await store.forget_thread(ALICE, "t2", "r3")
     assert (await store.get_thread(ALICE, "t2")).last_seq == 1
+
+
+# ---- erasure: delete_thread ----------------------------------------------------------------------------------
+
+
+async def a_thread_with_history(store: Store, thread_id: str = "t1", identity: Identity = ALICE) -> None:
+    await store.open_thread(identity, thread_id)
+    await store.append_messages(identity, thread_id, [msg(f"{thread_id}-m{i}", thread_id) for i in range(30)])
+    for run_id in (f"{thread_id}-r1", f"{thread_id}-r2"):
+        await store.create_run(a_run(run_id, thread_id, identity))
+    await store.record(audit("tool_allowed", thread_id=thread_id, tenant_id=identity.tenant_id))
+
+
+async def test_delete_thread_removes_messages_runs_and_the_thread_and_keeps_the_audit(store: Store) -> None:
+    # GIVEN alice's thread with 30 messages, 2 runs and an audit record, and her other thread t2
+    await a_thread_with_history(store)
+    await a_thread_with_history(store, "t2")
+    assert await store.claim_thread(ALICE, "t1", "erase-1", stale_before=fifteen_minutes_ago())
+    # WHEN it is deleted under the eraser's claim
+    deleted = await store.delete_thread(ALICE, "t1", holder="erase-1")
+    # THEN its runs are named, and nothing of it is left but the audit record
+    assert sorted(deleted) == ["t1-r1", "t1-r2"]
+    with pytest.raises(NotFound):
+        await store.get_thread(ALICE, "t1")
+    assert await store.read_forward("tenant-a", "t1", after_seq=0, limit=100) == []
+    assert await store.known_message_ids("tenant-a", "t1", ["t1-m0", "t1-m29"]) == set()
+    assert await store.get_run("tenant-a", "t1-r1") is None
+    assert await store.list_runs_for_thread("tenant-a", "t1", limit=10) == []
+    assert [r.kind for r in await store.list_for_thread("tenant-a", "t1", limit=10)] == ["tool_allowed"]
+    assert [t.thread_id for t in (await store.list_threads(ALICE, limit=10, cursor=None))[0]] == ["t2"]
+    # AND the other thread is untouched
+    assert len(await store.read_forward("tenant-a", "t2", after_seq=0, limit=100)) == 30
+    assert await store.get_run("tenant-a", "t2-r1") is not None
+
+
+async def test_a_deleted_thread_id_starts_a_new_empty_thread(store: Store) -> None:
+    # GIVEN a deleted thread  WHEN its id is opened again  THEN a new thread with no history and seq from 1
+    await a_thread_with_history(store)
+    await store.claim_thread(ALICE, "t1", "erase-1", stale_before=fifteen_minutes_ago())
+    await store.delete_thread(ALICE, "t1", holder="erase-1")
+    assert (await store.open_thread(ALICE, "t1")).last_seq == 0
+    stored = await store.append_messages(ALICE, "t1", [msg("t1-m0")])
+    assert [m.seq for m in stored] == [1]
+
+
+async def test_delete_thread_without_holding_it_or_of_someone_elses_thread_is_not_found(store: Store) -> None:
+    # GIVEN alice's thread held by her run r1, and the same id in tenant-b
+    await a_thread_with_history(store)
+    await store.claim_thread(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
+    # WHEN bob, alice-in-another-tenant, or an eraser that does not hold it deletes it  THEN not found
+    for identity, holder in ((BOB, "r1"), (ALICE_ELSEWHERE, "r1"), (ALICE, "erase-1")):
+        with pytest.raises(NotFound):
+            await store.delete_thread(identity, "t1", holder=holder)
+    # AND nothing was deleted
+    assert len(await store.read_forward("tenant-a", "t1", after_seq=0, limit=100)) == 30
+    assert len(await store.list_runs_for_thread("tenant-a", "t1", limit=10)) == 2

@@ -206,9 +206,16 @@ async def test_the_json_routes_call_only_what_the_buffered_role_grants(
                 (await client.put(task, json={"enabled": False}, headers=bearer())).status_code,
                 (await client.delete(task, headers=bearer())).status_code,
             ]
+            await client.post("/api/v1/automations", json={"name": "b", "scheduleExpression": "rate(1 day)",
+                                                          "prompt": "p"}, headers=bearer())
+            statuses += [
+                (await client.delete("/api/v1/threads/th-b", headers=bearer())).status_code,
+                (await client.delete("/api/v1/me", headers=bearer(scopes=("agent:erase",)))).status_code,
+            ]
     # THEN each worked, and every call is granted to BufferedApiRole
     assert all(status < 300 for status in statuses), statuses
     assert ("dynamodb:DeleteItem", "AgentTable") in calls.needed
+    assert ("dynamodb:BatchWriteItem", "AgentTable") in calls.needed
     assert ("scheduler:CreateSchedule", "schedule/task-*") in calls.needed
     assert _denied(expanded_template, "BufferedApiRole", calls) == set()
 

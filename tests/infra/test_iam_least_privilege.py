@@ -13,7 +13,7 @@ Notes that decide the rows:
 - Which function reaches which adapter call follows its entry point: the streaming API and the automation function
   run chat/task runs (``RunService`` + ``WorkerExecutor``), the memory function runs a hidden memory run, the
   buffered API serves the JSON routes, the sweeper ends stale runs. Only the buffered API deletes (a memory, a
-  task); only it manages schedules, and only task schedules (``task-*``).
+  task, a thread and its runs, a user's data); only it manages schedules, and only task schedules (``task-*``).
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ STORE = "shared.adapters.aws.dynamodb_store:DynamoDBStore"
 MEMORIES = "shared.adapters.aws.memory_store:DynamoDBMemoryStore"
 TASKS = "shared.adapters.aws.automation_store:DynamoDBAutomationStore"
 SCHEDULER = "shared.adapters.aws.scheduler:EventBridgeTaskScheduler"
+PENDING = "shared.adapters.aws.memory_pending:DynamoDBPendingExtractions"
 DUE_QUEUE = "shared.adapters.aws.sqs_due_queue:SqsDueQueue"
 IDEMPOTENCY = "aws_lambda_powertools.utilities.idempotency.persistence.dynamodb:DynamoDBPersistenceLayer"
 TABLE = "AgentTable"
@@ -129,22 +130,38 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{STORE}._thread_item", "get_item("),
             Code(f"{STORE}.get_run", "get_item("),
             Code(f"{TASKS}.get", "get_item("),
+            Code(f"{PENDING}.get", "get_item("),
         ),
-        ("dynamodb:PutItem", TABLE): (Code(f"{TASKS}.create", '"Put": {'), Code(f"{TASKS}.replace", "put_item(")),
-        ("dynamodb:UpdateItem", TABLE): (Code(f"{STORE}.request_cancel", "_update_run("),),
+        ("dynamodb:PutItem", TABLE): (
+            Code(f"{TASKS}.create", '"Put": {'),
+            Code(f"{TASKS}.replace", "put_item("),
+            Code(f"{STORE}.record", "put_item("),
+            Code(f"{PENDING}.cancel_user", "put_item("),
+        ),
+        ("dynamodb:UpdateItem", TABLE): (
+            Code(f"{STORE}.request_cancel", "_update_run("),
+            Code(f"{STORE}.claim_thread", "update_item("),
+            Code(f"{STORE}.release_thread", "update_item("),
+        ),
         ("dynamodb:DeleteItem", TABLE): (
             Code(f"{MEMORIES}.delete", "delete_item("),
             Code(f"{TASKS}.delete", '"Delete": {'),
+            Code(f"{STORE}.delete_thread", "delete_item("),
+            Code(f"{PENDING}.cancel_thread", "delete_item("),
         ),
+        # A thread's erasure deletes its messages and runs 25 keys a request.
+        ("dynamodb:BatchWriteItem", TABLE): (Code(f"{STORE}._batch_delete", "batch_write_item"),),
         ("dynamodb:Query", TABLE): (
             Code(f"{STORE}.read_forward", "query("),
             Code(f"{STORE}.list_for_thread", "query("),
             Code(f"{MEMORIES}.list_memories", "query("),
             Code(f"{TASKS}.list", "query("),
+            Code(f"{STORE}._query_all", "query("),
         ),
         ("dynamodb:Query", GSI1): (
             Code(f"{STORE}.list_threads", '"IndexName": "GSI1"'),
             Code(f"{STORE}.list_runs_for_thread", 'IndexName="GSI1"'),
+            Code(f"{STORE}.delete_thread", '"IndexName": "GSI1"'),
         ),
         ("scheduler:CreateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.create", "create_schedule("),),
         ("scheduler:UpdateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.update", "update_schedule("),),
@@ -299,10 +316,10 @@ def test_every_call_in_the_table_exists(expanded_template: Template) -> None:
 
 def test_only_the_buffered_api_deletes_and_no_role_has_unused_actions(expanded_template: Template) -> None:
     grants = granted(expanded_template)
-    deleters = {role for role, pairs in grants.items() if ("dynamodb:DeleteItem", TABLE) in pairs}
-    assert deleters == {"BufferedApiRole"}
+    for delete in ("dynamodb:DeleteItem", "dynamodb:BatchWriteItem"):
+        deleters = {role for role, pairs in grants.items() if (delete, TABLE) in pairs}
+        assert deleters == {"BufferedApiRole"}, delete
     never_used = {
-        "dynamodb:BatchWriteItem",
         "dynamodb:ConditionCheckItem",
         "dynamodb:DescribeTable",
         "dynamodb:Scan",

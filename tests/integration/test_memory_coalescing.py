@@ -327,6 +327,41 @@ async def test_thread_and_user_cancellation_drop_pending_extraction(
     assert len(extraction_calls(deployment.model)) == 1
 
 
+async def test_deleting_a_thread_and_the_account_through_the_api_cancels_their_pending_extraction(
+    deployment: Deployment, asgi_client: Any, store: DynamoDBStore
+) -> None:
+    pending = DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
+    async with asgi_client(deployment.api) as client:
+        # GIVEN a turn on two threads, their events handled: two pending markers, two due messages delayed
+        await deployment.turn(client, "th-del", 1, "I am a pilot")
+        await deployment.turn(client, "th-keep", 1, "I am a baker")
+        await deployment.drain()
+        marker = await pending.get(TENANT, "th-del")
+        assert marker is not None and deployment.delayed() == 2
+        # WHEN the owner deletes th-del through the API before the quiet period ends
+        assert (await client.delete("/api/v1/threads/th-del", headers=bearer(USER, TENANT))).status_code == 204
+    assert await pending.get(TENANT, "th-del") is None
+    # THEN its due message, once delivered, finds nothing to run: no memory run, no failed record
+    with time_passes(121):
+        assert await deployment.drain() == 2
+    assert extraction_calls(deployment.model) == [["th-keep-u1"]]
+    assert await store.get_run(TENANT, memory_run_id(TENANT, "th-del", marker.generation, 1)) is None
+    assert deployment.failures == []
+
+    # GIVEN a new turn on the kept thread, its extraction pending
+    async with asgi_client(deployment.api) as client:
+        await deployment.turn(client, "th-keep", 2, "I am also a cyclist")
+        await deployment.drain()
+        # WHEN the user deletes their account
+        resp = await client.delete("/api/v1/me", headers=bearer(USER, TENANT, scopes=("agent:erase",)))
+        assert resp.status_code == 200 and resp.json()["deleted"] == {"threads": 1, "memories": 1, "automations": 0}
+    # THEN the due message runs nothing, and the user has no memories left
+    with time_passes(121):
+        assert await deployment.drain() == 1
+    assert len(extraction_calls(deployment.model)) == 1
+    assert deployment.failures == [] and await asyncio.to_thread(memories) == []
+
+
 async def test_at_most_one_memory_run_in_flight_per_thread(deployment: Deployment, asgi_client: Any) -> None:
     pending = DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
     async with asgi_client(deployment.api) as client:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import json
 import random
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 # One transaction holds at most 100 items; each message takes two (id marker and body) plus the counter update.
 _MESSAGES_PER_TRANSACTION = 40
 _MAX_APPEND_ATTEMPTS = 12
+_MAX_DELETE_ATTEMPTS = 8
 
 # Running runs are indexed in GSI2, a sparse KEYS_ONLY index written at creation and removed when the run ends, so the
 # sweeper reads only the runs that are still running. Its partition is spread over a few shards so that run creation
@@ -723,6 +725,72 @@ class DynamoDBStore(TableAdapter):
             )
         )
         return [codec.audit_from_item(i) for i in resp.get("Items", [])]
+
+
+    # ---- erasure -------------------------------------------------------------------------------------------
+
+    async def delete_thread(self, identity: Identity, thread_id: str, *, holder: str) -> list[str]:
+        """Delete a thread the caller owns and holds with ``holder`` (the erasure's claim, so no run is admitted
+        meanwhile): every item of its partition (messages and pending tool calls, message-id markers, the memory
+        cursor and pending-extraction marker), its run records, and the thread item last, so a deletion cut short
+        can be repeated. Audit records (their own partition, with their own TTL) are kept. Returns the deleted
+        runs' ids (their event streams are the caller's to delete).
+
+        Raises:
+            NotFound: the thread is not the caller's, or ``holder`` does not hold it.
+        """
+        pk = codec.thread_pk(identity.tenant_id, thread_id)
+        if (await self.get_thread(identity, thread_id)).active_run_id != holder:
+            raise NotFound("thread not found")
+        items = await self._query_all({"KeyConditionExpression": "PK = :pk"}, pk)
+        runs = await self._query_all({"IndexName": "GSI1", "KeyConditionExpression": "GSI1PK = :pk"}, f"{pk}#RUNS")
+        keys = [{"PK": i["PK"], "SK": i["SK"]} for i in items if i["SK"] != {"S": codec.META}]
+        keys += [{"PK": r["PK"], "SK": r["SK"]} for r in runs]
+        await self._batch_delete(keys)
+        try:
+            await self._call(
+                lambda: self.client.delete_item(
+                    TableName=self._table,
+                    Key=codec.to_item({"PK": pk, "SK": codec.META}),
+                    ConditionExpression="owner_user_id = :u AND active_run_id = :r",
+                    ExpressionAttributeValues=codec.to_item({":u": identity.user_id, ":r": holder}),
+                )
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise NotFound("thread not found") from exc
+            raise
+        return [codec.run_from_item(r).run_id for r in runs]
+
+    async def _query_all(self, query: dict[str, Any], pk: str) -> list[dict[str, Any]]:
+        """Every item of one partition (of the table or an index), page by page."""
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "ExpressionAttributeValues": codec.to_item({":pk": pk}),
+            **query,
+        }
+        while True:
+            resp = await self._call(lambda: self.client.query(**kwargs))
+            items += resp.get("Items", [])
+            if "LastEvaluatedKey" not in resp:
+                return items
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    async def _batch_delete(self, keys: list[dict[str, Any]]) -> None:
+        """``BatchWriteItem`` deletes, 25 keys a request; unprocessed keys are sent again after a growing pause."""
+        for start in range(0, len(keys), 25):
+            pending: list[Any] = [{"DeleteRequest": {"Key": k}} for k in keys[start : start + 25]]
+            for attempt in range(_MAX_DELETE_ATTEMPTS):
+                resp = await self._call(
+                    functools.partial(self.client.batch_write_item, RequestItems={self._table: pending})
+                )
+                pending = list(resp.get("UnprocessedItems", {}).get(self._table, []))
+                if not pending:
+                    break
+                await asyncio.sleep(min(1.0, 0.05 * 2**attempt) * random.random())
+            else:
+                raise Conflict("the thread could not be deleted completely; try again", code="concurrent_write")
 
 
 def _encode_cursor(key: dict[str, Any]) -> str:
