@@ -418,7 +418,13 @@ class Services:
             return self.worker() if kind is ExecutorKind.WORKER else self.memory_executor()
 
         return AutomationRunner(
-            self.automation_store, self.runs, self.store, self.store, self.profiles, executor_for
+            self.automation_store,
+            self.runs,
+            self.store,
+            self.store,
+            self.profiles,
+            executor_for,
+            memory_leases=self.pending_extractions,
         )
 
     @cached_property

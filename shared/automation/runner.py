@@ -11,15 +11,27 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from shared.automation.models import AutomationTask, TaskRef
 from shared.automation.store import AutomationStore
-from shared.errors import InvalidRequest
+from shared.errors import Conflict, InvalidRequest
 from shared.executors.context import RunContext
-from shared.models import AuditRecord, ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, Run, digest
+from shared.models import (
+    AuditRecord,
+    ExecutionMeta,
+    ExecutorKind,
+    Identity,
+    Message,
+    Origin,
+    Role,
+    Run,
+    digest,
+    utc_now,
+)
 from shared.ports import AuditLog, RunLedger
 from shared.profiles import ProfileCatalog
 from shared.runs.service import Executor, RunService
@@ -110,6 +122,20 @@ class FireOutcome:
 
 ExecutorFor = Callable[[ExecutorKind], Executor]
 
+MEMORY_LEASE_S = 900
+"""How long a memory run holds its thread's lease: above the automation function's timeout (600 s), as the
+coalescer's lease is above the memory function's, so a crashed run's lease ends."""
+
+
+class MemoryRunLeases(Protocol):
+    """The per-thread memory-run lease (``shared.memory.pending.PendingExtractions``)."""
+
+    async def hold(
+        self, tenant_id: str, user_id: str, thread_id: str, run_id: str, *, now: datetime, lease_until: datetime
+    ) -> bool: ...
+
+    async def release(self, tenant_id: str, thread_id: str, run_id: str) -> None: ...
+
 
 class AutomationRunner:
     def __init__(
@@ -120,6 +146,7 @@ class AutomationRunner:
         audit: AuditLog,
         profiles: ProfileCatalog,
         executor_for: ExecutorFor,
+        memory_leases: MemoryRunLeases | None = None,
     ) -> None:
         self._tasks = tasks
         self._runs = runs
@@ -127,6 +154,7 @@ class AutomationRunner:
         self._audit = audit
         self._profiles = profiles
         self._executor_for = executor_for
+        self._memory_leases = memory_leases
 
     async def handle_event(self, event: Mapping[str, Any], *, request_id: str | None = None) -> FireOutcome:
         fire = parse_fire(event, request_id=request_id)
@@ -141,8 +169,8 @@ class AutomationRunner:
         """Run one fire of a task and wait for the run to end.
 
         A task that is gone (deleted while a fire was in flight) or disabled runs nothing and is not an error:
-        retrying would not change it. A busy thread (a chat run in progress) raises ``Conflict`` so that the
-        delivery is retried later; no run was stored, so the retry runs it.
+        retrying would not change it. A busy thread (a chat run in progress; for a memory task, a memory run in
+        flight) raises ``Conflict`` so that the delivery is retried later; no run was stored, so the retry runs it.
         """
         log = {"task_id": ref.task_id, "fire_id": fire_id, "execution_id": ref.execution_id}
         task = await self._load(ref)
@@ -156,14 +184,7 @@ class AutomationRunner:
         is_worker = ctx.profile.executor is ExecutorKind.WORKER
         new_messages = [self._prompt_message(task, ctx.run_id, fire_id, ctx.meta)] if is_worker else []
         duplicate = await self._ledger.get_run(task.tenant_id, ctx.run_id) is not None
-        run = await self._runs.run_inline(
-            ctx,
-            body_digest=digest(f"{task.task_id}|{fire_id}"),
-            new_messages=new_messages,
-            executor=self._executor_for(ctx.profile.executor),
-            # Memory runs only read the thread (see RunService.admit); worker runs write to it.
-            claim_thread=is_worker,
-        )
+        run = await self._run(ctx, digest(f"{task.task_id}|{fire_id}"), new_messages)
         await self._record_fire(task, ref, fire_id, ctx, run, duplicate=duplicate)
         logger.info(
             "automation fire handled",
@@ -218,6 +239,30 @@ class AutomationRunner:
                 },
             )
         )
+
+    async def _run(self, ctx: RunContext, body_digest: str, new_messages: list[Message]) -> Run:
+        """A worker run claims the thread (``thread_busy`` while a chat run holds it). A memory run only reads
+        the thread, so it does not claim it: it holds the thread's memory-run lease instead, the one the
+        coalescer's extractions take, so at most one memory run is in flight per thread whatever started it; a
+        held lease raises ``Conflict`` and the delivery is retried later, as for a busy thread."""
+        executor = self._executor_for(ctx.profile.executor)
+        is_worker = ctx.profile.executor is ExecutorKind.WORKER
+        leases = None if is_worker else self._memory_leases
+        identity = ctx.identity
+        if leases is not None:
+            now = utc_now()
+            until = now + timedelta(seconds=MEMORY_LEASE_S)
+            if not await leases.hold(
+                identity.tenant_id, identity.user_id, ctx.thread_id, ctx.run_id, now=now, lease_until=until
+            ):
+                raise Conflict("a memory run is in flight on this thread", code="thread_busy")
+        try:
+            return await self._runs.run_inline(
+                ctx, body_digest=body_digest, new_messages=new_messages, executor=executor, claim_thread=is_worker
+            )
+        finally:
+            if leases is not None:
+                await leases.release(identity.tenant_id, ctx.thread_id, ctx.run_id)
 
     @staticmethod
     def _prompt_message(task: AutomationTask, run_id: str, fire_id: str, meta: ExecutionMeta) -> Message:

@@ -52,6 +52,15 @@ class PendingExtractions(Protocol):
         marker exists (a cancelled thread cannot start a run). Taking it again for the same run id succeeds."""
         ...
 
+    async def hold(
+        self, tenant_id: str, user_id: str, thread_id: str, run_id: str, *, now: datetime, lease_until: datetime
+    ) -> bool:
+        """Take the run lease like :meth:`acquire`, creating the marker (generation 0, nothing noted) when the
+        thread has none: for a memory run that does not come from a noted turn (an automation task with a memory
+        profile), so it and the coalescer's runs exclude each other. It does not move the generation: a pending
+        due message still fires later, and finds nothing new after the cursor if this run took it all."""
+        ...
+
     async def release(self, tenant_id: str, thread_id: str, run_id: str) -> None:
         """Give the lease back (only when ``run_id`` holds it)."""
         ...
@@ -98,6 +107,13 @@ class InMemoryPendingExtractions:
             return False
         self._markers[(tenant_id, thread_id)] = replace(current, running_run_id=run_id, lease_until=lease_until)
         return True
+
+    async def hold(
+        self, tenant_id: str, user_id: str, thread_id: str, run_id: str, *, now: datetime, lease_until: datetime
+    ) -> bool:
+        key = (tenant_id, thread_id)
+        self._markers.setdefault(key, PendingExtraction(tenant_id, thread_id, user_id, 0, now))
+        return await self.acquire(tenant_id, thread_id, run_id, now=now, lease_until=lease_until)
 
     async def release(self, tenant_id: str, thread_id: str, run_id: str) -> None:
         current = self._markers.get((tenant_id, thread_id))

@@ -71,3 +71,27 @@ async def test_cancelling_a_user_is_remembered_per_user(pending: Pending) -> Non
     assert await pending.user_cancelled_at("t", "u") == T0
     assert await pending.user_cancelled_at("t", "other") is None
     assert await pending.user_cancelled_at("t2", "u") is None
+
+
+async def test_hold_opens_a_marker_at_generation_0_and_shares_the_one_lease_with_acquire(pending: Pending) -> None:
+    until = T0 + timedelta(seconds=900)
+    # GIVEN a thread with no marker  WHEN an automation's memory run holds it  THEN a marker at generation 0
+    assert await pending.hold("t", "u", "th", "auto-1", now=T0, lease_until=until)
+    marker = await pending.get("t", "th")
+    assert marker is not None
+    assert (marker.generation, marker.user_id, marker.running_run_id) == (0, "u", "auto-1")
+    # AND the coalescer's run cannot take the lease, nor another hold; the same run may hold again
+    assert not await pending.acquire("t", "th", "mem-1", now=T0, lease_until=until)
+    assert not await pending.hold("t", "u", "th", "auto-2", now=T0, lease_until=until)
+    assert await pending.hold("t", "u", "th", "auto-1", now=T0, lease_until=until)
+    # WHEN a turn is noted meanwhile  THEN the generation counts on from 0 and the lease is kept
+    assert await pending.note("t", "u", "th", now=T0 + timedelta(seconds=1)) == 1
+    assert not await pending.acquire("t", "th", "mem-1", now=T0, lease_until=until)
+    # WHEN released  THEN the coalescer's run takes it; a hold is then refused until that run releases
+    await pending.release("t", "th", "auto-1")
+    assert await pending.acquire("t", "th", "mem-1", now=T0, lease_until=until)
+    assert not await pending.hold("t", "u", "th", "auto-2", now=T0, lease_until=until)
+    await pending.release("t", "th", "mem-1")
+    assert await pending.hold("t", "u", "th", "auto-2", now=T0, lease_until=until)
+    # AND an expired lease can be held by another run
+    assert await pending.hold("t", "u", "th", "auto-3", now=until, lease_until=until + timedelta(seconds=900))

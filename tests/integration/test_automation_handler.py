@@ -21,7 +21,9 @@ from ag_ui.core import StepFinishedEvent, StepStartedEvent
 from functions.agent_api.app import create_app
 from functions.agent_api.routes_automations import router
 from functions.automation import handler
+from shared.adapters.aws.clients import client_factory
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
 from shared.adapters.aws.scheduler import schedule_name
 from shared.adapters.redis_stream import RedisEventStream
 from shared.auth import AUDIT_SCOPE
@@ -33,7 +35,7 @@ from shared.local.embedded import embedded_stream_client
 from shared.models import Identity, utc_now
 from shared.run_events.emitter import RunEmitter
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import REGION, bearer, make_settings
+from tests.conftest import REGION, TABLE, bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
 
 GROUP = "agent-automation"
@@ -419,6 +421,57 @@ async def test_a_memory_task_hands_off_to_the_memory_executor(
     (run,) = audit["runs"]
     assert run["executor"] == "memory" and run["hiddenFromUser"] is True
     assert audit["messages"] == []  # a memory run writes no prompt into the thread
+
+
+@dataclass
+class LeaseCheckingMemoryExecutor(RecordingMemoryExecutor):
+    """Also records who held the thread's memory-run lease while it ran."""
+
+    holders: list[str | None] = field(default_factory=list)
+
+    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+        marker = await pending_markers().get(ctx.identity.tenant_id, ctx.thread_id)
+        self.holders.append(marker.running_run_id if marker is not None else None)
+        return await super().execute(ctx, emitter)
+
+
+def pending_markers() -> DynamoDBPendingExtractions:
+    return DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
+
+
+async def test_a_memory_task_waits_while_a_coalesced_memory_run_holds_the_thread(
+    make_services: Any, scheduler: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub = types.ModuleType("shared.memory.executor")
+    stub.MemoryExecutor = RecordingMemoryExecutor  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "shared.memory.executor", stub)
+    base: Services = make_services(ScriptedModel(), **SCHEDULER_SETTINGS)
+    services = ServicesWithMemory(base.settings, overrides=base.overrides, memory=LeaseCheckingMemoryExecutor())
+    app = create_app(services)
+    app.include_router(router)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
+        task = await create_task(client, executionProfileName="automation_memory_default", prompt="")
+        # GIVEN the coalescer's memory run on the task's thread holds its lease
+        pending, now = pending_markers(), utc_now()
+        await pending.note("tenant-1", "user-1", task["threadId"], now=now)
+        until = now + timedelta(seconds=900)
+        assert await pending.acquire("tenant-1", task["threadId"], "mem-coalesced", now=now, lease_until=until)
+        event = as_delivered(
+            stored_input(scheduler, task["taskId"]), scheduled_time="2025-01-06T00:00:00Z", execution_id="e"
+        )
+        # WHEN the memory task fires  THEN thread_busy (the delivery is retried), and no second memory run ran
+        with pytest.raises(Conflict) as busy:
+            await handler.handle(event, LambdaContext(), services)
+        assert busy.value.code == "thread_busy"
+        audit = (await client.get(f"/api/v1/threads/{task['threadId']}/audit", headers=AUDITOR)).json()
+        assert audit["runs"] == [] and services.memory.contexts == []
+        # WHEN the coalesced run ends and the retry arrives  THEN it runs, holding the lease, and gives it back
+        await pending.release("tenant-1", task["threadId"], "mem-coalesced")
+        outcome = await handler.handle(event, LambdaContext(), services)
+    assert outcome["status"] == "succeeded"
+    assert services.memory.holders == [outcome["runId"]]  # type: ignore[attr-defined]
+    marker = await pending.get("tenant-1", task["threadId"])
+    assert marker is not None and marker.running_run_id is None and marker.generation == 1
 
 
 # ---- the Lambda entry point --------------------------------------------------------------------------------

@@ -96,6 +96,38 @@ class DynamoDBPendingExtractions(TableAdapter):
             raise
         return True
 
+    async def hold(
+        self, tenant_id: str, user_id: str, thread_id: str, run_id: str, *, now: datetime, lease_until: datetime
+    ) -> bool:
+        try:
+            await self._call(
+                lambda: self.client.update_item(
+                    TableName=self._table,
+                    Key=self._key(tenant_id, thread_id),
+                    UpdateExpression="SET running_run_id = :run, lease_until = :until, "
+                    "generation = if_not_exists(generation, :zero), user_id = if_not_exists(user_id, :u), "
+                    "noted_at = if_not_exists(noted_at, :at), kind = :k",
+                    ConditionExpression="attribute_not_exists(running_run_id) OR lease_until <= :now "
+                    "OR running_run_id = :run",
+                    ExpressionAttributeValues=codec.to_item(
+                        {
+                            ":run": run_id,
+                            ":until": int(lease_until.timestamp()),
+                            ":now": int(now.timestamp()),
+                            ":zero": 0,
+                            ":u": user_id,
+                            ":at": now.isoformat(),
+                            ":k": "memory_pending",
+                        }
+                    ),
+                )
+            )
+        except ClientError as exc:
+            if _failed_condition(exc):
+                return False
+            raise
+        return True
+
     async def release(self, tenant_id: str, thread_id: str, run_id: str) -> None:
         try:
             await self._call(
