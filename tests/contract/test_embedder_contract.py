@@ -2,9 +2,10 @@
 adapter talking, with the real ``openai`` client over real HTTP, to an ``/v1/embeddings`` server on loopback.
 
 The server here computes its vectors with the lexicon (scaled and shuffled, as real servers return unnormalised
-vectors and may reorder items), so the adapter's handling of the wire format is what is tested. A contract run
-against a model-serving process (llama.cpp with a GGUF embedding model) is not part of this suite: no embedding
-model ships in a package this project installs.
+vectors and may reorder items), so the adapter's handling of the wire format is what is tested. The cases marked
+"wire contract" below run a third time in the real-model tier (``tests/real_model/test_embeddings_contract.py``),
+against llama.cpp's server computing embeddings with a GGUF model; the cases about meaning (paraphrases, languages)
+hold only for an embedder made for it, which the small chat model of that tier is not.
 """
 
 from __future__ import annotations
@@ -99,14 +100,39 @@ def embedder(request: pytest.FixtureRequest) -> Embedder:
     return OpenAIEmbedder(server.base_url, "test-key", "bge-m3-test", duplicate_similarity=0.8, max_retries=0)
 
 
-async def test_one_unit_vector_per_text_in_order_and_deterministic(embedder: Embedder) -> None:
+@pytest.fixture
+def same_vector_tolerance() -> float:
+    """How far from 1 the cosine of two vectors of the same text may be (a batch against one text alone)."""
+    return 1e-6
+
+
+# ---- wire contract: every embedder, the real-model tier's too ----------------------------------------------------
+
+
+async def test_one_unit_vector_per_text_in_order_and_deterministic(
+    embedder: Embedder, same_vector_tolerance: float
+) -> None:
     texts = ["Likes oolong tea", "住在杭州", "Has a son named Max"]
     first = await embedder.embed(texts)
     assert len(first) == 3 and len({len(v) for v in first}) == 1
     assert all(math.isclose(sum(x * x for x in v), 1.0, rel_tol=1e-6) for v in first)
     assert first == await embedder.embed(texts)
     singles = [(await embedder.embed([t]))[0] for t in texts]
-    assert all(math.isclose(cosine(a, b), 1.0, rel_tol=1e-6) for a, b in zip(first, singles, strict=True))
+    assert all(
+        math.isclose(cosine(a, b), 1.0, rel_tol=same_vector_tolerance) for a, b in zip(first, singles, strict=True)
+    )
+    # the order is the input's: each vector is closest to its own text's
+    for i, single in enumerate(singles):
+        assert max(range(3), key=lambda j: cosine(first[j], single)) == i
+
+
+async def test_the_dimension_is_the_same_for_every_text_and_a_blank_text_is_embedded(embedder: Embedder) -> None:
+    vectors = await embedder.embed(["x", "A much longer sentence about where the user lives and works.", " ", ""])
+    assert len(vectors) == 4 and len({len(v) for v in vectors}) == 1
+    assert await embedder.embed([]) == []
+
+
+# ---- meaning: the lexicon and an embeddings model, not any model -------------------------------------------------
 
 
 async def test_paraphrases_and_translations_reach_the_duplicate_similarity_and_different_facts_do_not(

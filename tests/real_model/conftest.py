@@ -37,6 +37,25 @@ def llama() -> Iterator[LlamaServer]:
         yield server
 
 
+EMBEDDINGS_ARGS = ("--embedding", "true", "--kv_overrides", "llama.pooling_type=int:1")
+"""A second server of the same GGUF that answers ``/v1/embeddings``: ``embedding`` is the server's setting; a chat
+model's GGUF declares no pooling, so llama.cpp would answer one vector per token: the GGUF key override
+``llama.pooling_type = 1`` (mean) makes it one vector per text, as an embeddings endpoint answers."""
+
+
+@pytest.fixture(scope="session")
+def llama_embeddings() -> Iterator[LlamaServer]:
+    """llama.cpp serving embeddings, started once per session (only when a test asks for it)."""
+    try:
+        built_env()
+    except LlamaServerMissing as exc:
+        if ci():
+            raise
+        pytest.skip(str(exc))
+    with llama_server(n_ctx=512, extra_args=EMBEDDINGS_ARGS) as server:
+        yield server
+
+
 @pytest.fixture
 def proxy(llama: LlamaServer) -> Iterator[ModelProxy]:
     with ModelProxy(upstream=llama.base_url) as running:
