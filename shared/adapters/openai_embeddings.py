@@ -71,12 +71,24 @@ class OpenAIEmbedder:
                     f"embeddings server returned {len(items)} vectors for {len(chunk)} texts",
                     code="embeddings_invalid",
                 )
-            out += [_unit(list(item.embedding)) for item in items]
+            out += [_unit(_flat(item.embedding)) for item in items]
+        if len({len(v) for v in out}) > 1:
+            raise ModelError("embeddings server returned vectors of different sizes", code="embeddings_invalid")
         return out
 
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+def _flat(embedding: object) -> list[float]:
+    """The item's vector, checked: a server without pooling (llama.cpp serving a chat model's GGUF) answers one
+    vector per token, a list of lists, which is no text embedding."""
+    if not isinstance(embedding, list) or not embedding or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) for x in embedding
+    ):
+        raise ModelError("embeddings server returned no flat vector of numbers", code="embeddings_invalid")
+    return [float(x) for x in embedding]
 
 
 def _unit(vector: list[float]) -> list[float]:

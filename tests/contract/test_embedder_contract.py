@@ -37,6 +37,8 @@ class EmbeddingsServer:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.fail_with: int | None = None
+        self.per_token = False
+        """Answer one vector per token (a list of lists), as llama.cpp does for a model without pooling."""
         self._lexicon = LexiconEmbedder()
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -52,6 +54,8 @@ class EmbeddingsServer:
             {"object": "embedding", "index": i, "embedding": [3 * x for x in self._lexicon.vector(text)]}
             for i, text in enumerate(inputs)
         ]
+        if self.per_token:
+            data = [{**item, "embedding": [item["embedding"]] * 2} for item in data]
         return JSONResponse(
             {
                 "object": "list",
@@ -165,6 +169,20 @@ async def test_a_server_error_is_a_model_error_the_gate_can_fall_back_from(serve
         await embedder.embed(["Likes tea"])
     assert caught.value.code == "embeddings_unavailable"
     server.fail_with = None
+
+
+async def test_per_token_vectors_are_an_invalid_answer_not_a_crash(server: EmbeddingsServer) -> None:
+    # GIVEN a server that answers a list of vectors per text (llama.cpp serving a chat model without pooling)
+    server.per_token = True
+    embedder = OpenAIEmbedder(server.base_url, "test-key", "bge-m3-test", max_retries=0)
+    try:
+        # WHEN the adapter embeds  THEN a ModelError the gate falls back from, not a TypeError
+        with pytest.raises(ModelError) as caught:
+            await embedder.embed(["Likes tea"])
+    finally:
+        server.per_token = False
+        await embedder.close()
+    assert caught.value.code == "embeddings_invalid"
 
 
 def test_the_deployment_chooses_the_embedder_by_setting() -> None:
