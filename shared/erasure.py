@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from shared.automation.store import AutomationStore
     from shared.memory.pending import PendingExtractions
     from shared.memory.store import MemoryStore
-    from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
 
@@ -180,18 +179,3 @@ class Erasure:
             ids += [t.thread_id for t in threads]
             if cursor is None:
                 return ids
-
-
-def erasure_for(services: Services) -> Erasure:
-    """The erasure of a process: its store and stream, the pending markers, memories and automations."""
-    from shared.automation.service import automation_service, automation_store
-    from shared.wiring import pending_extractions_for
-
-    return Erasure(
-        services.store,
-        services.stream,
-        pending_extractions_for(services),
-        services.memories,
-        automation_store(services),
-        lambda: automation_service(services),
-    )

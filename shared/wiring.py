@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from shared.errors import ConfigurationError
 from shared.executors.worker import WorkerExecutor
 from shared.llm.types import ChatModel
-from shared.models import ExecutorKind, Run
+from shared.models import ExecutorKind, Identity, Run
 from shared.ports import EventStream
 from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileCatalog, load_catalog
 from shared.runs.service import Executor, RunService, RunStore
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from shared.automation.runner import AutomationRunner
     from shared.automation.service import AutomationService, TaskScheduler
     from shared.automation.store import AutomationStore
+    from shared.erasure import Erasure
     from shared.executors.context import RunContext
     from shared.memory.coalescing import DueQueue, ExtractionCoalescer
     from shared.memory.embeddings import Embedder
@@ -59,6 +60,8 @@ class AppStore(RunStore, Protocol):
     """The run and thread store as the HTTP layer uses it: the run service's store plus a thread's run list."""
 
     async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]: ...
+
+    async def delete_thread(self, identity: Identity, thread_id: str, *, holder: str) -> list[str]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -398,6 +401,22 @@ class Services:
             target_arn=target,
             role_arn=role,
             dead_letter_arn=settings.scheduler_dead_letter_arn,
+        )
+
+    @cached_property
+    def erasure(self) -> Erasure:
+        """Deletes a thread or all of a user's data (``DELETE /threads/{id}``, ``DELETE /me``); the automation
+        service is built only when the user has tasks (it needs the Scheduler's settings)."""
+        from shared.erasure import ErasableStreams, Erasure
+
+        # Both stream adapters (Redis, in-memory) delete keys; the EventStream port leaves it out, for its fakes.
+        return Erasure(
+            self.store,
+            cast(ErasableStreams, self.stream),
+            self.pending_extractions,
+            self.memories,
+            self.automation_store,
+            lambda: self.automation_service,
         )
 
     @cached_property

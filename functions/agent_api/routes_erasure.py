@@ -11,7 +11,6 @@ from fastapi import APIRouter, Depends, Response
 
 from functions.agent_api.deps import Caller, services_of
 from shared.auth import ERASE_SCOPE
-from shared.erasure import erasure_for
 from shared.errors import Conflict, Forbidden
 from shared.runs.intake import check_id
 from shared.wiring import Services
@@ -24,7 +23,7 @@ ServicesDep = Annotated[Services, Depends(services_of)]
 async def delete_thread(caller: Caller, services: ServicesDep, threadId: str) -> Response:
     """Delete the thread, its messages, runs and event streams, and cancel its pending memory extraction."""
     check_id("threadId", threadId, where="path")
-    await erasure_for(services).delete_thread(caller, threadId)
+    await services.erasure.delete_thread(caller, threadId)
     return Response(status_code=204)
 
 
@@ -34,7 +33,7 @@ async def delete_me(caller: Caller, services: ServicesDep) -> dict[str, Any]:
     memory extraction. Needs the ``agent:erase`` scope."""
     if not caller.has_scope(ERASE_SCOPE):
         raise Forbidden(f"deleting the account's data needs the {ERASE_SCOPE} scope", code="missing_scope")
-    erased = await erasure_for(services).delete_user(caller)
+    erased = await services.erasure.delete_user(caller)
     deleted = {"threads": erased.threads, "memories": erased.memories, "automations": erased.automations}
     if erased.busy_threads:
         raise Conflict(
