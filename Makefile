@@ -26,11 +26,11 @@ install-test: $(VENV)/.installed-test
 ## Serve the API on http://127.0.0.1:$(PORT) with moto, an in-process stream store and the offline model;
 ## the playground page is at http://127.0.0.1:$(PORT)/playground.
 dev: install playground
-	PORT=$(PORT) $(PY) -m functions.agent_api.local
+	PORT=$(PORT) $(PY) -m devtools.local.runner
 
 ## Print a local token for `make dev` (USER_ID, TENANT_ID, SCOPES choose its claims).
 token: install
-	@$(PY) -m functions.agent_api.token
+	@$(PY) -m devtools.local.token
 
 ## redis-server, node/npm, and the browser of the playground tests: Debian's chromium (driven by Playwright's Python
 ## API; Playwright's own browser download does not work here).
@@ -66,9 +66,9 @@ lint: install-test
 
 ## Install everything the tests need, then lint, type-check and run every test.
 test: install-test system-deps node-deps playground sam-tools llama-server lint
-	$(PY) -m shared.intent.regression --scripted --variant A --min-accuracy 1.0
-	$(PY) -m shared.intent.regression --scripted --variant B --min-accuracy 1.0
-	$(PY) -m shared.memory.evaluation --scripted --min-recall 1.0
+	$(PY) -m devtools.intent.regression --scripted --variant A --min-accuracy 1.0
+	$(PY) -m devtools.intent.regression --scripted --variant B --min-accuracy 1.0
+	$(PY) -m devtools.memory_evaluation --scripted --min-recall 1.0
 	$(PY) -m pytest -q
 
 ## Run every benchmark in its full configuration (about 16 minutes; results go into docs/benchmarks.md by hand).

@@ -38,10 +38,10 @@ from typing import Any
 from bench.input_tokens import Prefix, ThreadReader, message_token_counter, windows_for
 from bench.stats import machine, markdown_table, mean, percentile
 from bench.traffic import Traffic, TrafficConfig, UserThread, describe, generate
+from devtools.memory_evaluation import ListAuditLog, ListStream
 from shared.context_window import resolve_window
 from shared.executors.context import RunContext
 from shared.llm.types import ChatChunk, ChatRequest, Finished, TextDelta
-from shared.memory.evaluation import ListAuditLog, ListStream
 from shared.memory.executor import SYSTEM_PROMPT, MemoryExecutor, is_human_message
 from shared.memory.job import MEMORY_PROFILE
 from shared.memory.models import Memory, MemoryKind

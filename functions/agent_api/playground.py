@@ -6,7 +6,7 @@ Two routers, composed in two different places on purpose:
   setting is on (``make dev`` turns it on; a deployed stack has it off unless its parameter says otherwise). The
   files are public code, like ``/docs``; everything the page shows comes from the API under the caller's bearer
   token, checked by the same verifier as any other client.
-- ``dev_token_router`` mints a local token for the page. Only the local runner (``functions.agent_api.local``)
+- ``dev_token_router`` mints a local token for the page. Only the local runner (``devtools.local.runner``)
   includes it, so it does not exist in any app built by the deployed entry points, whatever the settings say.
 """
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from functions.agent_api.local import local_app
+from devtools.local.memory_worker import InProcessMemoryWorker
+from devtools.local.runner import local_app
 from functions.agent_api.playground import STATIC_DIR
 from shared.llm.offline import OfflineChatModel
-from shared.local.memory_worker import InProcessMemoryWorker
 from shared.memory.models import Memory
 from shared.memory.trigger import RunCompletedPublisher
 from shared.wiring import ServiceOverrides, Services

@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from functions.agent_api.local import PLAYGROUND_ROLLOUT
+from devtools.local.runner import PLAYGROUND_ROLLOUT
 from shared.auth import mint_local_token
 from shared.memory.models import Memory, MemoryKind, MemoryStatus
 from tests.browser.conftest import BrowserPage, close_all
@@ -595,7 +595,7 @@ def test_make_dev_serves_the_playground_and_a_tool_call_run_end_to_end(
     env = {k: v for k, v in os.environ.items() if k not in {"PLAYGROUND_ENABLED", "JWT_SECRET", "AUTH_MODE"}}
     env.update({"PORT": str(port), "HOST": "127.0.0.1", "LOG_LEVEL": "WARNING"})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "functions.agent_api.local"],
+        [sys.executable, "-m", "devtools.local.runner"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from devtools.preflight import main, run_preflight
 from shared.errors import ModelError
 from shared.llm.openai_chat import OpenAIChatModel, explain_rejection
-from shared.llm.preflight import main, run_preflight
 from shared.llm.thinking import Provider
 from shared.llm.types import (
     ChatChunk,
@@ -586,7 +586,7 @@ def test_preflight_runs_as_a_module(server: ModelServer) -> None:
     server.enqueue(probe_turns()[0], ScriptedTurn(status=400, error_message="tool messages are not supported"))
     # WHEN the preflight is run the documented way, in its own process
     result = subprocess.run(
-        [sys.executable, "-m", "shared.llm.preflight", "--models", "qwen3.5-flash"],
+        [sys.executable, "-m", "devtools.preflight", "--models", "qwen3.5-flash"],
         cwd=REPO_ROOT,
         env={**os.environ, "LLM_BASE_URL": server.base_url, "LLM_API_KEY": "test-key"},
         capture_output=True,

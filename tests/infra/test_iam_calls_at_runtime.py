@@ -278,10 +278,10 @@ def fresh_container(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_a_scheduled_fire_calls_only_what_the_automation_role_grants(
     expanded_template: Template, calls: CallLog, store: Any, aws: Any
 ) -> None:
+    from devtools.local.embedded import embedded_stream_client
     from functions.automation import handler
     from shared.adapters.redis_stream import RedisEventStream
     from shared.automation.models import AutomationTaskSpec
-    from shared.local.embedded import embedded_stream_client
     from tests.integration import test_automation_handler as automation_case
 
     # GIVEN a task (created beforehand by the API) and a run-completed bus

@@ -488,7 +488,7 @@ def test_the_deploy_docs_list_every_parameter_and_the_checklist_covers_what_the_
     for must in (
         "WebAdapterLayerVersion",
         "get-layer-version-by-arn",
-        "shared.llm.preflight",
+        "devtools.preflight",
         "CorsAllowedOrigin",
         "llm-api-key",
         "ExistingSubnetIds",

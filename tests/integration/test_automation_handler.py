@@ -18,6 +18,7 @@ import httpx
 import pytest
 from ag_ui.core import StepFinishedEvent, StepStartedEvent
 
+from devtools.local.embedded import embedded_stream_client
 from functions.agent_api.app import create_app
 from functions.agent_api.routes_automations import router
 from functions.automation import handler
@@ -31,7 +32,6 @@ from shared.automation.models import AutomationTaskSpec
 from shared.errors import ConfigurationError, Conflict, InvalidRequest
 from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
-from shared.local.embedded import embedded_stream_client
 from shared.models import Identity, utc_now
 from shared.run_events.emitter import RunEmitter
 from shared.wiring import ServiceOverrides, Services

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from shared.intent import regression
-from shared.memory import evaluation
+from devtools import memory_evaluation as evaluation
+from devtools.intent import regression
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
 
 
@@ -101,7 +101,7 @@ def test_a_threshold_outside_0_to_1_is_refused(argv: list[str], capsys: pytest.C
 
 def test_command_runs_as_a_module() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "shared.intent.regression", "--scripted", "--variant", "B", "--limit", "5"],
+        [sys.executable, "-m", "devtools.intent.regression", "--scripted", "--variant", "B", "--limit", "5"],
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 0, done.stderr

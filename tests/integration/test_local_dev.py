@@ -3,7 +3,7 @@ serialised (``shared.adapters.aws.clients.serialise_calls``). Before, about 1 tu
 ``503 service_unavailable`` (``RuntimeError: dictionary changed size during iteration`` in ``transact_write_items``)
 while the in-process memory worker was writing.
 
-The app is built exactly as ``make dev`` builds it (``functions.agent_api.local.build_local_app`` on a started
+The app is built exactly as ``make dev`` builds it (``devtools.local.runner.build_local_app`` on a started
 ``EmbeddedAws``: moto in-process, the in-process stream store, the offline model, the in-process memory worker),
 served by uvicorn on loopback; 200 turns go one after another on one thread, with a memory run after each.
 """
@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from functions.agent_api.local import build_local_app
-from shared.local.embedded import EmbeddedAws
+from devtools.local.embedded import EmbeddedAws
+from devtools.local.runner import build_local_app
 from shared.models import ExecutorKind, RunStatus
 from shared.wiring import Services
 from tests.conftest import bearer, make_settings

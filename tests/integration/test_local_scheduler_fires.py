@@ -8,7 +8,7 @@ from typing import Any
 
 import boto3
 
-from shared.local.scheduler import LocalScheduler
+from devtools.local.scheduler import LocalScheduler
 
 START = datetime(2026, 11, 30, 6, 0, 30, tzinfo=UTC)  # a Monday
 

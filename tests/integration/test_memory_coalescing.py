@@ -387,7 +387,7 @@ async def test_make_dev_coalesces_the_same_way_with_a_shortened_quiet_period(
     store: DynamoDBStore, redis_stream: Any, asgi_client: Any
 ) -> None:
     """The local runner's in-process worker: the same coalescer, timers instead of SQS delays (MEMORY_IDLE_S)."""
-    from shared.local.memory_worker import InProcessMemoryWorker
+    from devtools.local.memory_worker import InProcessMemoryWorker
 
     model = ScriptedModel(fallback=answer)
     services = Services(

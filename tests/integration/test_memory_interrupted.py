@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from devtools.local.memory_worker import InProcessMemoryWorker
 from shared.llm.openai_chat import OpenAIChatModel
-from shared.local.memory_worker import InProcessMemoryWorker
 from shared.memory.job import MemoryRunFailed
 from shared.memory.store import InMemoryMemoryStore
 from shared.memory.trigger import BusEvent

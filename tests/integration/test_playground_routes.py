@@ -1,7 +1,7 @@
 """Where the playground exists: its page only when the setting is on, its dev-token route only in the local runner.
 
 The deployed entry points (the Mangum handler and ``run.sh``) build the app with ``create_app``; the dev-token
-route is added by ``functions.agent_api.local`` alone, so it cannot exist in a deployed stack whatever its settings.
+route is added by ``devtools.local.runner`` alone, so it cannot exist in a deployed stack whatever its settings.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import httpx
 import pytest
 import yaml
 
+from devtools.local.runner import local_app
 from functions.agent_api import lambda_buffered
 from functions.agent_api.app import create_app
-from functions.agent_api.local import local_app
 from functions.agent_api.playground import STATIC_DIR
 from shared.auth import AUDIT_SCOPE, TokenVerifier
 from shared.settings import Settings

@@ -242,7 +242,7 @@ def run_module(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[
 def test_the_preflight_passes_against_llama_cpp(llama: LlamaServer) -> None:
     # WHEN the preflight checks the shipped profiles' models through the deployment's map, the documented way
     result = run_module(
-        "shared.llm.preflight", "--base-url", llama.base_url, "--model-id-map", MODEL_ID_MAP, "--timeout", "120"
+        "devtools.preflight", "--base-url", llama.base_url, "--model-id-map", MODEL_ID_MAP, "--timeout", "120"
     )
     # THEN every model passed the forced tool call and the follow-up with its result
     assert result.returncode == 0, result.stdout + result.stderr
@@ -255,7 +255,7 @@ def test_the_intent_regression_runs_end_to_end_and_judges_its_threshold(proxy: M
     proxy.policy = ForcePolicy(force=("report_intent",))
     # WHEN the regression runs three cases as the README says, with a threshold
     result = run_module(
-        "shared.intent.regression",
+        "devtools.intent.regression",
         "--base-url",
         proxy.base_url,
         "--variant",
@@ -275,7 +275,7 @@ def test_the_intent_regression_runs_end_to_end_and_judges_its_threshold(proxy: M
 
 def test_the_memory_evaluation_runs_end_to_end_and_judges_its_threshold(proxy: ModelProxy) -> None:
     proxy.policy = ForcePolicy(force=("memory_write",))
-    result = run_module("shared.memory.evaluation", "--base-url", proxy.base_url, "--limit", "3", "--min-recall", "0")
+    result = run_module("devtools.memory_evaluation", "--base-url", proxy.base_url, "--limit", "3", "--min-recall", "0")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "memory extraction evaluation: 3 cases" in result.stdout
     assert "threshold: --min-recall 0.000; measured" in result.stdout

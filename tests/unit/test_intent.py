@@ -11,10 +11,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from shared import tokens
-from shared.intent.cases import DEFAULT_CASES, load_cases
-from shared.intent.prompts import A_TO_B, LABELS_A, LABELS_B, build_system_prompt
-from shared.intent.regression import (
+from devtools.intent.cases import DEFAULT_CASES, load_cases
+from devtools.intent.regression import (
     REPORT_TOOL_NAME,
     ScriptedIntentModel,
     build_request,
@@ -23,7 +21,9 @@ from shared.intent.regression import (
     render_report,
     run_regression,
 )
-from shared.intent.sizes import prompt_tokens
+from devtools.intent.sizes import prompt_tokens
+from shared import tokens
+from shared.intent.prompts import A_TO_B, LABELS_A, LABELS_B, build_system_prompt
 from shared.llm.types import ChatChunk, ChatRequest, ChatTurn, Finished, TextDelta
 from shared.tools.clock import SPEC as CLOCK_SPEC
 
@@ -76,7 +76,7 @@ def test_prompt_sizes_written_in_the_docs_are_current() -> None:
     # GIVEN the real Qwen tokenizer (dashscope is a test extra)
     assert tokens.tokenizer_name() == "qwen"
     doc = (REPO / "docs" / "policy.md").read_text(encoding="utf-8")
-    # THEN the numbers in docs/policy.md are today's numbers (regenerate with python -m shared.intent.sizes)
+    # THEN the numbers in docs/policy.md are today's numbers (regenerate with python -m devtools.intent.sizes)
     for variant in ("A", "B"):
         match = re.search(rf"Variant {variant}: \*\*(\d+)\*\* Qwen tokens", doc)
         assert match, f"docs/policy.md must state the size of variant {variant}"
@@ -199,7 +199,7 @@ def test_scripted_model_answers_with_the_scripted_label() -> None:
     request = build_request(case, variant="B", model="m", tools=[], now=NOW)
 
     async def first_label() -> str | None:
-        from shared.intent.regression import collect_turn
+        from devtools.intent.regression import collect_turn
 
         return parse_label(await collect_turn(model.stream(request)))
 

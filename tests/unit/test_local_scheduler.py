@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.local.scheduler import cron_matches, is_due
+from devtools.local.scheduler import cron_matches, is_due
 
 START = datetime(2026, 11, 30, 6, 0, 30, tzinfo=UTC)  # a Monday
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from shared.memory.evaluation import load_cases, main
+from devtools.memory_evaluation import load_cases, main
 
 
 def test_the_case_set_covers_every_category_in_both_languages() -> None:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from devtools.memory_evaluation import CaseThread, ListAuditLog, ListStream
 from shared.errors import ModelError
 from shared.executors.context import RunContext
-from shared.memory.evaluation import CaseThread, ListAuditLog, ListStream
 from shared.memory.executor import MemoryExecutor
 from shared.memory.injection import MEMORY_INJECTION_SENTINEL, ActiveMemories, render_memories
 from shared.memory.models import Memory, MemoryKind

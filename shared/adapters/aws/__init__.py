@@ -1,1 +1,1 @@
-"""AWS adapters. The only package (with ``shared.local``) allowed to import boto3."""
+"""AWS adapters: the only package of ``shared`` allowed to import boto3."""

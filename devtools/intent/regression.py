@@ -1,7 +1,7 @@
 """Run the intent regression set against a model and print accuracy per label and tokens per case.
 
-    python -m shared.intent.regression --base-url URL --api-key KEY --variant A|B [--model M] [--min-accuracy 0.8]
-    python -m shared.intent.regression --scripted --variant B        # CI: proves the harness only
+    python -m devtools.intent.regression --base-url URL --api-key KEY --variant A|B [--model M] [--min-accuracy 0.8]
+    python -m devtools.intent.regression --scripted --variant B        # CI: proves the harness only
 
 ``--base-url``, ``--api-key``, ``--provider`` default to ``LLM_BASE_URL``, ``LLM_API_KEY``, ``LLM_PROVIDER``;
 ``--model`` defaults to the model of the variant's shipped profile (A: ``chat_default``, B: ``chat_default_b``),
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import cast
 from zoneinfo import ZoneInfo
 
+from devtools.harness import fraction, threshold_verdict
+from devtools.intent.cases import DEFAULT_CASES, IntentCase, load_cases
 from shared.errors import ConfigurationError
-from shared.harness import fraction, threshold_verdict
-from shared.intent.cases import DEFAULT_CASES, IntentCase, load_cases
 from shared.intent.prompts import A_TO_B, IntentVariant, build_system_prompt, labels_for
 from shared.llm.model_ids import parse_model_id_map
 from shared.llm.types import (
@@ -272,7 +272,7 @@ def _default_model(variant: IntentVariant) -> str:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m shared.intent.regression", description="Run the intent regression set."
+        prog="python -m devtools.intent.regression", description="Run the intent regression set."
     )
     parser.add_argument("--variant", choices=["A", "B"], required=True)
     parser.add_argument(

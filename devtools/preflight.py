@@ -1,6 +1,6 @@
 """Prove, before a deployment or a benchmark, that an endpoint can run this backend's conversations.
 
-    python -m shared.llm.preflight --base-url URL --api-key KEY [--models a,b] [--model-id-map JSON]
+    python -m devtools.preflight --base-url URL --api-key KEY [--models a,b] [--model-id-map JSON]
 
 For each configured model (by default every logical model the shipped profiles name, mapped through
 ``MODEL_ID_MAP``) it sends what a worker turn with a tool call sends, streamed, thinking off:
@@ -213,7 +213,7 @@ def _default_models() -> list[str]:
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m shared.llm.preflight",
+        prog="python -m devtools.preflight",
         description="Check that an endpoint answers a forced tool call and its follow-up for each model.",
     )
     parser.add_argument("--base-url", default=os.environ.get("LLM_BASE_URL"), help="default: $LLM_BASE_URL")

@@ -18,9 +18,9 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from devtools.local.embedded import EmbeddedAws, embedded_stream_client
 from functions.agent_api.app import create_app
 from functions.agent_api.playground import DEV_TENANT_ID, install_dev_tokens
-from shared.local.embedded import EmbeddedAws, embedded_stream_client
 from shared.settings import LOCAL_JWT_SECRET, Settings
 from shared.wiring import ServiceOverrides, Services
 
@@ -66,7 +66,7 @@ def build_local_app(settings: Settings) -> tuple[FastAPI, Services]:
     services = Services(settings, overrides=overrides)
     # The memory worker runs in-process: run-completed events go to the same coalescer the memory Lambda runs,
     # and its delayed "extraction due" messages are in-process timers (MEMORY_IDLE_S long).
-    from shared.local.memory_worker import InProcessMemoryWorker
+    from devtools.local.memory_worker import InProcessMemoryWorker
     from shared.memory.trigger import RunCompletedPublisher
 
     services.use_run_completed_publisher(RunCompletedPublisher(InProcessMemoryWorker(services)))
@@ -88,9 +88,9 @@ def _run_local_scheduler(app: FastAPI, services: Services) -> None:
     """Fire the automation schedules stored in moto's Scheduler from the server's event loop."""
     import boto3
 
+    from devtools.local.scheduler import LocalScheduler
     from functions.automation.handler import handle
     from shared.adapters.aws.clients import serialised
-    from shared.local.scheduler import LocalScheduler
 
     scheduler = LocalScheduler(
         serialised(boto3.client("scheduler", region_name=services.settings.aws_region)),

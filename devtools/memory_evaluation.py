@@ -2,7 +2,7 @@
 
 Run against any OpenAI-compatible endpoint::
 
-    python -m shared.memory.evaluation --base-url https://dashscope.aliyuncs.com/compatible-mode/v1 \\
+    python -m devtools.memory_evaluation --base-url https://dashscope.aliyuncs.com/compatible-mode/v1 \\
         --api-key "$KEY" --model qwen3.5-flash
 
 or, offline (CI), with ``--scripted``: the model is replaced by one that answers each case with the case's
@@ -41,8 +41,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from devtools.harness import fraction, threshold_verdict
 from shared.executors.context import RunContext
-from shared.harness import fraction, threshold_verdict
 from shared.llm.types import ChatChunk, ChatModel, ChatRequest, Finished, TextDelta, ToolCallDelta
 from shared.memory.executor import MemoryExecutor
 from shared.memory.job import MEMORY_PROFILE
@@ -56,7 +56,7 @@ from shared.run_events.emitter import RunEmitter
 from shared.settings import Settings
 from shared.tokens import estimate_tokens
 
-DEFAULT_CASES = Path(__file__).resolve().parents[2] / "eval" / "memory" / "cases.jsonl"
+DEFAULT_CASES = Path(__file__).resolve().parents[1] / "eval" / "memory" / "cases.jsonl"
 TENANT, USER, OTHER_USER, THREAD = "eval-tenant", "eval-user", "eval-other-user", "eval-thread"
 
 
@@ -465,7 +465,7 @@ async def evaluate(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shared.memory.evaluation", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.memory_evaluation", description=__doc__.split("\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--scripted", action="store_true", help="replay each case's recorded proposals (CI)")
     source.add_argument("--base-url", help="an OpenAI-compatible endpoint")

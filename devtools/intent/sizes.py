@@ -1,4 +1,4 @@
-"""Prompt sizes of the intent variants, as written in ``docs/policy.md``: ``python -m shared.intent.sizes``.
+"""Prompt sizes of the intent variants, as written in ``docs/policy.md``: ``python -m devtools.intent.sizes``.
 
 Measured with the default tools (the clock) and a fixed date, so the numbers are reproducible; the real prompt
 differs only in the date line and the tool list.
