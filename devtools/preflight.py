@@ -208,7 +208,8 @@ async def run_preflight(
 def _default_models() -> list[str]:
     from shared.profiles import default_catalog
 
-    return sorted(default_catalog().model_names)
+    # Every logical model id some shipped profile names (mapped through MODEL_ID_MAP before the check).
+    return sorted({profile.model.name for profile in default_catalog()})
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

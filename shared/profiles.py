@@ -224,11 +224,6 @@ class ProfileCatalog:
     def names(self) -> frozenset[str]:
         return frozenset(self._profiles)
 
-    @property
-    def model_names(self) -> frozenset[str]:
-        """Every logical model id some profile names (mapped through ``MODEL_ID_MAP``, what a preflight checks)."""
-        return frozenset(p.model.name for p in self._profiles.values())
-
     def get(self, name: str) -> ExecutionProfile:
         """The profile exactly as its file defines it, without roll-out switches."""
         try:

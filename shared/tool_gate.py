@@ -266,10 +266,6 @@ class ToolGate:
         self._skeletons = {_skeleton(name): name for name in sorted(set(specs) | set(self._frontend))}
 
     @property
-    def effective_names(self) -> frozenset[str]:
-        return self._effective
-
-    @property
     def frontend_names(self) -> frozenset[str]:
         """The client-declared tools offered to the model (never executed by the server)."""
         return frozenset(self._frontend)

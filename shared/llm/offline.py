@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 
 from shared.llm.types import ChatChunk, ChatRequest, Finished, TextDelta, ToolCallDelta
 from shared.models import Usage, digest
+from shared.tokens import estimate_tokens
 
 OFFLINE_MODEL_ID = "offline-model"
 LABEL = "[offline model]"
@@ -22,10 +23,6 @@ _TIME_WORDS = re.compile(r"\b(time|clock|hour)\b|几点|时间", re.IGNORECASE)
 _BOOK_WORDS = re.compile(r"\b(book|booking|reserve|reservation)\b|预订|预约", re.IGNORECASE)
 BOOKING_TOOL = "confirm_booking"
 _ZONE = re.compile(r"\b([A-Z][A-Za-z]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)\b")
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, len(text) // 4)
 
 
 class OfflineChatModel:
@@ -38,20 +35,20 @@ class OfflineChatModel:
         return [OFFLINE_MODEL_ID]
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        prompt_chars = sum(len(m.content or "") for m in request.messages)
+        prompt = "".join(m.content or "" for m in request.messages)
         last = request.messages[-1] if request.messages else None
         offered = {t.name for t in request.tools}
         text = (last.content or "") if last is not None else ""
         if last is not None and last.role == "tool":
             answer = self._answer_from_tool(last.content or "")
         elif last is not None and last.role == "user" and BOOKING_TOOL in offered and _BOOK_WORDS.search(text):
-            async for chunk in self._call(BOOKING_TOOL, {"what": text.strip()[:200]}, request, prompt_chars):
+            async for chunk in self._call(BOOKING_TOOL, {"what": text.strip()[:200]}, request, prompt):
                 yield chunk
             return
         elif last is not None and last.role == "user" and "get_current_time" in offered and _TIME_WORDS.search(text):
             zone = _ZONE.search(text)
             arguments = {"timezone": zone.group(1) if zone else "UTC"}
-            async for chunk in self._call("get_current_time", arguments, request, prompt_chars):
+            async for chunk in self._call("get_current_time", arguments, request, prompt):
                 yield chunk
             return
         else:
@@ -63,10 +60,10 @@ class OfflineChatModel:
         for word in re.findall(r"\S+\s*", answer):
             await self._pause()
             yield TextDelta(word)
-        yield Finished(reason="stop", usage=self._usage(request, prompt_chars, len(answer)))
+        yield Finished(reason="stop", usage=self._usage(prompt, answer))
 
     async def _call(
-        self, name: str, arguments: dict[str, str], request: ChatRequest, prompt_chars: int
+        self, name: str, arguments: dict[str, str], request: ChatRequest, prompt: str
     ) -> AsyncIterator[ChatChunk]:
         """One tool call, its arguments streamed in fragments as providers do."""
         last = request.messages[-1]
@@ -75,7 +72,7 @@ class OfflineChatModel:
         for start in range(0, len(text), 8):
             await self._pause()
             yield ToolCallDelta(index=0, id=call_id, name=name, arguments=text[start : start + 8])
-        yield Finished(reason="tool_calls", usage=self._usage(request, prompt_chars, len(text)))
+        yield Finished(reason="tool_calls", usage=self._usage(prompt, text))
 
     def _answer_from_tool(self, content: str) -> str:
         try:
@@ -90,12 +87,12 @@ class OfflineChatModel:
             return f"{LABEL} You declined: nothing was booked."
         return f"{LABEL} The tool did not give me the time: {content[:200]}"
 
-    def _usage(self, request: ChatRequest, prompt_chars: int, output_chars: int) -> Usage:
+    def _usage(self, prompt: str, output: str) -> Usage:
         return Usage(
             provider=self.provider,
             model=OFFLINE_MODEL_ID,
-            input_tokens=_estimate_tokens("x" * prompt_chars),
-            output_tokens=_estimate_tokens("x" * output_chars),
+            input_tokens=estimate_tokens(prompt),
+            output_tokens=estimate_tokens(output),
             estimated=True,
         )
 

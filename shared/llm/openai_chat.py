@@ -58,6 +58,7 @@ from shared.llm.types import (
     ToolSpec,
 )
 from shared.models import Usage
+from shared.tokens import estimate_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -91,18 +92,6 @@ def explain_rejection(text: str, *, secrets: Iterable[str] = ()) -> str:
     if len(text) > MAX_EXPLANATION_CHARS:
         text = text[: MAX_EXPLANATION_CHARS - 1] + "…"
     return text
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap token estimate for when the server reports no usage.
-
-    About four characters per token for Latin text and one token per CJK character, which is close to what the
-    Qwen tokenizer gives for both; results carry ``Usage.estimated=True`` so nobody mistakes them for billing.
-    """
-    if not text:
-        return 0
-    wide = sum(1 for ch in text if ord(ch) >= 0x2E80)
-    return wide + max(1, (len(text) - wide + 3) // 4)
 
 
 @dataclass

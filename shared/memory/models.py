@@ -107,9 +107,6 @@ class ForgetProposal(BaseModel):
     source_message_ids: list[str] = Field(min_length=1, max_length=MAX_SOURCE_IDS)
 
 
-MemoryProposal = WriteProposal | ForgetProposal
-
-
 def deactivated(
     memory: Memory,
     *,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Iterable
 
 NEAR_DUPLICATE_JACCARD = 0.8
 """Token-set Jaccard similarity from which two memories count as the same (see docs/memory.md for examples)."""
@@ -116,10 +115,3 @@ def relevance(query_tokens: frozenset[str], text: str) -> float:
     if not mine or not query_tokens:
         return 0.0
     return len(mine & query_tokens) / math.sqrt(len(mine))
-
-
-def union_tokens(texts: Iterable[str]) -> frozenset[str]:
-    out: set[str] = set()
-    for text in texts:
-        out |= tokens(text)
-    return frozenset(out)

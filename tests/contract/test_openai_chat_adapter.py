@@ -31,6 +31,7 @@ from shared.llm.types import (
     ToolCallDelta,
     ToolSpec,
 )
+from shared.tokens import estimate_tokens
 from tests.support.model_server import (
     ModelServer,
     ScriptedToolCall,
@@ -208,7 +209,8 @@ async def test_usage_is_estimated_when_the_server_sends_none(server: ModelServer
     assert usage is not None
     assert usage.estimated is True
     assert usage.input_tokens > 0
-    assert usage.output_tokens > 0
+    # AND the output is counted with the one shared estimate
+    assert usage.output_tokens == estimate_tokens("a fairly long answer in two chunks")
 
 
 # -- thinking ------------------------------------------------------------------------------------------------

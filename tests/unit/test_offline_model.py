@@ -7,6 +7,7 @@ import json
 
 from shared.llm.offline import BOOKING_TOOL, LABEL, OfflineChatModel
 from shared.llm.types import ChatChunk, ChatMessage, ChatRequest, Finished, TextDelta, ToolCallDelta, ToolSpec
+from shared.tokens import estimate_tokens
 
 CLOCK = ToolSpec(name="get_current_time", description="", parameters={"type": "object"})
 BOOKING = ToolSpec(name=BOOKING_TOOL, description="", parameters={"type": "object"})
@@ -52,3 +53,16 @@ async def test_the_answer_reports_what_the_person_decided() -> None:
             tools=(CLOCK, BOOKING),
         )
         assert text_of(chunks).startswith(f"{LABEL} {expected}")
+
+
+async def test_its_usage_is_the_shared_estimate_of_the_prompt_and_the_answer() -> None:
+    # GIVEN a two-message conversation the model answers with text
+    messages = (ChatMessage(role="system", content="You are helpful."), ChatMessage(role="user", content="你好 there"))
+    # WHEN the offline model answers
+    chunks = await answer(*messages, tools=())
+    # THEN its usage is the shared estimate of what it read and what it wrote, flagged as estimated
+    end = chunks[-1]
+    assert isinstance(end, Finished) and end.usage is not None
+    assert end.usage.input_tokens == estimate_tokens("You are helpful.你好 there")
+    assert end.usage.output_tokens == estimate_tokens(text_of(chunks))
+    assert end.usage.estimated is True

@@ -26,6 +26,25 @@ def test_the_count_of_a_fixed_mixed_chinese_english_text_is_pinned() -> None:
     assert estimate_tokens(MIXED) == 51
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", 0),
+        ("a", 1),
+        ("abc", 1),
+        ("abcd", 2),
+        ("Hello, world!", 5),  # 13 ASCII characters: 3 per token, rounded up
+        ("你好", 2),
+        ("你好, world", 2 + 3),  # one per non-ASCII character plus the 7 ASCII ones
+        ("é", 1),
+    ],
+)
+def test_the_estimate_counts_three_ascii_characters_or_one_other_character_per_token(text: str, expected: int) -> None:
+    # The one estimate of the code base (the counting fallback and the usage of a server that reports none): pessimistic
+    # against Qwen's about 4 ASCII and 1.3-1.5 CJK characters per token, so a cap counted with it holds.
+    assert estimate_tokens(text) == expected
+
+
 def test_the_count_agrees_with_the_dashscope_tokenizer() -> None:
     dashscope = pytest.importorskip("dashscope")
     reference = dashscope.get_tokenizer("qwen-turbo")
