@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -360,6 +360,7 @@ def _check_profile(
     known_models: Mapping[str, ModelTraits],
     known_mcp_servers: frozenset[str] = frozenset(),
 ) -> list[ProfileProblem]:
+    """Everything wrong with one well-formed profile, in the order its fields appear."""
     problems: list[ProfileProblem] = []
     if profile.name != stem:
         problems.append(
@@ -370,6 +371,19 @@ def _check_profile(
                 f"rename the file to {profile.name}.json or set name to {stem!r}",
             )
         )
+    problems += _check_model(source, profile, known_models)
+    problems += _check_allowlist(source, profile, known_tools)
+    problems += _check_mcp_servers(source, profile, known_mcp_servers)
+    if profile.executor is ExecutorKind.MEMORY:
+        problems += _check_memory_tools(source, profile)
+    return problems
+
+
+def _check_model(
+    source: str, profile: ExecutionProfile, known_models: Mapping[str, ModelTraits]
+) -> list[ProfileProblem]:
+    """The model can turn thinking off, and the profile turns it off."""
+    problems: list[ProfileProblem] = []
     traits = known_models.get(profile.model.name)
     if traits is None:
         # Accepted: a deployment may serve models this table has never heard of (docs/providers.md). The thinking
@@ -400,49 +414,53 @@ def _check_profile(
                 'set "thinking": "off"',
             )
         )
-    allowlist = profile.tool_policy.allowlist
-    for index, tool in enumerate(allowlist or []):
+    return problems
+
+
+def _check_allowlist(source: str, profile: ExecutionProfile, known_tools: frozenset[str]) -> list[ProfileProblem]:
+    """Every allowed tool exists, and memory tools are allowed in memory profiles only (and nothing else there)."""
+    problems: list[ProfileProblem] = []
+    for index, tool in enumerate(profile.tool_policy.allowlist or []):
+        field = f"tool_policy.allowlist[{index}]"
         if tool not in known_tools:
-            problems.append(
-                ProfileProblem(
-                    source,
-                    f"tool_policy.allowlist[{index}]",
-                    f"no tool named {tool!r}",
-                    "remove it or use one of: " + ", ".join(sorted(known_tools)),
-                )
-            )
+            fix = "remove it or use one of: " + ", ".join(sorted(known_tools))
+            problems.append(ProfileProblem(source, field, f"no tool named {tool!r}", fix))
         elif profile.executor is ExecutorKind.WORKER and tool in MEMORY_TOOL_NAMES:
             problems.append(
                 ProfileProblem(
                     source,
-                    f"tool_policy.allowlist[{index}]",
+                    field,
                     f"{tool!r} runs only in the memory executor",
                     "remove it; memory tools belong to memory profiles",
                 )
             )
         elif profile.executor is ExecutorKind.MEMORY and tool not in MEMORY_TOOL_NAMES:
-            problems.append(
-                ProfileProblem(
-                    source,
-                    f"tool_policy.allowlist[{index}]",
-                    f"memory profiles may not allow {tool!r}",
-                    "allow only " + ", ".join(sorted(MEMORY_TOOL_NAMES)),
-                )
-            )
-    for index, server in enumerate(profile.tool_policy.mcp_servers):
-        if server not in known_mcp_servers:
-            problems.append(
-                ProfileProblem(
-                    source,
-                    f"tool_policy.mcp_servers[{index}]",
-                    f"no MCP server named {server!r}",
-                    "define it in the MCP_SERVERS setting or remove it; known: "
-                    + (", ".join(sorted(known_mcp_servers)) or "(none)"),
-                )
-            )
-    if profile.executor is ExecutorKind.MEMORY and (
-        profile.tool_policy.frontend_allowlist or profile.tool_policy.mcp_servers
-    ):
+            fix = "allow only " + ", ".join(sorted(MEMORY_TOOL_NAMES))
+            problems.append(ProfileProblem(source, field, f"memory profiles may not allow {tool!r}", fix))
+    return problems
+
+
+def _check_mcp_servers(
+    source: str, profile: ExecutionProfile, known_mcp_servers: frozenset[str]
+) -> list[ProfileProblem]:
+    """Every MCP server the profile names is defined in the ``MCP_SERVERS`` setting."""
+    known = ", ".join(sorted(known_mcp_servers)) or "(none)"
+    return [
+        ProfileProblem(
+            source,
+            f"tool_policy.mcp_servers[{index}]",
+            f"no MCP server named {server!r}",
+            "define it in the MCP_SERVERS setting or remove it; known: " + known,
+        )
+        for index, server in enumerate(profile.tool_policy.mcp_servers)
+        if server not in known_mcp_servers
+    ]
+
+
+def _check_memory_tools(source: str, profile: ExecutionProfile) -> list[ProfileProblem]:
+    """A memory profile names its tools and offers neither front-end nor MCP tools."""
+    problems: list[ProfileProblem] = []
+    if profile.tool_policy.frontend_allowlist or profile.tool_policy.mcp_servers:
         problems.append(
             ProfileProblem(
                 source,
@@ -451,7 +469,7 @@ def _check_profile(
                 "remove frontend_allowlist and mcp_servers",
             )
         )
-    if profile.executor is ExecutorKind.MEMORY and allowlist is None:
+    if profile.tool_policy.allowlist is None:
         problems.append(
             ProfileProblem(
                 source,
@@ -553,7 +571,6 @@ def load_catalog(
     Raises:
         ConfigurationError: listing every problem found, each with its file, field and fix.
     """
-    tools = frozenset(known_tools)
     files = sorted(directory.glob("*.json"))
     if not files:
         _fail(
@@ -566,34 +583,12 @@ def load_catalog(
                 )
             ]
         )
-    profiles: dict[str, ExecutionProfile] = {}
-    problems: list[ProfileProblem] = []
-    legacy: list[tuple[str, ExecutionProfile]] = []
-    for path in files:
-        profile, raw, file_problems = _parse_file(path)
-        problems += file_problems
-        if profile is None:
-            continue
-        problems += _check_profile(
-            path.name,
-            profile,
-            stem=path.stem,
-            known_tools=tools,
-            known_models=known_models,
-            known_mcp_servers=frozenset(known_mcp_servers),
-        )
-        if profile.name in profiles:
-            problems.append(
-                ProfileProblem(
-                    path.name,
-                    "name",
-                    f"profile {profile.name!r} is defined twice",
-                    "give every profile a unique name",
-                )
-            )
-        profiles[profile.name] = profile
-        if "enable_router" in raw:
-            legacy.append((path.name, profile))
+    profiles, problems, legacy = _load_files(
+        files,
+        known_tools=frozenset(known_tools),
+        known_models=known_models,
+        known_mcp_servers=frozenset(known_mcp_servers),
+    )
     _raise(problems)
     for source, profile in legacy:
         logger.warning(
@@ -611,6 +606,46 @@ def load_catalog(
         rollout=_parse_rollout(rollout_json, profiles),
         window_n_override=_parse_window_override(window_n_override),
     )
+
+
+def _load_files(
+    files: Sequence[Path],
+    *,
+    known_tools: frozenset[str],
+    known_models: Mapping[str, ModelTraits],
+    known_mcp_servers: frozenset[str],
+) -> tuple[dict[str, ExecutionProfile], list[ProfileProblem], list[tuple[str, ExecutionProfile]]]:
+    """The profiles of ``files`` by name, every problem found in them, and the files that still use the
+    deprecated ``enable_router`` field."""
+    profiles: dict[str, ExecutionProfile] = {}
+    problems: list[ProfileProblem] = []
+    legacy: list[tuple[str, ExecutionProfile]] = []
+    for path in files:
+        profile, raw, file_problems = _parse_file(path)
+        problems += file_problems
+        if profile is None:
+            continue
+        problems += _check_profile(
+            path.name,
+            profile,
+            stem=path.stem,
+            known_tools=known_tools,
+            known_models=known_models,
+            known_mcp_servers=known_mcp_servers,
+        )
+        if profile.name in profiles:
+            problems.append(
+                ProfileProblem(
+                    path.name,
+                    "name",
+                    f"profile {profile.name!r} is defined twice",
+                    "give every profile a unique name",
+                )
+            )
+        profiles[profile.name] = profile
+        if "enable_router" in raw:
+            legacy.append((path.name, profile))
+    return profiles, problems, legacy
 
 
 def default_known_tools() -> frozenset[str]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -193,6 +193,44 @@ def frontend_allowed(name: str, patterns: Sequence[str]) -> bool:
     return False
 
 
+# A refused client tool: its name, the refusing layer, the reason code, the explanation, the server tool it resembles.
+_FrontendRefusal = tuple[str, Layer, str, str, str | None]
+
+
+def _server_and_executor_tools(
+    system: ToolRegistry, executor_tools: Sequence[ToolSpec]
+) -> tuple[dict[str, ToolSpec], dict[str, ToolKind]]:
+    """The specs of the registry's tools and the executor's own tools, and the kind of each."""
+    specs: dict[str, ToolSpec] = {}
+    kinds: dict[str, ToolKind] = {}
+    for name in system.names:
+        tool = system.get(name)
+        if tool is not None:
+            specs[name] = tool.spec
+            kinds[name] = "mcp" if name.startswith(MCP_PREFIX) else "server"
+    for spec in executor_tools:
+        specs[spec.name] = spec
+        kinds[spec.name] = "executor"
+    return specs, kinds
+
+
+def _frontend_refusal(
+    name: str, specs: Mapping[str, ToolSpec], server_skeletons: Mapping[str, str], profile: ExecutionProfile
+) -> _FrontendRefusal | None:
+    """Why a client-declared tool is not offered (``None``: it is): it shadows or looks like a server tool, or the
+    profile's ``frontend_allowlist`` does not admit it."""
+    if name in specs or name.startswith(MCP_PREFIX):
+        return (name, "system", "shadows_server_tool", f"client tool {name!r} shadows a server tool", None)
+    resembles = server_skeletons.get(_skeleton(name))
+    if resembles is not None:
+        why = f"client tool {name!r} looks like server tool {resembles!r}"
+        return (name, "system", "lookalike_of_server_tool", why, resembles)
+    if not frontend_allowed(name, profile.tool_policy.frontend_allowlist):
+        why = f"client tool {name!r} is not allowed by execution profile {profile.name!r}"
+        return (name, "profile", "not_in_frontend_allowlist", why, None)
+    return None
+
+
 class ToolGate:
     """Decides, for one run, which tools the model is offered and whether a call it makes may execute."""
 
@@ -205,16 +243,7 @@ class ToolGate:
         executor_tools: Sequence[ToolSpec] = (),
         frontend: Sequence[ToolSpec] = (),
     ) -> None:
-        specs: dict[str, ToolSpec] = {}
-        kinds: dict[str, ToolKind] = {}
-        for name in system.names:
-            tool = system.get(name)
-            if tool is not None:
-                specs[name] = tool.spec
-                kinds[name] = "mcp" if name.startswith(MCP_PREFIX) else "server"
-        for spec in executor_tools:
-            specs[spec.name] = spec
-            kinds[spec.name] = "executor"
+        specs, kinds = _server_and_executor_tools(system, executor_tools)
         self._specs = specs
         self._profile = profile
         allowlist = profile.tool_policy.allowlist
@@ -227,40 +256,16 @@ class ToolGate:
             effective &= declared
         server_skeletons = {_skeleton(name): name for name in sorted(specs)}
         self._frontend: dict[str, ToolSpec] = {}
-        self._frontend_refused: list[tuple[str, Layer, str, str, str | None]] = []
-        patterns = profile.tool_policy.frontend_allowlist
+        self._frontend_refused: list[_FrontendRefusal] = []
         for spec in frontend:
-            name = spec.name
-            resembles = server_skeletons.get(_skeleton(name))
-            if name in self._frontend:
+            if spec.name in self._frontend:
                 continue
-            if name in specs or name.startswith(MCP_PREFIX):
-                self._frontend_refused.append(
-                    (name, "system", "shadows_server_tool", f"client tool {name!r} shadows a server tool", None)
-                )
-            elif resembles is not None:
-                self._frontend_refused.append(
-                    (
-                        name,
-                        "system",
-                        "lookalike_of_server_tool",
-                        f"client tool {name!r} looks like server tool {resembles!r}",
-                        resembles,
-                    )
-                )
-            elif not frontend_allowed(name, patterns):
-                self._frontend_refused.append(
-                    (
-                        name,
-                        "profile",
-                        "not_in_frontend_allowlist",
-                        f"client tool {name!r} is not allowed by execution profile {profile.name!r}",
-                        None,
-                    )
-                )
+            refusal = _frontend_refusal(spec.name, specs, server_skeletons, profile)
+            if refusal is not None:
+                self._frontend_refused.append(refusal)
             else:
-                self._frontend[name] = spec
-                kinds[name] = "frontend"
+                self._frontend[spec.name] = spec
+                kinds[spec.name] = "frontend"
         self._kinds = kinds
         self._effective = frozenset(effective) | frozenset(self._frontend)
         self._skeletons = {_skeleton(name): name for name in sorted(set(specs) | set(self._frontend))}

@@ -50,11 +50,7 @@ class MemoryEditor:
         text = " ".join(content.split())
         if not text or len(text) > MAX_CONTENT_CHARS:
             raise ValueError(f"content must be 1-{MAX_CONTENT_CHARS} characters")
-        old = await self._store.get(identity.tenant_id, identity.user_id, memory_id)
-        if old is None:
-            raise NotFound("memory not found")
-        if not old.is_active:
-            raise Conflict(f"memory is {old.status.value}; edit its current version", code="memory_not_active")
+        old = await self._active(identity, memory_id)
         now = self._clock()
         new = Memory(
             id=self._new_id(),
@@ -71,6 +67,21 @@ class MemoryEditor:
             updated_at=now,
         )
         await self._store.put(new)
+        await self._supersede(identity, old, new)
+        await self._audit.record(_edit_record(identity, old, new, now))
+        return new
+
+    async def _active(self, identity: Identity, memory_id: str) -> Memory:
+        """The caller's memory ``memory_id``, which must be its current (active) version."""
+        old = await self._store.get(identity.tenant_id, identity.user_id, memory_id)
+        if old is None:
+            raise NotFound("memory not found")
+        if not old.is_active:
+            raise Conflict(f"memory is {old.status.value}; edit its current version", code="memory_not_active")
+        return old
+
+    async def _supersede(self, identity: Identity, old: Memory, new: Memory) -> None:
+        """Mark ``old`` superseded by the stored ``new``; if ``old`` changed meanwhile, take ``new`` back."""
         replaced = await self._store.deactivate(
             identity.tenant_id,
             identity.user_id,
@@ -78,32 +89,33 @@ class MemoryEditor:
             status=MemoryStatus.SUPERSEDED,
             reason=EDIT_REASON,
             run_id=f"edit_{new.id}",
-            evidence_quote=text,
+            evidence_quote=new.content,
             source_message_ids=(),
             superseded_by=new.id,
         )
         if replaced is None:  # changed (or deleted) between the read and the write: keep one active version
             await self._store.delete(identity.tenant_id, identity.user_id, new.id)
             raise Conflict("memory changed concurrently; read it again", code="memory_not_active")
-        await self._audit.record(
-            AuditRecord(
-                kind=AUDIT_KIND,
-                tenant_id=identity.tenant_id,
-                thread_id=old.thread_id or NO_THREAD,
-                run_id=f"edit_{new.id}",
-                user_id=identity.user_id,
-                at=now,
-                details={
-                    "edited_by": identity.user_id,
-                    "memory_id": new.id,
-                    "supersedes": old.id,
-                    "old_kind": old.kind.value,
-                    "new_kind": new.kind.value,
-                    "old_content_preview": old.content[:120],
-                    "new_content_preview": new.content[:120],
-                    "old_content_digest": digest(old.content),
-                    "new_content_digest": digest(new.content),
-                },
-            )
-        )
-        return new
+
+
+def _edit_record(identity: Identity, old: Memory, new: Memory, now: datetime) -> AuditRecord:
+    """The ``memory_edit`` audit record: who changed what, with previews and digests of both texts."""
+    return AuditRecord(
+        kind=AUDIT_KIND,
+        tenant_id=identity.tenant_id,
+        thread_id=old.thread_id or NO_THREAD,
+        run_id=f"edit_{new.id}",
+        user_id=identity.user_id,
+        at=now,
+        details={
+            "edited_by": identity.user_id,
+            "memory_id": new.id,
+            "supersedes": old.id,
+            "old_kind": old.kind.value,
+            "new_kind": new.kind.value,
+            "old_content_preview": old.content[:120],
+            "new_content_preview": new.content[:120],
+            "old_content_digest": digest(old.content),
+            "new_content_digest": digest(new.content),
+        },
+    )

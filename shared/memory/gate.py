@@ -104,6 +104,15 @@ class GateOutcome:
         return json.dumps(body, ensure_ascii=False)
 
 
+@dataclass(frozen=True)
+class _Duplicate:
+    """An active memory a write proposal repeats, how similar the two are, and the recorded reason."""
+
+    memory: Memory
+    score: float
+    reason: str
+
+
 class _Rejected(Exception):
     def __init__(self, reason: str, why: str, **details: Any) -> None:
         super().__init__(why)
@@ -192,39 +201,65 @@ class MemoryGate:
             for m in await self._store.list_memories(scope.tenant_id, scope.user_id)
             if target is None or m.id != target.id
         ]
-        semantic = await self._semantic_scores(proposal.content, candidates)
+        duplicate = await self._duplicate_of(proposal.content, candidates)
+        if duplicate is not None:
+            return await self._merge(duplicate, proposal, target, scope, now)
+        return await self._store_new(proposal, target, scope, now)
+
+    async def _duplicate_of(self, content: str, candidates: Sequence[Memory]) -> _Duplicate | None:
+        """The first candidate that says what ``content`` says: (nearly) the same text, or the same meaning with
+        the same numbers."""
+        semantic = await self._semantic_scores(content, candidates)
         for existing, meaning in zip(candidates, semantic, strict=True):
-            same, score = near_duplicate(proposal.content, existing.content, threshold=self._near)
+            same, score = near_duplicate(content, existing.content, threshold=self._near)
             by_meaning = (
                 not same
                 and meaning >= self._embedder.duplicate_similarity
-                and numbers(proposal.content) == numbers(existing.content)
+                and numbers(content) == numbers(existing.content)
             )
             if not same and not by_meaning:
                 continue
             if by_meaning:
                 score = meaning
-            merged = existing.model_copy(
-                update={
-                    "source_message_ids": _merge_ids(existing.source_message_ids, proposal.source_message_ids),
-                    "confidence": max(existing.confidence, proposal.confidence),
-                    "merge_count": existing.merge_count + 1,
-                    "updated_at": now,
-                }
-            )
-            await self._store.put(merged)
-            if target is not None:
-                await self._supersede(target, merged.id, proposal, scope)
-            exact = compact(proposal.content) == compact(existing.content)
+            exact = compact(content) == compact(existing.content)
             reason = "exact_duplicate" if exact else "semantic_duplicate" if by_meaning else "near_duplicate"
-            return GateOutcome(
-                MEMORY_WRITE,
-                "merged",
-                reason,
-                f"the same fact is already remembered as {existing.id} (similarity {score:.2f}); merged, not added",
-                memory_id=existing.id,
-                details={"duplicate_of": existing.id, "similarity": round(score, 3), "embedder": self._embedder.model},
-            )
+            return _Duplicate(existing, score, reason)
+        return None
+
+    async def _merge(
+        self,
+        duplicate: _Duplicate,
+        proposal: WriteProposal,
+        target: Memory | None,
+        scope: ExtractionScope,
+        now: datetime,
+    ) -> GateOutcome:
+        """Fold ``proposal`` into the memory that already says it (and supersede ``target`` with that one)."""
+        existing, score = duplicate.memory, duplicate.score
+        merged = existing.model_copy(
+            update={
+                "source_message_ids": _merge_ids(existing.source_message_ids, proposal.source_message_ids),
+                "confidence": max(existing.confidence, proposal.confidence),
+                "merge_count": existing.merge_count + 1,
+                "updated_at": now,
+            }
+        )
+        await self._store.put(merged)
+        if target is not None:
+            await self._supersede(target, merged.id, proposal, scope)
+        return GateOutcome(
+            MEMORY_WRITE,
+            "merged",
+            duplicate.reason,
+            f"the same fact is already remembered as {existing.id} (similarity {score:.2f}); merged, not added",
+            memory_id=existing.id,
+            details={"duplicate_of": existing.id, "similarity": round(score, 3), "embedder": self._embedder.model},
+        )
+
+    async def _store_new(
+        self, proposal: WriteProposal, target: Memory | None, scope: ExtractionScope, now: datetime
+    ) -> GateOutcome:
+        """Store ``proposal`` as a new memory (superseding ``target`` when it names one)."""
         memory = Memory(
             id=self._new_id(),
             tenant_id=scope.tenant_id,

@@ -400,81 +400,67 @@ class DynamoDBStore(TableAdapter):
         it); a failed counter is a concurrent writer (re-read and retried). ``base`` is the counter as the caller
         knows it, which saves the read on the first attempt.
         """
-        pk = codec.thread_pk(identity.tenant_id, thread_id)
         for attempt in range(_MAX_APPEND_ATTEMPTS):
             if attempt:
                 # Jittered, growing pause: two writers retrying in lock-step would collide forever.
                 await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
-            if not chunk and run_item is None:
-                return []
             if not chunk:
-                assert run_item is not None
-                await self._put_run_item(run_item)
+                if run_item is not None:
+                    await self._put_run_item(run_item)
                 return []
             if base is None or attempt:
                 thread = await self.get_thread(identity, thread_id)
                 base = thread.last_seq
             numbered = [m.model_copy(update={"seq": base + i + 1}) for i, m in enumerate(chunk)]
-            now = utc_now().isoformat()
-            items: list[dict[str, Any]] = [
-                {
-                    "Update": {
-                        "TableName": self._table,
-                        "Key": codec.to_item({"PK": pk, "SK": codec.META}),
-                        "UpdateExpression": "SET last_seq = :new, updated_at = :now, GSI1SK = :g",
-                        "ConditionExpression": "owner_user_id = :u AND last_seq = :old",
-                        "ExpressionAttributeValues": codec.to_item(
-                            {
-                                ":new": base + len(numbered),
-                                ":old": base,
-                                ":now": now,
-                                ":g": f"{now}#{thread_id}",
-                                ":u": identity.user_id,
-                            }
-                        ),
-                    }
-                }
-            ]
-            for msg in numbered:
-                items.append(
-                    {
-                        "Put": {
-                            "TableName": self._table,
-                            "Item": codec.to_item(
-                                {"PK": pk, "SK": codec.msg_id_sk(msg.id), "kind": "message_id", "seq": msg.seq}
-                            ),
-                            "ConditionExpression": "attribute_not_exists(PK)",
-                        }
-                    }
-                )
-                items.append(
-                    {"Put": {"TableName": self._table, "Item": codec.message_to_item(identity.tenant_id, msg)}}
-                )
-            if run_item is not None:
-                items.append(
-                    {
-                        "Put": {
-                            "TableName": self._table,
-                            "Item": run_item,
-                            "ConditionExpression": "attribute_not_exists(PK)",
-                        }
-                    }
-                )
+            items = self._append_items(identity, thread_id, numbered, base=base, run_item=run_item)
             try:
                 await self._call(lambda items=items: self.client.transact_write_items(TransactItems=items))  # type: ignore[misc]
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "TransactionCanceledException":
                     raise
-                reasons = exc.response.get("CancellationReasons", [])
-                failed = [i for i, reason in enumerate(reasons) if reason.get("Code") == "ConditionalCheckFailed"]
-                if run_item is not None and len(items) - 1 in failed:
-                    raise _RunExists from exc
-                duplicates = {numbered[(i - 1) // 2].id for i in failed if 0 < i < 1 + 2 * len(numbered) and i % 2}
-                if duplicates:
-                    chunk = [m for m in chunk if m.id not in duplicates]
+                run_item_at = len(items) - 1 if run_item is not None else None
+                duplicates = _cancelled_duplicates(exc, numbered, run_item_at=run_item_at)
+                chunk = [m for m in chunk if m.id not in duplicates]
                 continue  # a concurrent writer moved the counter (or we dropped duplicates): retry
             return numbered
         raise Conflict("could not append messages: too many concurrent writers", code="concurrent_write")
+
+    def _append_items(
+        self,
+        identity: Identity,
+        thread_id: str,
+        numbered: list[Message],
+        *,
+        base: int,
+        run_item: dict[str, Any] | None,
+    ) -> list[dict[str, Any]]:
+        """The items of one append transaction, in the order :func:`_cancelled_duplicates` reads them back: the
+        counter update, then the id marker and the body of each message, then ``run_item`` when given."""
+        pk = codec.thread_pk(identity.tenant_id, thread_id)
+        now = utc_now().isoformat()
+        values = {":new": base + len(numbered), ":old": base, ":now": now, ":g": f"{now}#{thread_id}"}
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": codec.to_item({"PK": pk, "SK": codec.META}),
+                    "UpdateExpression": "SET last_seq = :new, updated_at = :now, GSI1SK = :g",
+                    "ConditionExpression": "owner_user_id = :u AND last_seq = :old",
+                    "ExpressionAttributeValues": codec.to_item({**values, ":u": identity.user_id}),
+                }
+            }
+        ]
+        for msg in numbered:
+            marker = {"PK": pk, "SK": codec.msg_id_sk(msg.id), "kind": "message_id", "seq": msg.seq}
+            items.append(self._put_new(codec.to_item(marker)))
+            items.append({"Put": {"TableName": self._table, "Item": codec.message_to_item(identity.tenant_id, msg)}})
+        if run_item is not None:
+            items.append(self._put_new(run_item))
+        return items
+
+    def _put_new(self, item: dict[str, Any]) -> dict[str, Any]:
+        """A transaction ``Put`` of an item that must not exist yet."""
+        return {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(PK)"}}
 
     async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
         if before_seq is not None and before_seq <= 1:
@@ -791,6 +777,17 @@ class DynamoDBStore(TableAdapter):
                 await asyncio.sleep(min(1.0, 0.05 * 2**attempt) * random.random())
             else:
                 raise Conflict("the thread could not be deleted completely; try again", code="concurrent_write")
+
+
+def _cancelled_duplicates(exc: ClientError, numbered: list[Message], *, run_item_at: int | None) -> set[str]:
+    """The ids of the messages a cancelled append transaction found stored already (their id marker's condition
+    failed); ``_RunExists`` when the run item at ``run_item_at`` was the one there already."""
+    reasons = exc.response.get("CancellationReasons", [])
+    failed = [i for i, reason in enumerate(reasons) if reason.get("Code") == "ConditionalCheckFailed"]
+    if run_item_at is not None and run_item_at in failed:
+        raise _RunExists from exc
+    # Item 0 is the counter; message k has its id marker at 1 + 2k and its body at 2 + 2k.
+    return {numbered[(i - 1) // 2].id for i in failed if 0 < i < 1 + 2 * len(numbered) and i % 2}
 
 
 def _encode_cursor(key: dict[str, Any]) -> str:
