@@ -18,9 +18,9 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from devtools.local.dev_tokens import DEV_TENANT_ID, install_dev_tokens
 from devtools.local.embedded import EmbeddedAws, embedded_stream_client
 from functions.agent_api.app import create_app
-from functions.agent_api.playground import DEV_TENANT_ID, install_dev_tokens
 from shared.settings import LOCAL_JWT_SECRET, Settings
 from shared.wiring import ServiceOverrides, Services
 

@@ -1,31 +1,26 @@
 """The ``/playground`` page: static files built from ``web/playground`` by ``make playground`` (esbuild).
 
-Two routers, composed in two different places on purpose:
+``page_router`` serves the page's files. ``create_app`` includes it only when the ``PLAYGROUND_ENABLED`` setting
+is on (``make dev`` turns it on; a deployed stack has it off unless its parameter says otherwise). The files are
+public code, like ``/docs``; everything the page shows comes from the API under the caller's bearer token, checked
+by the same verifier as any other client.
 
-- ``page_router`` serves the page's files. ``create_app`` includes it only when the ``PLAYGROUND_ENABLED``
-  setting is on (``make dev`` turns it on; a deployed stack has it off unless its parameter says otherwise). The
-  files are public code, like ``/docs``; everything the page shows comes from the API under the caller's bearer
-  token, checked by the same verifier as any other client.
-- ``dev_token_router`` mints a local token for the page. Only the local runner (``devtools.local.runner``)
-  includes it, so it does not exist in any app built by the deployed entry points, whatever the settings say.
+The route that mints a local token for the page (``devtools.local.dev_tokens``) is not here: only the local runner
+adds it, and the functions do not ship it, so it exists in no app a deployed entry point builds, whatever the
+settings say.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, RedirectResponse, Response
-from pydantic import BaseModel, Field
 
-from shared.auth import AUDIT_SCOPE, mint_local_token
 from shared.errors import NotFound
 
 STATIC_DIR = Path(__file__).parent / "playground_static"
 PAGE_FILES = {"app.js": "text/javascript", "app.css": "text/css"}
-DEV_USER_ID = "local-user"
-DEV_TENANT_ID = "local-tenant"
 
 # The page runs only its own bundle: no inline script, nothing from another origin.
 PAGE_HEADERS = {
@@ -71,30 +66,3 @@ async def playground_asset(name: str) -> Response:
     if media_type is None:
         raise NotFound("no such playground file")
     return FileResponse(_built_file(name), media_type=media_type, headers=PAGE_HEADERS)
-
-
-class DevTokenRequest(BaseModel):
-    audit: bool = Field(default=False, description=f"add the {AUDIT_SCOPE} scope")
-
-
-def install_dev_tokens(app: FastAPI, secret: str) -> None:
-    """Add ``POST /playground/dev-token`` to ``app`` (the local runner only) and tell the page it exists."""
-    app.include_router(dev_token_router(secret))
-    app.state.playground_dev_tokens = True
-
-
-def dev_token_router(secret: str) -> APIRouter:
-    """``POST /playground/dev-token``: a token for the local user, answered to loopback callers only."""
-    router = APIRouter(include_in_schema=False)
-
-    @router.post("/playground/dev-token")
-    async def dev_token(request: Request, body: DevTokenRequest | None = None) -> JSONResponse:
-        host = request.client.host if request.client else ""
-        if host not in {"127.0.0.1", "::1", "localhost"}:
-            raise NotFound("not found")
-        scopes = [AUDIT_SCOPE] if body is not None and body.audit else []
-        token = mint_local_token(secret, user_id=DEV_USER_ID, tenant_id=DEV_TENANT_ID, scopes=scopes)
-        payload: dict[str, Any] = {"token": token, "userId": DEV_USER_ID, "tenantId": DEV_TENANT_ID, "scopes": scopes}
-        return JSONResponse(payload, headers={"Cache-Control": "no-store"})
-
-    return router

@@ -14,6 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # what the evaluation commands share. None of them belongs in a function.
 TOOLING_NAMES = {
     "devtools",
+    "dev_tokens",
     "local",
     "evaluation",
     "memory_evaluation",
