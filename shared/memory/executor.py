@@ -50,7 +50,7 @@ from shared.memory.tools import MEMORY_TOOL_SPECS
 from shared.models import AuditRecord, Message, Origin, Role, ToolCall, utc_now
 from shared.ports import AuditLog, MessageHistoryReader
 from shared.run_events.emitter import RunEmitter
-from shared.run_results import ExecutionResult
+from shared.run_results import ExecutionFailed, ExecutionResult
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.registry import ToolRegistry
 
@@ -167,8 +167,7 @@ class MemoryExecutor:
             result.cancelled = True
         except Exception as exc:
             await self._close_turn()
-            exc.usage_so_far = list(result.usage)  # type: ignore[attr-defined]
-            raise
+            raise ExecutionFailed(exc, result.usage) from exc
         await self._record_summary(ctx, result)
         await emitter.emit(StepFinishedEvent(step_name=self.step_name))
         return result

@@ -113,9 +113,6 @@ class Settlement:
     async def failed(self, ctx: RunContext, emitter: RunEmitter, exc: Exception) -> Outcome:
         """Close what the run left open on its stream; the RUN_ERROR itself comes last (``settle``)."""
         cause, partial_usage = ExecutionFailed.unwrap(exc)
-        if not partial_usage:
-            # Until every executor raises ExecutionFailed: the memory executor still attaches its usage.
-            partial_usage = list(getattr(cause, "usage_so_far", None) or [])
         error_code, message = run_error_of(cause)
         _log_failure(ctx, cause, error_code)
         await self._close_open(ctx, emitter)

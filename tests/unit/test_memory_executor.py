@@ -17,6 +17,7 @@ from shared.memory.models import Memory, MemoryKind
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.profiles import default_catalog
+from shared.run_results import ExecutionFailed
 from shared.run_events.emitter import RunEmitter
 from tests.support.scripted_model import ScriptedModel, Turn
 
@@ -154,9 +155,23 @@ async def test_a_tool_outside_the_memory_profile_is_refused_by_the_tool_gate() -
 async def test_a_failed_run_leaves_the_cursor_so_a_retry_sees_the_same_messages() -> None:
     store = InMemoryMemoryStore()
     model = ScriptedModel(Turn(raise_error=ModelError("endpoint down")))
-    with pytest.raises(ModelError):
+    with pytest.raises(ExecutionFailed) as failed:
         await run(model, store)
+    assert isinstance(failed.value.cause, ModelError) and failed.value.usage == []
     assert await store.get_cursor(TENANT, THREAD) == 0
+
+
+async def test_a_failure_after_a_model_turn_carries_that_turns_usage_to_the_ledger() -> None:
+    store = InMemoryMemoryStore()
+    model = ScriptedModel(
+        Turn(tool_calls=[("c1", "memory_write", WRITE_CELLO)], input_tokens=321, output_tokens=12),
+        Turn(raise_error=ModelError("endpoint down")),
+    )
+    with pytest.raises(ExecutionFailed) as failed:
+        await run(model, store)
+    cause, usage = ExecutionFailed.unwrap(failed.value)
+    assert isinstance(cause, ModelError)
+    assert [(u.input_tokens, u.output_tokens) for u in usage] == [(321, 12)]
 
 
 async def test_nothing_new_from_the_user_means_no_model_call() -> None:
