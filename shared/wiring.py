@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from shared.automation.runner import AutomationRunner
     from shared.automation.service import AutomationService, TaskScheduler
     from shared.automation.store import AutomationStore
+    from shared.chat import ChatService
     from shared.erasure import Erasure
     from shared.executors.context import RunContext
     from shared.memory.coalescing import DueQueue, ExtractionCoalescer
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from shared.memory.trigger import RunCompletedPublisher
     from shared.models import RunStatus
     from shared.run_results import ExecutionResult
+    from shared.threads import ThreadService
     from shared.tools.mcp_servers import McpServerConfig, McpToolbox
 
 logger = logging.getLogger(__name__)
@@ -239,6 +241,20 @@ class Services:
             tail_deadline_margin_s=self.settings.stream_deadline_margin_s,
             on_run_finished=self._on_run_finished,
         )
+
+    @cached_property
+    def chat(self) -> ChatService:
+        """Starts chat runs (each run gets a worker executor of its own from ``worker``)."""
+        from shared.chat import ChatService
+
+        return ChatService(self.profiles, self.runs, self.store, self.worker)
+
+    @cached_property
+    def threads(self) -> ThreadService:
+        """What a caller may read of a thread: history, list, audit view, live events."""
+        from shared.threads import ThreadService
+
+        return ThreadService(self.store, self.runs)
 
     async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
         """After every run, before its terminal event: its metrics; after a worker run, the "run completed" event

@@ -38,15 +38,11 @@ def run_service(request: Request) -> RunService:
 
 
 def chat_service(request: Request) -> ChatService:
-    """Stateless: built per request from the services' parts (the worker executor is built per run anyway)."""
-    services = services_of(request)
-    return ChatService(services.profiles, services.runs, services.store, services.worker)
+    return services_of(request).chat
 
 
 def thread_service(request: Request) -> ThreadService:
-    """Stateless: built per request from the services' store and run service."""
-    services = services_of(request)
-    return ThreadService(services.store, services.runs)
+    return services_of(request).threads
 
 
 Caller = Annotated[Identity, Depends(current_identity)]

@@ -17,8 +17,8 @@ from shared.memory.models import Memory, MemoryKind
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.profiles import default_catalog
-from shared.run_results import ExecutionFailed
 from shared.run_events.emitter import RunEmitter
+from shared.run_results import ExecutionFailed
 from tests.support.scripted_model import ScriptedModel, Turn
 
 TENANT, USER, THREAD = "t1", "u1", "th1"
