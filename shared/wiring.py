@@ -579,8 +579,3 @@ def _mcp_header_value(config: McpServerConfig) -> str | None:
         value = parameters.get_secret(config.auth_secret_name, max_age=300)
         return value if isinstance(value, str) else str(value)
     return None
-
-
-def coalescer_for(services: Services, queue: DueQueue | None = None) -> ExtractionCoalescer:
-    """``services.coalescer(queue)``, for callers written against the earlier function."""
-    return services.coalescer(queue)

@@ -32,9 +32,7 @@ class InProcessMemoryWorker:
     @property
     def coalescer(self) -> ExtractionCoalescer:
         if self._coalescer is None:
-            from shared.wiring import coalescer_for
-
-            self._coalescer = coalescer_for(self._services, queue=self)
+            self._coalescer = self._services.coalescer(queue=self)
         return self._coalescer
 
     async def publish(self, events: Sequence[BusEvent]) -> list[PublishFailure]:
