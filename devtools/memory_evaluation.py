@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from devtools.harness import fraction, threshold_verdict
 from shared.executors.context import RunContext
-from shared.llm.types import ChatChunk, ChatModel, ChatRequest, Finished, TextDelta, ToolCallDelta
+from shared.llm.types import ChatChunk, ChatRequest, Finished, TextDelta, ToolCallDelta
 from shared.memory.executor import MemoryExecutor
 from shared.memory.job import MEMORY_PROFILE
 from shared.memory.models import Memory, MemoryKind
@@ -51,6 +51,7 @@ from shared.memory.store import InMemoryMemoryStore
 from shared.memory.text import near_duplicate
 from shared.models import AuditRecord, ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, Usage
 from shared.ports import StreamEntry
+from shared.ports.model import ChatModel
 from shared.profiles import ExecutionProfile, default_catalog
 from shared.run_events.emitter import RunEmitter
 from shared.settings import Settings

@@ -30,15 +30,8 @@ from dataclasses import dataclass
 from shared.errors import ConfigurationError, ModelError
 from shared.llm.model_ids import parse_model_id_map
 from shared.llm.thinking import PROVIDERS, Provider, parse_provider
-from shared.llm.types import (
-    ChatMessage,
-    ChatModel,
-    ChatRequest,
-    Finished,
-    TextDelta,
-    ToolCallDelta,
-    ToolSpec,
-)
+from shared.llm.types import ChatMessage, ChatRequest, Finished, TextDelta, ToolCallDelta, ToolSpec
+from shared.ports.model import ChatModel
 
 # Ids people ask for that a provider publishes under another name: wanted id -> (provider, id, why).
 KNOWN_RENAMES: dict[str, tuple[Provider, str, str]] = {

@@ -38,9 +38,8 @@ from shared.stream_keys import run_control_key, run_stream_key, thread_stream_ke
 
 if TYPE_CHECKING:
     from shared.automation.service import AutomationService
-    from shared.automation.store import AutomationStore
-    from shared.memory.pending import PendingExtractions
-    from shared.memory.store import MemoryStore
+    from shared.ports.automation import AutomationStore
+    from shared.ports.memory import MemoryStore, PendingExtractions
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +47,7 @@ THREAD_PAGE = 100
 """Threads listed per request while a user is erased."""
 
 
+# A role, not a port: what erasure needs of the conversation store (InMemoryStore and DynamoDBStore have it).
 class ErasableStore(Protocol):
     async def get_thread(self, identity: Identity, thread_id: str) -> Thread: ...
 
@@ -68,6 +68,7 @@ class ErasableStore(Protocol):
     async def record(self, record: AuditRecord) -> None: ...
 
 
+# A role, not a port: the one call erasure makes on the event streams (RedisEventStream and its fake have it).
 class ErasableStreams(Protocol):
     async def delete(self, keys: Sequence[str]) -> None: ...
 

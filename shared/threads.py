@@ -16,10 +16,12 @@ from shared.runs.intake import check_stream_id
 from shared.stream_keys import thread_stream_key
 
 
+# A role, not a port: the store ports plus the run list, as ThreadService reads them (the store adapters have it).
 class ThreadStore(ConversationStore, AuditLog, Protocol):
     async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]: ...
 
 
+# A role, not a port: RunService implements it, no adapter does.
 class StreamTailer(Protocol):
     """The part of ``shared.runs.service.RunService`` that follows a stream."""
 

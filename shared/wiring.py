@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from shared.errors import ConfigurationError
 from shared.executors.worker import WorkerExecutor
-from shared.llm.types import ChatModel
 from shared.models import ExecutorKind, Identity, Run
 from shared.ports import EventStream
+from shared.ports.model import ChatModel
 from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileCatalog, load_catalog
 from shared.runs.service import Executor, RunService, RunStore
 from shared.settings import Settings
@@ -32,18 +32,16 @@ from shared.tools.registry import ToolRegistry
 if TYPE_CHECKING:
     from shared.auth import TokenVerifier
     from shared.automation.runner import AutomationRunner
-    from shared.automation.service import AutomationService, TaskScheduler
-    from shared.automation.store import AutomationStore
+    from shared.automation.service import AutomationService
     from shared.chat import ChatService
     from shared.erasure import Erasure
     from shared.executors.context import RunContext
-    from shared.memory.coalescing import DueQueue, ExtractionCoalescer
-    from shared.memory.embeddings import Embedder
+    from shared.memory.coalescing import ExtractionCoalescer
     from shared.memory.job import MemoryExtraction
-    from shared.memory.pending import PendingExtractions
-    from shared.memory.store import MemoryStore
     from shared.memory.trigger import RunCompletedPublisher
     from shared.models import RunStatus
+    from shared.ports.automation import AutomationStore, TaskScheduler
+    from shared.ports.memory import DueQueue, Embedder, MemoryStore, PendingExtractions
     from shared.run_results import ExecutionResult
     from shared.threads import ThreadService
     from shared.tools.mcp_servers import McpServerConfig, McpToolbox

@@ -41,7 +41,6 @@ from shared.llm.model_ids import parse_model_id_map
 from shared.llm.types import (
     ChatChunk,
     ChatMessage,
-    ChatModel,
     ChatRequest,
     ChatTurn,
     Finished,
@@ -51,6 +50,7 @@ from shared.llm.types import (
     ToolSpec,
 )
 from shared.models import Usage
+from shared.ports.model import ChatModel
 from shared.tokens import count_tokens
 from shared.tools.clock import SPEC as CLOCK_SPEC
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import ExtractionReport, MemoryRunFailed, RunCompleted
-from shared.memory.trigger import BusEvent, PublishFailure
+from shared.memory.models import BusEvent, PublishFailure
 
 if TYPE_CHECKING:
     from shared.wiring import Services

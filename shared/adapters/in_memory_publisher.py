@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shared.memory.trigger import BusEvent, PublishFailure
+from shared.memory.models import BusEvent, PublishFailure
 
 
 class InMemoryEventPublisher:

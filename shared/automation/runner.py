@@ -17,7 +17,6 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from shared.automation.models import AutomationTask, TaskRef
-from shared.automation.store import AutomationStore
 from shared.errors import Conflict, InvalidRequest
 from shared.executors.context import RunContext
 from shared.models import (
@@ -33,6 +32,7 @@ from shared.models import (
     utc_now,
 )
 from shared.ports import AuditLog, RunLedger
+from shared.ports.automation import AutomationStore
 from shared.profiles import ProfileCatalog
 from shared.runs.service import Executor, RunService
 
@@ -127,8 +127,9 @@ MEMORY_LEASE_S = 900
 coalescer's lease is above the memory function's, so a crashed run's lease ends."""
 
 
+# A role, not a port: the two PendingExtractions methods the runner needs (every PendingExtractions has them).
 class MemoryRunLeases(Protocol):
-    """The per-thread memory-run lease (``shared.memory.pending.PendingExtractions``)."""
+    """The per-thread memory-run lease (``shared.ports.memory.PendingExtractions``)."""
 
     async def hold(
         self, tenant_id: str, user_id: str, thread_id: str, run_id: str, *, now: datetime, lease_until: datetime

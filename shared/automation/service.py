@@ -9,35 +9,19 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any, Protocol
+from typing import Any
 
 from shared.automation.models import AutomationTask, AutomationTaskPatch, AutomationTaskSpec
-from shared.automation.store import AutomationStore
 from shared.errors import InvalidRequest, NotFound
 from shared.models import ExecutorKind, Identity, utc_now
 from shared.ports import ConversationStore
+from shared.ports.automation import AutomationStore, TaskScheduler
 from shared.profiles import MEMORY_TOOL_NAMES, ProfileCatalog
 from shared.runs.intake import check_id
 
 logger = logging.getLogger(__name__)
 
 MAX_PAGE = 100
-
-
-class TaskScheduler(Protocol):
-    """The schedule behind each task (EventBridge Scheduler in AWS)."""
-
-    async def create(self, task: AutomationTask) -> str:
-        """Create the task's schedule; returns an identifier of it (the ARN)."""
-        ...
-
-    async def update(self, task: AutomationTask) -> str:
-        """Make the schedule match the task (creating it if missing)."""
-        ...
-
-    async def delete(self, task_id: str) -> None:
-        """Delete the task's schedule; one already gone is fine."""
-        ...
 
 
 def new_task_id() -> str:

@@ -1,4 +1,4 @@
-"""The automation task store port, and its in-memory reference fake.
+"""The automation task store in memory: the reference fake of the port ``shared.ports.automation.AutomationStore``.
 
 Tasks live in their owner's partition (tenant, user). A fire only carries what the schedule's input holds, so the
 store can also find a task by its id alone; task ids are unique across tenants because the schedule name, which
@@ -7,38 +7,8 @@ lives in one Scheduler group for everyone, is derived from them.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from shared.automation.models import AutomationTask
 from shared.errors import Conflict, InvalidRequest, NotFound
-
-
-class AutomationStore(Protocol):
-    async def create(self, task: AutomationTask) -> None:
-        """Store a new task; Conflict when its id is taken (by anyone)."""
-        ...
-
-    async def get(self, tenant_id: str, user_id: str, task_id: str) -> AutomationTask | None:
-        """The task in this owner's partition, or None (absent, or someone else's)."""
-        ...
-
-    async def find(self, task_id: str) -> AutomationTask | None:
-        """The task with this id, whoever owns it (for the automation handler only, never for API callers)."""
-        ...
-
-    async def list(
-        self, tenant_id: str, user_id: str, *, limit: int, cursor: str | None
-    ) -> tuple[list[AutomationTask], str | None]:
-        """The owner's tasks ordered by id, a page at a time; the cursor is opaque and bound to the owner."""
-        ...
-
-    async def replace(self, task: AutomationTask) -> None:
-        """Overwrite an existing task of the same owner; NotFound when it is gone."""
-        ...
-
-    async def delete(self, tenant_id: str, user_id: str, task_id: str) -> bool:
-        """Remove the task; False when there was nothing to remove."""
-        ...
 
 
 class InMemoryAutomationStore:

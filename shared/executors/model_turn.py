@@ -20,9 +20,10 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from shared.llm.types import ChatModel, ChatRequest, Finished, ReasoningDelta, TextDelta, ToolCallDelta
+from shared.llm.types import ChatRequest, Finished, ReasoningDelta, TextDelta, ToolCallDelta
 from shared.models import ToolCall, Usage
 from shared.models import new_id as new_id  # re-exported: it lived here, and the memory modules import it from here
+from shared.ports.model import ChatModel
 from shared.run_events.emitter import RunEmitter
 
 

@@ -19,9 +19,10 @@ from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult
 from shared.executors.transcript import one_leading_system, to_chat_messages, with_run_notes
 from shared.intent.prompts import build_system_prompt
-from shared.llm.types import ChatMessage, ChatModel, ChatRequest, ToolSpec
+from shared.llm.types import ChatMessage, ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
 from shared.ports import AuditLog, ConversationStore
+from shared.ports.model import ChatModel
 from shared.run_events.emitter import RunEmitter
 from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
 from shared.run_results import ExecutionFailed, ExecutionResult
@@ -40,6 +41,7 @@ MAX_MODEL_TURNS = 8
 MAX_CONTEXT_NOTE_CHARS = 4_000
 
 
+# A role, not a port: implemented in-process by shared.memory.injection, so the worker stays below memory.
 class MemoryReader(Protocol):
     """What the worker needs of the memory store: the user's active memories, most relevant first."""
 

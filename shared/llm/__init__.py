@@ -1,1 +1,2 @@
-"""The model port's wire-independent types and its adapters (OpenAI-compatible HTTP, offline)."""
+"""The model port's wire-independent types and its adapters (OpenAI-compatible HTTP, offline); the port itself is
+``shared.ports.model.ChatModel``."""

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from shared.models import Usage
 
@@ -100,13 +99,3 @@ class ChatTurn:
     tool_calls: dict[int, dict[str, str]] = field(default_factory=dict)
     finish_reason: str | None = None
     usage: Usage | None = None
-
-
-class ChatModel(Protocol):
-    """The model port. ``stream`` yields chunks and ends with exactly one ``Finished``."""
-
-    provider: str
-
-    def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]: ...
-
-    async def list_models(self) -> list[str]: ...

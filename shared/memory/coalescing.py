@@ -30,12 +30,11 @@ import logging
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Protocol
 
 from shared.memory.job import MEMORY_PROFILE, ExtractionReport, MemoryExtraction, RunCompleted
 from shared.memory.models import ExtractionDue as ExtractionDue  # the message body this module sends; re-exported
-from shared.memory.pending import PendingExtractions
 from shared.models import ExecutorKind, Identity, digest, utc_now
+from shared.ports.memory import DueQueue, PendingExtractions
 from shared.profiles import MemoryPolicy, ProfileCatalog
 
 logger = logging.getLogger(__name__)
@@ -44,12 +43,6 @@ DEFAULT_LEASE_S = 900
 """How long a memory run holds its thread: above the memory function's timeout, so a crashed run's lease ends."""
 BUSY_RETRY_S = 30
 """When a due message finds a run in flight, it is sent again after this long (or T, if shorter)."""
-
-
-class DueQueue(Protocol):
-    async def send(self, due: ExtractionDue, *, delay_s: int) -> None:
-        """Deliver ``due`` to the memory consumer after ``delay_s`` seconds (0-900)."""
-        ...
 
 
 class ExtractionCoalescer:

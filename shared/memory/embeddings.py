@@ -1,9 +1,9 @@
-"""The embeddings port: vectors for memory texts, used to find near duplicates across phrasing and language.
+"""Embeddings: vectors for memory texts, used to find near duplicates across phrasing and language.
 
 Token-set Jaccard (:mod:`shared.memory.text`) misses "Likes oolong tea" / "Enjoys drinking oolong" and the same
-fact in English and in Chinese. An :class:`Embedder` maps each text to a unit vector; the gate merges a proposal
-into an active memory whose cosine similarity reaches the embedder's ``duplicate_similarity`` (and whose numbers
-are the same, as for the lexical rule).
+fact in English and in Chinese. An embedder (the port :class:`~shared.ports.memory.Embedder`) maps each text to a
+unit vector; the gate merges a proposal into an active memory whose cosine similarity reaches the embedder's
+``duplicate_similarity`` (and whose numbers are the same, as for the lexical rule).
 
 Two implementations:
 
@@ -25,19 +25,8 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
-from typing import Protocol
 
 from shared.memory.text import tokens
-
-
-class Embedder(Protocol):
-    model: str
-    duplicate_similarity: float
-    """The cosine similarity from which two memory texts are the same fact (depends on the model)."""
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One unit vector per text, in order; one request for the whole batch."""
-        ...
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -153,7 +142,7 @@ def _bucket(feature: str) -> tuple[int, float]:
 
 
 class LexiconEmbedder:
-    """Deterministic, offline :class:`Embedder` over the bilingual concept lexicon (see the module docstring)."""
+    """A deterministic, offline embedder over the bilingual concept lexicon (see the module docstring)."""
 
     model = "lexicon-v1"
     duplicate_similarity = 0.8
@@ -168,4 +157,3 @@ class LexiconEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.vector(t) for t in texts]
-

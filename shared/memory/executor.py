@@ -39,16 +39,17 @@ from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
 
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, new_id
-from shared.llm.types import ChatMessage, ChatModel, ChatRequest
-from shared.memory.embeddings import Embedder, cosine
+from shared.llm.types import ChatMessage, ChatRequest
+from shared.memory.embeddings import cosine
 from shared.memory.gate import ExtractionScope, GateOutcome, MemoryGate
 from shared.memory.injection import message_is_memory_injection, rank_by_relevance
 from shared.memory.models import Memory
-from shared.memory.store import MemoryStore
 from shared.memory.text import relevance, tokens
 from shared.memory.tools import MEMORY_TOOL_SPECS
 from shared.models import AuditRecord, Message, Origin, Role, ToolCall, utc_now
 from shared.ports import AuditLog, MessageHistoryReader
+from shared.ports.memory import Embedder, MemoryStore
+from shared.ports.model import ChatModel
 from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionFailed, ExecutionResult
 from shared.tool_gate import GateContext, ToolGate
@@ -96,6 +97,7 @@ messages). If nothing is worth remembering, answer "none" without calling a tool
 correct a rejected proposal when the rejection shows a mistake you can fix; then answer "done"."""
 
 
+# A role, not a port: the two store reads the memory executor makes (the store adapters have them).
 class ThreadReader(MessageHistoryReader, Protocol):
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]: ...
 

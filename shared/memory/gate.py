@@ -38,11 +38,10 @@ from typing import Any, Literal, TypeVar
 from pydantic import ValidationError
 
 from shared.executors.model_turn import new_id
-from shared.memory.embeddings import Embedder, LexiconEmbedder, cosine
+from shared.memory.embeddings import LexiconEmbedder, cosine
 from shared.memory.injection import message_is_memory_injection
 from shared.memory.junk_rules import judge
 from shared.memory.models import MAX_KEPT_SOURCE_IDS, ForgetProposal, Memory, MemoryStatus, WriteProposal
-from shared.memory.store import MemoryStore
 from shared.memory.text import (
     NEAR_DUPLICATE_JACCARD,
     compact,
@@ -54,6 +53,7 @@ from shared.memory.text import (
 from shared.memory.tools import MEMORY_FORGET, MEMORY_WRITE
 from shared.models import AuditRecord, Message, Origin, Role, digest, utc_now
 from shared.ports import AuditLog
+from shared.ports.memory import Embedder, MemoryStore
 
 AUDIT_KIND = "memory_decision"
 logger = logging.getLogger(__name__)

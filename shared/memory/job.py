@@ -24,12 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.errors import TRANSIENT_MODEL_CODES, AgentError, NotFound
 from shared.executors.context import RunContext
-from shared.llm.types import ChatModel
-from shared.memory.embeddings import Embedder
 from shared.memory.executor import MAX_NEW_MESSAGES, MemoryExecutor, ThreadReader, is_human_message
-from shared.memory.store import MemoryStore
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus, Thread, digest
 from shared.ports import AuditLog
+from shared.ports.memory import Embedder, MemoryStore
+from shared.ports.model import ChatModel
 from shared.profiles import ProfileCatalog
 from shared.runs.service import RunService
 from shared.tools.registry import ToolRegistry
@@ -75,6 +74,7 @@ class ExtractionReport:
         return {"status": self.status, "reason": self.reason, "runId": self.run_id, "decisions": self.decisions}
 
 
+# A role, not a port: the store reads and audit writes of a memory extraction (the store adapters have them).
 class _ThreadStore(ThreadReader, AuditLog, Protocol):
     async def get_thread(self, identity: Identity, thread_id: str) -> Thread: ...
 

@@ -1,4 +1,4 @@
-"""Memories and memory proposals.
+"""Memories, memory proposals, and the values the memory ports carry (``shared.ports.memory``).
 
 A :class:`Memory` is kept with its provenance (run, thread, source messages, evidence quote, confidence). It is
 never hard-deleted by the model: ``memory_forget`` moves it to ``superseded`` or ``retracted`` and records why and
@@ -10,11 +10,13 @@ A proposal is what the model asked for through a tool call; nothing is persisted
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -150,3 +152,41 @@ class ExtractionDue(BaseModel):
     user_id: str = Field(alias="userId", min_length=1)
     thread_id: str = Field(alias="threadId", min_length=1)
     generation: int = Field(ge=1)
+
+
+@dataclass(frozen=True)
+class PendingExtraction:
+    """A thread's pending-extraction marker (shared/memory/pending.py), as ``PendingExtractions.get`` returns it."""
+
+    tenant_id: str
+    thread_id: str
+    user_id: str
+    generation: int
+    noted_at: datetime
+    """When the last run-completed event was noted."""
+    running_run_id: str | None = None
+    lease_until: datetime | None = None
+
+    def running(self, now: datetime) -> bool:
+        return self.running_run_id is not None and self.lease_until is not None and self.lease_until > now
+
+
+@dataclass(frozen=True)
+class BusEvent:
+    """One event for the event bus (the ``EventPublisher`` port): the run-completed events memory listens to."""
+
+    source: str
+    detail_type: str
+    detail: dict[str, Any]
+
+    def detail_json(self) -> str:
+        return json.dumps(self.detail, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class PublishFailure:
+    """One entry the bus did not accept (``index`` into the events passed to ``EventPublisher.publish``)."""
+
+    index: int
+    code: str
+    message: str

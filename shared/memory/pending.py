@@ -1,4 +1,5 @@
-"""The per-thread pending-extraction marker: the port and its in-memory reference implementation.
+"""The per-thread pending-extraction marker, in memory: the reference implementation of the port
+``shared.ports.memory.PendingExtractions`` (the marker is ``shared.memory.models.PendingExtraction``).
 
 One marker per thread (DynamoDB: ``PK = T#{tenant}#TH#{thread}``, ``SK = MEMPENDING``) holds
 
@@ -16,66 +17,10 @@ fire.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Protocol
 
-
-@dataclass(frozen=True)
-class PendingExtraction:
-    tenant_id: str
-    thread_id: str
-    user_id: str
-    generation: int
-    noted_at: datetime
-    """When the last run-completed event was noted."""
-    running_run_id: str | None = None
-    lease_until: datetime | None = None
-
-    def running(self, now: datetime) -> bool:
-        return self.running_run_id is not None and self.lease_until is not None and self.lease_until > now
-
-
-class PendingExtractions(Protocol):
-    async def note(self, tenant_id: str, user_id: str, thread_id: str, *, now: datetime) -> int:
-        """Record a run-completed event for the thread; returns the thread's new generation (1, 2, ...)."""
-        ...
-
-    async def get(self, tenant_id: str, thread_id: str) -> PendingExtraction | None:
-        """The thread's marker (None: nothing was ever noted, or it was cancelled)."""
-        ...
-
-    async def acquire(
-        self, tenant_id: str, thread_id: str, run_id: str, *, now: datetime, lease_until: datetime
-    ) -> bool:
-        """Take the thread's run lease for ``run_id``: True when no other run holds an unexpired lease and the
-        marker exists (a cancelled thread cannot start a run). Taking it again for the same run id succeeds."""
-        ...
-
-    async def hold(
-        self, tenant_id: str, user_id: str, thread_id: str, run_id: str, *, now: datetime, lease_until: datetime
-    ) -> bool:
-        """Take the run lease like :meth:`acquire`, creating the marker (generation 0, nothing noted) when the
-        thread has none: for a memory run that does not come from a noted turn (an automation task with a memory
-        profile), so it and the coalescer's runs exclude each other. It does not move the generation: a pending
-        due message still fires later, and finds nothing new after the cursor if this run took it all."""
-        ...
-
-    async def release(self, tenant_id: str, thread_id: str, run_id: str) -> None:
-        """Give the lease back (only when ``run_id`` holds it)."""
-        ...
-
-    async def cancel_thread(self, tenant_id: str, thread_id: str) -> None:
-        """Forget the thread's marker: pending extraction is cancelled (thread deletion)."""
-        ...
-
-    async def cancel_user(self, tenant_id: str, user_id: str, *, now: datetime) -> None:
-        """Cancel every extraction of the user's threads noted up to ``now`` (user deletion)."""
-        ...
-
-    async def user_cancelled_at(self, tenant_id: str, user_id: str) -> datetime | None:
-        """When the user's pending extractions were last cancelled (None: never)."""
-        ...
+from shared.memory.models import PendingExtraction
 
 
 class InMemoryPendingExtractions:

@@ -1,4 +1,4 @@
-"""The memory store port and its in-memory reference implementation.
+"""The memory store in memory: the reference implementation of the port ``shared.ports.memory.MemoryStore``.
 
 Besides memories, the store keeps the per-thread extraction cursor: the ``seq`` of the last thread message the
 memory executor has processed, so each message is read as *new* once (the context windows of consecutive runs
@@ -8,58 +8,9 @@ overlap; re-reading them is how memory systems fill up with duplicates).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from shared.memory.models import Memory, MemoryStatus, deactivated
 from shared.models import utc_now
-
-
-class MemoryStore(Protocol):
-    async def list_memories(self, tenant_id: str, user_id: str, *, include_inactive: bool = False) -> list[Memory]:
-        """The user's memories, newest first; only active ones unless ``include_inactive``."""
-        ...
-
-    async def list_active(self, tenant_id: str, user_id: str, *, limit: int) -> list[Memory]:
-        """The user's ``limit`` most recently updated active memories, newest first: a bounded read, whatever
-        the user's history of memories (what the worker reads on every run)."""
-        ...
-
-    async def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
-        """The user's memory with this id; None when absent or someone else's (the key includes the user)."""
-        ...
-
-    async def put(self, memory: Memory) -> None:
-        """Create or replace a memory (the gate's writes and merges)."""
-        ...
-
-    async def deactivate(
-        self,
-        tenant_id: str,
-        user_id: str,
-        memory_id: str,
-        *,
-        status: MemoryStatus,
-        reason: str,
-        run_id: str,
-        evidence_quote: str,
-        source_message_ids: Sequence[str],
-        superseded_by: str | None = None,
-    ) -> Memory | None:
-        """Mark an **active** memory superseded or retracted, with why and on what evidence. Returns the updated
-        memory, or None when there is no active memory with this id for this user. Never deletes."""
-        ...
-
-    async def delete(self, tenant_id: str, user_id: str, memory_id: str) -> bool:
-        """Remove a memory for real (only the user's own ``DELETE /memories/{id}``). False when absent."""
-        ...
-
-    async def get_cursor(self, tenant_id: str, thread_id: str) -> int:
-        """The ``seq`` of the last message extraction has processed on this thread (0: none)."""
-        ...
-
-    async def advance_cursor(self, tenant_id: str, thread_id: str, seq: int) -> None:
-        """Move the cursor forward to ``seq``; never moves it back."""
-        ...
 
 
 class InMemoryMemoryStore:
@@ -125,4 +76,3 @@ class InMemoryMemoryStore:
     async def advance_cursor(self, tenant_id: str, thread_id: str, seq: int) -> None:
         key = (tenant_id, thread_id)
         self._cursors[key] = max(self._cursors.get(key, 0), seq)
-

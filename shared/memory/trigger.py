@@ -11,14 +11,13 @@ covers the same messages.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
 
 from shared.executors.context import RunContext
+from shared.memory.models import BusEvent, PublishFailure
 from shared.models import ExecutorKind, RunStatus
+from shared.ports.memory import EventPublisher
 from shared.run_results import ExecutionResult
 
 logger = logging.getLogger(__name__)
@@ -27,31 +26,6 @@ EVENT_SOURCE = "agent-backend"
 RUN_COMPLETED = "agent.run.completed"
 ATTEMPTS = 3
 BASE_DELAY_S = 0.2
-
-
-@dataclass(frozen=True)
-class BusEvent:
-    source: str
-    detail_type: str
-    detail: dict[str, Any]
-
-    def detail_json(self) -> str:
-        return json.dumps(self.detail, separators=(",", ":"), ensure_ascii=False)
-
-
-@dataclass(frozen=True)
-class PublishFailure:
-    """One entry the bus did not accept (``index`` into the events passed to :meth:`EventPublisher.publish`)."""
-
-    index: int
-    code: str
-    message: str
-
-
-class EventPublisher(Protocol):
-    async def publish(self, events: Sequence[BusEvent]) -> list[PublishFailure]:
-        """Put the events on the bus in one call; returns the entries that failed (empty: all accepted)."""
-        ...
 
 
 def run_completed_event(

@@ -20,6 +20,7 @@ FRONTEND_CALLS_FLAG = "frontend_tool_calls"
 results arrive with the client's next run (shared.runs.pending_calls)."""
 
 
+# A role, not a port: RunContext implements it (see the docstring); no adapter does.
 class RunRef(Protocol):
     """The part of a run's context a tool result needs (``shared.executors.context.RunContext`` has it); a protocol
     so that this module stays below the executors."""

@@ -23,12 +23,12 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.models import Identity, Message, Role, Run, ThreadClaim, ThreadTakeover, utc_now
-from shared.ports import EventStream
+from shared.ports import EventStream, ProbedStream
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.sweeper import RunSweeper, SweepReport, SweepStore
 
@@ -46,13 +46,7 @@ SettleMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message
 """``settle(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
 
 
-@runtime_checkable
-class ProbedStream(Protocol):
-    """An event stream that can say whether it is reachable (Redis ``PING``)."""
-
-    async def ping(self) -> bool: ...
-
-
+# Declared by its user: SweepStore plus admission's claims (InMemoryStore, DynamoDBStore; test_store_contract).
 class RunStore(SweepStore, Protocol):
     async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any) -> bool: ...
 

@@ -41,6 +41,7 @@ RunKey = tuple[str, str]
 """(tenant id, run id)."""
 
 
+# A role, not a port: implemented in-process by the executors (worker, memory), not by an adapter.
 class Executor(Protocol):
     step_name: str
 

@@ -59,6 +59,7 @@ _HISTORY_SCAN = 200
 _STREAM_PAGE = 500
 
 
+# Declared by its user: the store ports plus the sweeper's queries (InMemoryStore, DynamoDBStore; test_store_contract).
 class SweepStore(ConversationStore, RunLedger, AuditLog, Protocol):
     async def list_stale_runs(self, *, stale_before: datetime, limit: int) -> list[Run]: ...
 

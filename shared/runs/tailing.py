@@ -34,10 +34,12 @@ STREAM_UNAVAILABLE_MESSAGE = (
 )
 
 
+# A role, not a port: the one RunLedger method a tail needs (the store adapters have it).
 class RunReader(Protocol):
     async def get_run(self, tenant_id: str, run_id: str) -> Run | None: ...
 
 
+# A role, not a port: BackgroundRuns implements it, no adapter does.
 class LocalRuns(Protocol):
     """What this process knows of its own runs (``shared.runs.execution.BackgroundRuns``)."""
 

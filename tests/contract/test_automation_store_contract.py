@@ -11,8 +11,9 @@ import pytest
 
 from shared.adapters.aws.automation_store import DynamoDBAutomationStore
 from shared.automation.models import AutomationTask
-from shared.automation.store import AutomationStore, InMemoryAutomationStore
+from shared.automation.store import InMemoryAutomationStore
 from shared.errors import Conflict, InvalidRequest, NotFound
+from shared.ports.automation import AutomationStore
 from tests.conftest import REGION, TABLE
 
 

@@ -16,16 +16,8 @@ import pytest
 from shared.errors import ModelError
 from shared.llm.offline import LABEL, OFFLINE_MODEL_ID, OfflineChatModel
 from shared.llm.openai_chat import OpenAIChatModel
-from shared.llm.types import (
-    ChatChunk,
-    ChatMessage,
-    ChatModel,
-    ChatRequest,
-    Finished,
-    TextDelta,
-    ToolCallDelta,
-    ToolSpec,
-)
+from shared.llm.types import ChatChunk, ChatMessage, ChatRequest, Finished, TextDelta, ToolCallDelta, ToolSpec
+from shared.ports.model import ChatModel
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
 from tests.support.scripted_model import ScriptedModel, Turn
 

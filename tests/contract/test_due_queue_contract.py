@@ -14,8 +14,9 @@ from moto import mock_aws
 
 from shared.adapters.aws.sqs_due_queue import SqsDueQueue
 from shared.adapters.in_memory_due_queue import InMemoryDueQueue
-from shared.memory.coalescing import DueQueue, ExtractionDue
+from shared.memory.coalescing import ExtractionDue
 from shared.models import utc_now
+from shared.ports.memory import DueQueue
 from tests.conftest import REGION
 
 

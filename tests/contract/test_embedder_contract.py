@@ -26,7 +26,8 @@ from starlette.routing import Route
 
 from shared.adapters.openai_embeddings import OpenAIEmbedder
 from shared.errors import ModelError
-from shared.memory.embeddings import Embedder, LexiconEmbedder, cosine
+from shared.memory.embeddings import LexiconEmbedder, cosine
+from shared.ports.memory import Embedder
 from shared.wiring import Services
 from tests.conftest import make_settings
 

@@ -14,7 +14,9 @@ from moto import mock_aws
 
 from shared.adapters.aws.eventbridge import EventBridgePublisher
 from shared.adapters.in_memory_publisher import InMemoryEventPublisher
-from shared.memory.trigger import BusEvent, EventPublisher, run_completed_event
+from shared.memory.models import BusEvent
+from shared.memory.trigger import run_completed_event
+from shared.ports.memory import EventPublisher
 from tests.conftest import REGION
 
 BUS = "agent-events-test"

@@ -18,8 +18,8 @@ import pytest
 from devtools.local.memory_worker import InProcessMemoryWorker
 from shared.llm.openai_chat import OpenAIChatModel
 from shared.memory.job import MemoryRunFailed
+from shared.memory.models import BusEvent
 from shared.memory.store import InMemoryMemoryStore
-from shared.memory.trigger import BusEvent
 from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
 from tests.conftest import bearer, make_settings

@@ -16,7 +16,8 @@ from functions.memory_extract.handler import MemoryQueueRecord
 from shared.adapters.aws.eventbridge import EventBridgePublisher
 from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
-from shared.memory.trigger import BusEvent, PublishFailure, RunCompletedPublisher, run_completed_event
+from shared.memory.models import BusEvent, PublishFailure
+from shared.memory.trigger import RunCompletedPublisher, run_completed_event
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus
 from shared.profiles import default_catalog
 from tests.conftest import REGION

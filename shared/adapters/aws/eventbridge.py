@@ -1,4 +1,4 @@
-"""EventBridge adapter for the :class:`~shared.memory.trigger.EventPublisher` port (``events.put_events``).
+"""EventBridge adapter for the :class:`~shared.ports.memory.EventPublisher` port (``events.put_events``).
 
 ``put_events`` does not raise when entries fail: it returns ``FailedEntryCount`` and an ``ErrorCode`` per failed
 entry, in the order of the request. This adapter turns that into a list of failures; retrying is the caller's
@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from shared.memory.trigger import BusEvent, PublishFailure
+from shared.memory.models import BusEvent, PublishFailure
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient

@@ -1,4 +1,4 @@
-"""DynamoDB adapter for :class:`~shared.memory.pending.PendingExtractions` (same single table).
+"""DynamoDB adapter for :class:`~shared.ports.memory.PendingExtractions` (same single table).
 
 Items:
 
@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.table_adapter import TableAdapter
-from shared.memory.pending import PendingExtraction
+from shared.memory.models import PendingExtraction
 
 PENDING_SK = "MEMPENDING"
 CANCELLED_SK = "CANCELLED"

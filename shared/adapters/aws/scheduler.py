@@ -53,7 +53,7 @@ class SchedulerError(ServiceUnavailable):
 
 
 class EventBridgeTaskScheduler:
-    """Creates, updates and deletes the schedule of a task (implements ``shared.automation.service.TaskScheduler``)."""
+    """Creates, updates and deletes the schedule of a task (implements ``shared.ports.automation.TaskScheduler``)."""
 
     def __init__(
         self,

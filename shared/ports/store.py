@@ -1,35 +1,33 @@
-"""Ports: the small async interfaces the executors and the API depend on.
+"""The conversation store's ports: threads and their messages, run records and audit records (one DynamoDB table).
 
-Adapters live in ``shared.adapters`` (DynamoDB, Redis) and ``shared.llm`` (models); in-memory fakes implement the
-same protocols and run the same contract suites (``tests/contract``).
+Fake: ``InMemoryStore`` (shared/adapters/in_memory_store.py); adapter: ``DynamoDBStore``
+(shared/adapters/aws/dynamodb_store.py); contract: tests/contract/test_store_contract.py (and test_retention.py).
+What one component needs of the whole store (``SweepStore``, ``RunStore``) is declared next to it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol
 
 from shared.models import AuditRecord, Identity, Message, Run, Thread, Usage
 
 
-@dataclass(frozen=True)
-class StreamEntry:
-    """One event in a run's or thread's stream; ``id`` is the stream entry id (the SSE ``id:``)."""
-
-    id: str
-    event: dict[str, Any]
-    json: str | None = None
-    """The event's JSON text as stored (``event`` decoded from it), written into SSE frames as it is."""
-
-
 class MessageHistoryReader(Protocol):
+    """Reads a thread backwards, a page at a time (the context window's only read).
+
+    Fake: ``InMemoryStore``; adapter: ``DynamoDBStore``; contract: tests/contract/test_store_contract.py."""
+
     async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
         """Up to ``limit`` messages older than ``before_seq`` (all when None), newest first. One store request."""
         ...
 
 
 class ConversationStore(MessageHistoryReader, Protocol):
+    """Threads and their messages, appended idempotently by message id.
+
+    Fake: ``InMemoryStore``; adapter: ``DynamoDBStore``; contract: tests/contract/test_store_contract.py."""
+
     async def open_thread(self, identity: Identity, thread_id: str) -> Thread:
         """Return the caller's thread, creating it; raises NotFound if it belongs to another user or tenant."""
         ...
@@ -54,6 +52,10 @@ class ConversationStore(MessageHistoryReader, Protocol):
 
 
 class RunLedger(Protocol):
+    """The run records: one per run id, finished once, their lease renewed by heartbeats.
+
+    Fake: ``InMemoryStore``; adapter: ``DynamoDBStore``; contract: tests/contract/test_store_contract.py."""
+
     async def create_run(self, run: Run) -> tuple[Run, bool]:
         """Store a new run; returns (run, True), or (the existing run with that id, False)."""
         ...
@@ -77,32 +79,10 @@ class RunLedger(Protocol):
 
 
 class AuditLog(Protocol):
+    """Audit records, per thread.
+
+    Fake: ``InMemoryStore``; adapter: ``DynamoDBStore``; contract: tests/contract/test_store_contract.py."""
+
     async def record(self, record: AuditRecord) -> None: ...
 
     async def list_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[AuditRecord]: ...
-
-
-class EventStream(Protocol):
-    async def append(self, key: str, event: dict[str, Any]) -> str:
-        """Append one event; returns its stream entry id. An ``EncodedEvent`` (shared.event_json) is stored as the
-        text it carries, not encoded again."""
-        ...
-
-    async def read_after(self, key: str, after_id: str, *, block_ms: int, count: int = 100) -> list[StreamEntry]:
-        """Entries strictly after ``after_id`` (``"0-0"`` for all), waiting up to ``block_ms`` for the first."""
-        ...
-
-    async def expire(self, key: str, seconds: int) -> None: ...
-
-
-@runtime_checkable
-class BatchEventStream(Protocol):
-    """An event stream that appends many events in one round trip (Redis: a pipeline)."""
-
-    async def append_batch(
-        self, entries: Sequence[tuple[str, dict[str, Any]]], *, clear: str | None = None
-    ) -> list[str]:
-        """Append ``(key, event)`` pairs in order, after deleting the key ``clear`` when given; their entry ids.
-        On an exception none counts as written (as with one append that fails, some may be there: a retry can
-        repeat them)."""
-        ...
