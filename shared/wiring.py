@@ -512,6 +512,8 @@ class Services:
         own: dict[LambdaFunction, dict[str, Callable[[], object]]] = {
             "api": {
                 "verifier": lambda: self.verifier,
+                "chat": lambda: self.chat,
+                "threads": lambda: self.threads,
                 # anyio loads its asyncio backend on the first sync dependency run in the thread pool (token checks).
                 "anyio": lambda: importlib.import_module("anyio._backends._asyncio"),
             },

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 EXPECTED_AT_INIT = {
     "automation": {"services", "store", "stream", "model", "runs", "automation_store", "automation_runner"},
     "memory": {"services", "store", "stream", "model", "memories", "pending_extractions", "due_queue"},
-    "buffered": {"services", "store", "stream", "model", "runs", "verifier", "profiles"},
+    "buffered": {"services", "store", "stream", "model", "runs", "verifier", "profiles", "chat", "threads"},
 }
 
 
