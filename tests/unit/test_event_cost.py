@@ -18,7 +18,6 @@ from ag_ui.core import (
 
 from functions.agent_api.sse import frames
 from shared.adapters.in_memory_stream import InMemoryEventStream
-from shared.adapters.redis_stream import RedisEventStream, connect
 from shared.executors.model_turn import ModelTurn
 from shared.llm.types import ChatRequest
 from shared.models import ExecutionMeta
@@ -90,14 +89,11 @@ class EncodeCounter:
         monkeypatch.setattr(json, "dumps", counting)
 
 
-@pytest.fixture(params=["in_memory", "redis"])
-async def event_stream(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
-    if request.param == "in_memory":
-        yield InMemoryEventStream()
-        return
-    stream = RedisEventStream(connect(request.getfixturevalue("redis_url"), cluster=False))
-    yield stream
-    await stream.close()
+@pytest.fixture
+def event_stream() -> Any:
+    """The in-memory stream here; tests/integration/test_event_encoded_once_on_redis.py runs the same test on a
+    redis-server."""
+    return InMemoryEventStream()
 
 
 async def test_each_event_is_encoded_once_from_the_emitter_to_the_sse_frames_of_both_streams(
