@@ -22,8 +22,9 @@ from shared.executors.worker import WorkerExecutor
 from shared.models import ExecutorKind, Identity, Run
 from shared.ports import EventStream
 from shared.ports.model import ChatModel
+from shared.ports.store import RunStore
 from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileCatalog, load_catalog
-from shared.runs.service import Executor, RunService, RunStore
+from shared.runs.service import Executor, RunService
 from shared.settings import Settings
 from shared.tools.clock import make_clock_tool
 from shared.tools.plugins import parse_plugin_paths

@@ -8,9 +8,10 @@ What one component needs of the whole store (``SweepStore``, ``RunStore``) is de
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from datetime import datetime
+from typing import Any, Protocol
 
-from shared.models import AuditRecord, Identity, Message, Run, Thread, Usage
+from shared.models import AuditRecord, Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, Usage
 
 
 class MessageHistoryReader(Protocol):
@@ -86,3 +87,37 @@ class AuditLog(Protocol):
     async def record(self, record: AuditRecord) -> None: ...
 
     async def list_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[AuditRecord]: ...
+
+
+class SweepStore(ConversationStore, RunLedger, AuditLog, Protocol):
+    """The store as the stale-run sweeper uses it (shared/runs/sweeper.py). Fake: ``InMemoryStore``; adapter:
+    ``DynamoDBStore``; suite: tests/contract/test_store_contract.py."""
+
+    async def list_stale_runs(self, *, stale_before: datetime, limit: int) -> list[Run]: ...
+
+    async def abandon_run(self, tenant_id: str, run_id: str, *, stale_before: datetime, error_code: str) -> bool: ...
+
+    async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None: ...
+
+
+class RunStore(SweepStore, Protocol):
+    """The store as the run service uses it: the sweeper's part plus the thread claims and the admission write.
+    Fake: ``InMemoryStore``; adapter: ``DynamoDBStore``; suite: tests/contract/test_store_contract.py."""
+
+    async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any) -> bool: ...
+
+    async def open_and_claim(
+        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any
+    ) -> ThreadClaim | None: ...
+
+    async def admit_messages(
+        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+    ) -> tuple[Run, bool]: ...
+
+    async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None: ...
+
+    async def take_over_thread(
+        self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: Any
+    ) -> ThreadTakeover | None: ...
+
+    async def request_cancel(self, tenant_id: str, run_id: str) -> None: ...

@@ -23,14 +23,15 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
-from shared.models import Identity, Message, Role, Run, ThreadClaim, ThreadTakeover, utc_now
+from shared.models import Message, Role, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import EventStream, ProbedStream
+from shared.ports.store import RunStore
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
-from shared.runs.sweeper import RunSweeper, SweepReport, SweepStore
+from shared.runs.sweeper import RunSweeper, SweepReport
 
 logger = logging.getLogger(__name__)
 
@@ -46,25 +47,6 @@ SettleMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message
 """``settle(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
 
 
-# Declared by its user: SweepStore plus admission's claims (InMemoryStore, DynamoDBStore; test_store_contract).
-class RunStore(SweepStore, Protocol):
-    async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any) -> bool: ...
-
-    async def open_and_claim(
-        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any
-    ) -> ThreadClaim | None: ...
-
-    async def admit_messages(
-        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
-    ) -> tuple[Run, bool]: ...
-
-    async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None: ...
-
-    async def take_over_thread(
-        self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: Any
-    ) -> ThreadTakeover | None: ...
-
-    async def request_cancel(self, tenant_id: str, run_id: str) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from typing import Protocol
 
 from shared.executors.context import RunContext
 from shared.ports import EventStream
+from shared.ports.store import SweepStore
 from shared.run_events.emitter import RunEmitter, run_started
 from shared.run_results import ExecutionResult
 from shared.runs.settlement import Outcome, Settlement, finished, shutdown_outcome
-from shared.runs.sweeper import SweepStore
 from shared.runs.watch import RunWatch
 from shared.stream_keys import run_stream_key, thread_stream_key
 

@@ -21,7 +21,8 @@ from shared.errors import NotFound
 from shared.executors.context import RunContext
 from shared.models import Identity, Message, Run
 from shared.ports import EventStream, StreamEntry
-from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, RunStore, SettleMessages
+from shared.ports.store import RunStore
+from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, SettleMessages
 from shared.runs.deadline import current_deadline
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor
 from shared.runs.outcomes import RUN_STREAM_TTL_S
@@ -32,7 +33,7 @@ from shared.stream_keys import run_control_key
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LEASE_S", "STALE_CLAIM_AFTER", "Admission", "Executor", "RunService", "RunStore"]
+__all__ = ["LEASE_S", "STALE_CLAIM_AFTER", "Admission", "Executor", "RunService"]
 
 FUNCTION_TIMEOUT_S = 900.0
 """The deadline of an invocation that did not say (no Lambda context): the longest a Lambda function runs."""

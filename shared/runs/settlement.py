@@ -21,6 +21,7 @@ from shared.errors import ModelError
 from shared.executors.context import RunContext
 from shared.models import RunStatus, merge_usage
 from shared.ports import EventStream
+from shared.ports.store import SweepStore
 from shared.run_events.emitter import RunEmitter
 from shared.run_events.tool_results import emit_result, synthetic_error, tool_message
 from shared.run_results import ExecutionFailed, ExecutionResult
@@ -32,7 +33,6 @@ from shared.runs.outcomes import (
     usage_metadata,
     usage_to_agui,
 )
-from shared.runs.sweeper import SweepStore
 from shared.stream_keys import run_stream_key
 
 logger = logging.getLogger(__name__)

@@ -30,7 +30,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from ag_ui.core import (
     RunErrorEvent,
@@ -44,7 +44,8 @@ from ag_ui.core import (
 from shared.executors.model_turn import normalise_arguments
 from shared.models import AuditRecord, Identity, Message, Role, Run, ToolCall, digest, utc_now
 from shared.observability import emit_swept_runs
-from shared.ports import AuditLog, ConversationStore, EventStream, RunLedger
+from shared.ports import EventStream
+from shared.ports.store import SweepStore
 from shared.run_events.emitter import RunEmitter, is_terminal, run_started
 from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
 from shared.stream_keys import run_stream_key, thread_stream_key
@@ -59,13 +60,6 @@ _HISTORY_SCAN = 200
 _STREAM_PAGE = 500
 
 
-# Declared by its user: the store ports plus the sweeper's queries (InMemoryStore, DynamoDBStore; test_store_contract).
-class SweepStore(ConversationStore, RunLedger, AuditLog, Protocol):
-    async def list_stale_runs(self, *, stale_before: datetime, limit: int) -> list[Run]: ...
-
-    async def abandon_run(self, tenant_id: str, run_id: str, *, stale_before: datetime, error_code: str) -> bool: ...
-
-    async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None: ...
 
 
 @dataclass
