@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
@@ -122,12 +123,19 @@ class OverheadResult:
         return "\n".join(parts)
 
 
-class Child:
-    """A server process of ours: started, read until READY, stopped by closing its stdin (then terminate)."""
+SERVERS = [sys.executable, "-m", "bench.overhead_servers"]
 
-    def __init__(self, args: list[str]) -> None:
+
+class Child:
+    """A server process of ours: started, read until READY, stopped by closing its stdin (then terminate).
+
+    Its standard output is a pipe, read to the end after READY (and dropped): ``ours`` prints a CloudWatch EMF
+    line per run (the run metrics), and once an unread pipe's 64 KiB fill, that ``print`` blocks ``ours``' event
+    loop: every request in flight then waits forever (the 30 s client timeouts this benchmark once showed)."""
+
+    def __init__(self, args: list[str], program: Sequence[str] = SERVERS) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.overhead_servers", *args],
+            [*program, *args],
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -149,7 +157,14 @@ class Child:
             self.stop()
             raise RuntimeError(f"bench server {self.name} did not start")
         self.url = line.split()[1]
+        threading.Thread(target=self._drain, name=f"drain-{self.name}", daemon=True).start()
         return self
+
+    def _drain(self) -> None:
+        assert self.proc.stdout is not None
+        with contextlib.suppress(OSError, ValueError):
+            for _ in self.proc.stdout:
+                pass
 
     def stop(self) -> None:
         if self.proc.poll() is None:
