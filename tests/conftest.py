@@ -74,12 +74,19 @@ def aws() -> Iterator[Any]:
     import boto3
     from moto import mock_aws
 
+    from shared.adapters.aws.clients import serialise_calls
     from shared.adapters.aws.dynamodb_store import create_table
 
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name=REGION)
-        create_table(client, TABLE)
-        yield client
+    # moto in-process is not thread-safe: every client of this process (the test's and those the services build
+    # themselves) sends one request at a time while it runs.
+    serialise_calls()
+    try:
+        with mock_aws():
+            client = boto3.client("dynamodb", region_name=REGION)
+            create_table(client, TABLE)
+            yield client
+    finally:
+        serialise_calls(on=False)
 
 
 @pytest.fixture

@@ -5,6 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from shared.adapters.aws.clients import call_lock
+
+_LOCK = threading.RLock()
+
 
 class OneRequestAtATime:
     """A DynamoDB client proxy that serialises requests.
@@ -16,7 +20,9 @@ class OneRequestAtATime:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._lock = threading.Lock()
+        # The process-wide lock of an in-process moto (the ``aws`` fixture turns it on), so that this client and
+        # the clients the services build themselves (memory store, pending markers, ...) never overlap.
+        self._lock = call_lock() or _LOCK
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)

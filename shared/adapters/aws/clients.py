@@ -32,6 +32,11 @@ def serialise_calls(on: bool = True) -> None:
         _one_call_at_a_time = threading.RLock()
 
 
+def call_lock() -> threading.RLock | None:
+    """The process-wide lock of :func:`serialise_calls`, or None when calls are not serialised."""
+    return _one_call_at_a_time
+
+
 class OneCallAtATime:
     """A boto3 client whose method calls hold one lock (shared by every client that was given the same lock)."""
 
