@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent
@@ -43,9 +43,10 @@ MAX_CONTEXT_NOTE_CHARS = 4_000
 
 # A role, not a port: implemented in-process by shared.memory.injection, so the worker stays below memory.
 class MemoryReader(Protocol):
-    """What the worker needs of the memory store: the user's active memories, most relevant first."""
+    """What the worker needs of memory: the note of the user's active memories most relevant to ``query`` (empty
+    when there are none). The memory side renders it, so the worker imports nothing of ``shared.memory``."""
 
-    async def relevant_active(self, identity: Identity, query: str, *, limit: int) -> list[Any]: ...
+    async def note(self, identity: Identity, query: str, *, limit: int) -> str: ...
 
 
 class WorkerExecutor:
@@ -247,15 +248,11 @@ class WorkerExecutor:
     async def _memory_note(self, ctx: RunContext) -> str | None:
         """The user's active memories as a marked system note, so the memory executor never re-extracts them."""
         assert self._memories is not None
-        from shared.memory.injection import render_memories
-
         query = ctx.latest_user_text
         if not query:  # a run started by tool results only: the thread's newest message
             latest = await self._store.read_back(ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=1)
             query = latest[0].content if latest else ""
-        memories = await self._memories.relevant_active(ctx.identity, query, limit=self._memory_limit)
-        # Chosen by relevance, listed in a stable order: the note only changes when the chosen memories do.
-        return render_memories(memories, stable_order=True) if memories else None
+        return await self._memories.note(ctx.identity, query, limit=self._memory_limit) or None
 
     async def _persist_assistant(
         self, ctx: RunContext, turn: TurnResult, flags: dict[str, object] | None = None

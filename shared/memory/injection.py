@@ -63,6 +63,12 @@ class ActiveMemories:
         )
         return rank_by_relevance(memories, query, limit=limit)
 
+    async def note(self, identity: Identity, query: str, *, limit: int) -> str:
+        """The worker's note: the memories chosen by relevance, listed in a stable order (oldest first), so the
+        note only changes when the chosen memories do; empty when there are none."""
+        memories = await self.relevant_active(identity, query, limit=limit)
+        return render_memories(memories, stable_order=True) if memories else ""
+
 
 def render_memories(
     memories: Sequence[Memory],

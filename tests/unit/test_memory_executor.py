@@ -230,10 +230,7 @@ async def test_the_worker_note_is_the_same_text_whatever_the_message_when_the_me
     reader = ActiveMemories(store)
     me = Identity(tenant_id=TENANT, user_id=USER)
     # WHEN two runs rank them against different messages
-    notes = [
-        render_memories(await reader.relevant_active(me, query, limit=20), stable_order=True)
-        for query in ("which cello strings?", "a good tea shop in Lyon?")
-    ]
+    notes = [await reader.note(me, query, limit=20) for query in ("which cello strings?", "a good tea shop in Lyon?")]
     # THEN the note is the same text (the provider's prefix cache keeps it), oldest memory first
     assert notes[0] == notes[1]
     assert notes[0].splitlines()[1] == "- (preference) Is learning the cello"
