@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from shared.llm.types import ChatMessage
+from shared.llm.types import RUN_NOTES_BEGIN, RUN_NOTES_END, ChatMessage
 from shared.models import Message, Role
 
 
@@ -29,8 +29,6 @@ def to_chat_messages(messages: Iterable[Message]) -> list[ChatMessage]:
     return out
 
 
-RUN_NOTES_BEGIN = "[run notes: written by the server for this run, not by the user]"
-RUN_NOTES_END = "[/run notes]"
 
 
 def with_run_notes(history: list[ChatMessage], notes: list[str]) -> list[ChatMessage]:

@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 
-from shared.llm.types import ChatChunk, ChatRequest, Finished, TextDelta, ToolCallDelta
+from shared.llm.types import ChatChunk, ChatRequest, Finished, TextDelta, ToolCallDelta, without_run_notes
 from shared.models import Usage, digest
 from shared.tokens import estimate_tokens
 
@@ -38,7 +38,7 @@ class OfflineChatModel:
         prompt = "".join(m.content or "" for m in request.messages)
         last = request.messages[-1] if request.messages else None
         offered = {t.name for t in request.tools}
-        text = (last.content or "") if last is not None else ""
+        text = without_run_notes(last.content or "") if last is not None else ""
         if last is not None and last.role == "tool":
             answer = self._answer_from_tool(last.content or "")
         elif last is not None and last.role == "user" and BOOKING_TOOL in offered and _BOOK_WORDS.search(text):
@@ -52,7 +52,7 @@ class OfflineChatModel:
                 yield chunk
             return
         else:
-            said = (last.content or "").strip()[:200] if last is not None else ""
+            said = text.strip()[:200]
             answer = (
                 f"{LABEL} This is the built-in offline model: it only tells the time. "
                 f"Set LLM_BASE_URL and LLM_API_KEY to talk to a real model. You said: {said}"

@@ -7,6 +7,19 @@ from typing import Any, Literal
 
 from shared.models import Usage
 
+RUN_NOTES_BEGIN = "[run notes: written by the server for this run, not by the user]"
+RUN_NOTES_END = "[/run notes]"
+"""The marked block of per-run notes (memories, client context) that the worker puts at the start of the newest
+user message (``shared.executors.transcript.with_run_notes``)."""
+
+
+def without_run_notes(text: str) -> str:
+    """A user message's own words: ``text`` without the run-notes block it may open with."""
+    if not text.startswith(RUN_NOTES_BEGIN):
+        return text
+    end = text.find(RUN_NOTES_END)
+    return text if end < 0 else text[end + len(RUN_NOTES_END) :].lstrip("\n")
+
 
 @dataclass(frozen=True)
 class ToolSpec:
