@@ -5,13 +5,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from shared.adapters.aws.clients import call_lock
+from shared.adapters.aws.clients import OneCallAtATime, call_lock
 
 _LOCK = threading.RLock()
 
 
-class OneRequestAtATime:
-    """A DynamoDB client proxy that serialises requests.
+class OneRequestAtATime(OneCallAtATime):
+    """A client whose requests hold the process-wide lock of an in-process moto (the ``aws`` fixture turns it on, so
+    this client and the clients the services build themselves never overlap), else a lock of this module's.
 
     moto's in-process backend is not thread-safe: the requests ``DynamoDBStore`` sends from worker threads corrupt
     it or raise "dictionary changed size during iteration". DynamoDB itself is. Serialising single requests (not
@@ -19,18 +20,4 @@ class OneRequestAtATime:
     """
 
     def __init__(self, client: Any) -> None:
-        self._client = client
-        # The process-wide lock of an in-process moto (the ``aws`` fixture turns it on), so that this client and
-        # the clients the services build themselves (memory store, pending markers, ...) never overlap.
-        self._lock = call_lock() or _LOCK
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attr(*args, **kwargs)
-
-        return call
+        super().__init__(client, call_lock() or _LOCK)
