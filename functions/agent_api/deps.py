@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 
 from shared.chat import ChatService
+from shared.erasure import Erasure
 from shared.models import Identity
 from shared.runs.deadline import LAMBDA_CONTEXT_HEADER, deadline_from_lambda_header, invocation_deadline
 from shared.runs.service import RunService
@@ -45,8 +46,13 @@ def thread_service(request: Request) -> ThreadService:
     return services_of(request).threads
 
 
+def erasure_service(request: Request) -> Erasure:
+    return services_of(request).erasure
+
+
 Caller = Annotated[Identity, Depends(current_identity)]
 Deadline = Annotated[float | None, Depends(request_deadline)]
 Runs = Annotated[RunService, Depends(run_service)]
 Chat = Annotated[ChatService, Depends(chat_service)]
 Threads = Annotated[ThreadService, Depends(thread_service)]
+Erasing = Annotated[Erasure, Depends(erasure_service)]

@@ -5,35 +5,33 @@ The work is :mod:`shared.erasure`'s; this module maps it to HTTP (docs/protocols
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 
-from functions.agent_api.deps import Caller, services_of
+from functions.agent_api.deps import Caller, Erasing
 from shared.auth import ERASE_SCOPE
 from shared.errors import Conflict, Forbidden
 from shared.runs.intake import check_id
-from shared.wiring import Services
 
 router = APIRouter(prefix="/api/v1", tags=["erasure"])
-ServicesDep = Annotated[Services, Depends(services_of)]
 
 
 @router.delete("/threads/{threadId}", status_code=204, response_class=Response)
-async def delete_thread(caller: Caller, services: ServicesDep, threadId: str) -> Response:
+async def delete_thread(caller: Caller, erasure: Erasing, threadId: str) -> Response:
     """Delete the thread, its messages, runs and event streams, and cancel its pending memory extraction."""
     check_id("threadId", threadId, where="path")
-    await services.erasure.delete_thread(caller, threadId)
+    await erasure.delete_thread(caller, threadId)
     return Response(status_code=204)
 
 
 @router.delete("/me")
-async def delete_me(caller: Caller, services: ServicesDep) -> dict[str, Any]:
+async def delete_me(caller: Caller, erasure: Erasing) -> dict[str, Any]:
     """Delete everything the caller owns: automation tasks and their schedules, threads, memories, and pending
     memory extraction. Needs the ``agent:erase`` scope."""
     if not caller.has_scope(ERASE_SCOPE):
         raise Forbidden(f"deleting the account's data needs the {ERASE_SCOPE} scope", code="missing_scope")
-    erased = await services.erasure.delete_user(caller)
+    erased = await erasure.delete_user(caller)
     deleted = {"threads": erased.threads, "memories": erased.memories, "automations": erased.automations}
     if erased.busy_threads:
         raise Conflict(
