@@ -248,6 +248,20 @@ def _delayed(target: Any, latency_s: float) -> Any:
     return Delayed()
 
 
+def _add_profile_switch(app: FastAPI, profiler: cProfile.Profile) -> None:
+    """``POST /bench/profile/on`` and ``/off``: the client profiles the measured runs only, not the start-up,
+    the warm-up runs or the imports they trigger."""
+
+    async def switch(state: str) -> dict[str, str]:
+        if state == "on":
+            profiler.enable()
+        else:
+            profiler.disable()
+        return {"profile": state}
+
+    app.add_api_route("/bench/profile/{state}", switch, methods=["POST"])
+
+
 def run_ours(args: argparse.Namespace) -> None:
     import boto3
     from moto import mock_aws
@@ -310,9 +324,10 @@ def run_ours(args: argparse.Namespace) -> None:
             memories = timings.wrap(memories, "memories")
         services = Services(settings, overrides=ServiceOverrides(store=store, stream=stream, memory_store=memories))
         port = _free_port()
-        server = uvicorn.Server(_uvicorn_config(create_app(services), port))
+        app = create_app(services)
         if profiler is not None:
-            profiler.enable()
+            _add_profile_switch(app, profiler)
+        server = uvicorn.Server(_uvicorn_config(app, port))
         try:
             asyncio.run(_serve(server, port))
         finally:
@@ -321,6 +336,7 @@ def run_ours(args: argparse.Namespace) -> None:
     if args.report:
         report: dict[str, Any] = {"timings": timings.report()}
         if profiler is not None:
+            profiler.dump_stats(args.report + ".prof")  # for pstats / snakeviz beyond the printed rows
             text = io.StringIO()
             pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.profile_rows)
             report["profile_tottime"] = text.getvalue()
@@ -344,7 +360,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=20)
     parser.add_argument("--timings", action="store_true")
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--profile-rows", type=int, default=25)
+    parser.add_argument("--profile-rows", type=int, default=40)
     parser.add_argument("--report", default="")
     args = parser.parse_args()
     {"model": run_model, "dynamo": run_dynamo, "ours": run_ours, "bare": run_bare}[args.kind](args)

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,6 +74,8 @@ class OverheadResult:
     config: dict[str, Any]
     series: dict[tuple[str, int], Series]
     breakdown: dict[int, dict[str, Any]] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    """CPU time (user + system) each server process used during the whole pass, warm-up included."""
 
     def ratios(self, concurrency: int, metric: str) -> tuple[float, float]:
         ours = self.series[("ours", concurrency)].values(metric)
@@ -104,6 +107,11 @@ class OverheadResult:
             markdown_table(header, rows),
             *([""] + [f"failed: {n} x {cause}" for cause, n in sorted(failures.items())] if failures else []),
             "",
+            *(
+                [f"server CPU over the pass (warm-up included), ours / bare: {self.cpu_s['ours']:.2f} s / "
+                 f"{self.cpu_s['bare']:.2f} s = {self.cpu_s['ours'] / max(self.cpu_s['bare'], 1e-9):.2f}", ""]
+                if self.cpu_s else []
+            ),
             "Ratios ours / bare:",
             "",
             markdown_table(["concurrency", "metric", "p50 ratio", "p95 ratio"], ratio_rows),
@@ -159,6 +167,11 @@ class Child:
         self.url = line.split()[1]
         threading.Thread(target=self._drain, name=f"drain-{self.name}", daemon=True).start()
         return self
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the process used so far (Linux ``/proc``)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def _drain(self) -> None:
         assert self.proc.stdout is not None
@@ -278,6 +291,8 @@ async def drive(
     warmup: int,
     kinds: Sequence[str] = ("ours", "bare"),
     existing: bool = False,
+    profile: bool = False,
+    warm_burst: bool = True,
 ) -> tuple[dict[tuple[str, int], Series], dict[str, tuple[str, int, float]]]:
     token = mint_local_token(JWT_SECRET, user_id="bench-user", tenant_id="bench-tenant", scopes=())
     series = {(kind, conc): Series() for conc in concurrency for kind in kinds}
@@ -289,6 +304,16 @@ async def drive(
             for _ in range(warmup):
                 counter += 1
                 await one_request(client, kind, urls[kind], f"bench-{counter}", token, existing=existing)
+            if warm_burst and max(concurrency) > 1:
+                # One burst at the highest concurrency: the measured rounds see warm connection pools (Redis,
+                # the model's HTTP pool, the client's), as a server under that load has, not their first opening.
+                tags = [f"bench-{counter + i + 1}" for i in range(max(concurrency))]
+                counter += len(tags)
+                await asyncio.gather(
+                    *(one_request(client, kind, urls[kind], tag, token, existing=existing) for tag in tags)
+                )
+        if profile:  # ours' profiler covers the measured runs only
+            await client.post(f"{urls['ours']}/bench/profile/on")
         for conc in concurrency:
             for round_index in range(rounds[conc]):
                 order = list(kinds) if round_index % 2 == 0 else list(reversed(kinds))
@@ -307,6 +332,8 @@ async def drive(
                             series[(kind, conc)].samples.append(sample)
                             sent_at[tag] = (kind, conc, sent)
                             sample_ref[tag] = sample
+        if profile:
+            await client.post(f"{urls['ours']}/bench/profile/off")
     return series, sent_at
 
 
@@ -334,6 +361,7 @@ def run(
     dynamo: str = "in-process",
     store_latency_ms: float = 5.0,
     existing: bool = False,
+    profile_dir: str = "",
 ) -> OverheadResult:
     sample_ref.clear()
     failures.clear()
@@ -361,16 +389,18 @@ def run(
                 ["ours", "--model-url", model.url, "--redis-url", redis_url, *dynamo_args],
                 ["bare", "--model-url", model.url],
             ) as (ours, bare):
+                before = {"ours": ours.cpu_seconds(), "bare": bare.cpu_seconds()}
                 series, sent_at = asyncio.run(
                     drive({"ours": ours.url, "bare": bare.url}, concurrency, rounds, warmup, existing=existing)
                 )
+                cpu = {"ours": ours.cpu_seconds() - before["ours"], "bare": bare.cpu_seconds() - before["bare"]}
         with open(model_report, encoding="utf-8") as fh:
             attach_pre_model(json.load(fh)["arrivals"], sent_at)
-        result = OverheadResult(config, series)
+        result = OverheadResult(config, series, cpu_s=cpu)
         if breakdown:
             result.breakdown = {
                 conc: _breakdown(tmp, redis_url, model_args, conc, rounds[conc], warmup, dynamo == "server",
-                                 lambda url: _store_args(dynamo, url, store_latency_ms))
+                                 lambda url: _store_args(dynamo, url, store_latency_ms), profile_dir)
                 for conc in concurrency
             }
     return result
@@ -393,6 +423,7 @@ def _breakdown(
     warmup: int,
     with_dynamo_server: bool,
     store_args: Callable[[str], list[str]],
+    profile_dir: str = "",
 ) -> dict[str, Any]:
     """Ours alone at one concurrency, store and stream timed, event loop under cProfile."""
     report = os.path.join(tmp, f"ours-{concurrency}.json")
@@ -403,10 +434,13 @@ def _breakdown(
                    "--timings", "--profile", "--report", report]
         with started(command) as (ours,):
             series, _ = asyncio.run(
-                drive({"ours": ours.url}, [concurrency], {concurrency: rounds}, warmup, kinds=("ours",))
+                drive({"ours": ours.url}, [concurrency], {concurrency: rounds}, warmup, kinds=("ours",), profile=True)
             )
     with open(report, encoding="utf-8") as fh:
         data: dict[str, Any] = json.load(fh)
+    if profile_dir:
+        Path(profile_dir).mkdir(parents=True, exist_ok=True)
+        shutil.copy(report + ".prof", Path(profile_dir) / f"ours-{concurrency}.prof")
     runs = sum(len(s.samples) + s.errors for s in series.values()) + warmup
     samples = [sample for one in series.values() for sample in one.samples]
     data["runs"] = runs
@@ -432,6 +466,7 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
     parser.add_argument("--existing-thread", action="store_true",
                         help="ours' measured run is the second turn of its thread (the normal case)")
     parser.add_argument("--show-profile", action="store_true", help="print the cProfile tables of the timed pass")
+    parser.add_argument("--profile-dir", default="", help="keep the timed pass's raw cProfile data here")
     args = parser.parse_args(argv)
     if args.smoke:
         concurrency, rounds, warmup, breakdown = [1], {1: 2}, 1, False
@@ -451,6 +486,7 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
         dynamo=args.store,
         store_latency_ms=args.store_latency_ms,
         existing=args.existing_thread,
+        profile_dir=args.profile_dir,
     )
     print(result.markdown())
     if args.show_profile:

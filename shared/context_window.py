@@ -70,6 +70,66 @@ class WindowResult:
     """The window's size according to the token counter used (an estimate unless it is the model's own)."""
 
 
+PAGE_SIZE = 50
+"""Messages per ``read_back`` request of the window (and of admission's read of the newest messages)."""
+
+
+@dataclass(frozen=True)
+class KnownHistory:
+    """A thread's newest messages as admission left them: what it read beside the claim plus what it stored.
+
+    Admission reads the newest page of the thread anyway (the pending front-end calls are in it) and then appends
+    the run's messages while holding the thread, so together they are what the run's first window read would get
+    from the store. Serving that read from here saves a store round trip before the model request.
+    """
+
+    newest_first: tuple[Message, ...]
+    """Consecutive ``seq`` values, newest first."""
+    reaches_start: bool
+    """The oldest of them is the thread's first message (a read returned fewer than it asked for)."""
+
+    @classmethod
+    def after_admission(
+        cls, read: Sequence[Message], *, read_limit: int, last_seq: int, stored: Sequence[Message]
+    ) -> KnownHistory | None:
+        """``read``: the newest messages up to ``last_seq`` (newest first, at most ``read_limit``); ``stored``: the
+        run's messages as the store numbered them. None unless together they have no gap."""
+        newest_first = (*reversed(stored), *read)
+        expected = last_seq + len(stored)
+        for msg in newest_first:
+            if msg.seq != expected:
+                return None
+            expected -= 1
+        return cls(newest_first=newest_first, reaches_start=len(read) < read_limit)
+
+    def page(self, before_seq: int | None, limit: int) -> list[Message] | None:
+        """What ``read_back(before_seq=..., limit=...)`` would return, or None when this history cannot tell."""
+        newest_seq = (self.newest_first[0].seq or 0) if self.newest_first else 0
+        if before_seq is not None and before_seq > newest_seq + 1:
+            return None  # asks about messages stored after admission
+        older = [m for m in self.newest_first if before_seq is None or m.seq < before_seq]
+        if len(older) >= limit or self.reaches_start:
+            return older[:limit]
+        return None
+
+
+class ReadThrough:
+    """A ``MessageHistoryReader`` that answers from a :class:`KnownHistory` where it can, else from ``reader``."""
+
+    def __init__(self, reader: MessageHistoryReader, known: KnownHistory) -> None:
+        self._reader = reader
+        self._known = known
+        self.served = 0
+        """Reads answered without a store request."""
+
+    async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
+        page = self._known.page(before_seq, limit)
+        if page is None:
+            return await self._reader.read_back(tenant_id, thread_id, before_seq=before_seq, limit=limit)
+        self.served += 1
+        return page
+
+
 async def resolve_window(
     reader: MessageHistoryReader,
     tenant_id: str,
@@ -77,7 +137,7 @@ async def resolve_window(
     policy: HistoryPolicy,
     *,
     now: datetime,
-    page_size: int = 50,
+    page_size: int = PAGE_SIZE,
     upto_seq: int | None = None,
     count_tokens: TokenCounter = count_message_tokens,
     reserve_tokens: int | Awaitable[int] = 0,
@@ -106,12 +166,8 @@ async def resolve_window(
         # The reads and whatever the reserve needs (the worker's memory note) in the same round trip.
         (collected, requests), reserve = await asyncio.gather(collecting, reserve_tokens)
     messages, repairs = repair_tool_pairs(collected)
-    messages, cap_repairs, tokens = cap_input_tokens(
-        messages, max(policy.max_input_tokens - reserve, 0), count_tokens
-    )
-    return WindowResult(
-        messages=messages, repairs=repairs + cap_repairs, store_requests=requests, input_tokens=tokens
-    )
+    messages, cap_repairs, tokens = cap_input_tokens(messages, max(policy.max_input_tokens - reserve, 0), count_tokens)
+    return WindowResult(messages=messages, repairs=repairs + cap_repairs, store_requests=requests, input_tokens=tokens)
 
 
 async def _collect_for(

@@ -36,6 +36,7 @@ from shared.models import (
     Usage,
     utc_now,
 )
+from shared.ports.store import AdmittedRun
 
 # Same cap as the DynamoDB codec (``dynamo_codec.MAX_CONTENT_CHARS``); the contract suite checks both against it.
 MAX_CONTENT_CHARS = 100_000
@@ -289,29 +290,30 @@ class InMemoryStore:
         if not new:
             return []
         base = state.thread.last_seq
-        numbered = [m.model_copy(update={"seq": base + i + 1}) for i, m in enumerate(new)]
+        numbered = [_cap(m.model_copy(update={"seq": base + i + 1})) for i, m in enumerate(new)]
         for msg in numbered:
-            state.messages.append(_cap(msg))
+            state.messages.append(msg)
             state.seq_by_id[msg.id] = msg.seq
         state.thread = state.thread.model_copy(update={"last_seq": base + len(numbered), "updated_at": utc_now()})
-        return numbered
+        return [m.model_copy(deep=True) for m in numbered]
 
     async def admit_messages(
         self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
-    ) -> tuple[Run, bool]:
+    ) -> AdmittedRun:
         """Append ``messages`` and create ``run`` in one transaction; see the DynamoDB adapter."""
         for msg in messages:
             if msg.thread_id != thread_id:
                 raise InvalidRequest("message belongs to another thread", code="thread_mismatch")
         pending = list({m.id: m for m in messages}.values())
         chunks = [pending[i : i + _MESSAGES_PER_TRANSACTION] for i in range(0, len(pending), _MESSAGES_PER_TRANSACTION)]
+        stored: list[Message] = []
         for chunk in chunks[:-1]:
-            await self._append_chunk(identity, thread_id, chunk, counter_known=chunk is chunks[0])
+            stored += await self._append_chunk(identity, thread_id, chunk, counter_known=chunk is chunks[0])
         await self._request()  # the last transaction carries the run record
         key = (run.tenant_id, run.run_id)
         if key in self._runs:
             await self._request()
-            return self._runs[key].model_copy(deep=True), False
+            return AdmittedRun(self._runs[key].model_copy(deep=True), False, stored)
         state = self._owned(identity, thread_id)
         if chunks:
             if len(chunks) > 1:
@@ -319,9 +321,9 @@ class InMemoryStore:
             new = [m for m in chunks[-1] if m.id not in state.seq_by_id]
             if len(new) < len(chunks[-1]):
                 self.request_count += 2  # a duplicate cancels the transaction: re-read and retry without it
-            self._store_numbered(state, new)
+            stored += self._store_numbered(state, new)
         self._runs[key] = run.model_copy(deep=True)
-        return run, True
+        return AdmittedRun(run, True, stored)
 
     async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
         await self._request()

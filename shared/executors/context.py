@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.context_window import KnownHistory
 from shared.llm.types import ToolSpec
 from shared.models import ExecutionMeta, Identity
 from shared.profiles import ExecutionProfile
@@ -28,3 +29,5 @@ class RunContext:
     # The text of the newest user message of the request (what the worker ranks memories against); empty when
     # the request carries none (then the worker reads the thread's newest message).
     latest_user_text: str = ""
+    # The thread's newest messages as admission left them (chat runs): the first context window is read from here.
+    known_history: KnownHistory | None = None

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent
 
-from shared.context_window import resolve_window
+from shared.context_window import ReadThrough, resolve_window
 from shared.errors import AgentError
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult
@@ -21,7 +21,7 @@ from shared.executors.transcript import one_leading_system, to_chat_messages, wi
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
-from shared.ports import AuditLog, ConversationStore
+from shared.ports import AuditLog, ConversationStore, MessageHistoryReader
 from shared.ports.model import ChatModel
 from shared.run_events.emitter import RunEmitter
 from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
@@ -74,6 +74,23 @@ class WorkerExecutor:
         self._memories = memories
         self._memory_limit = memory_limit
         self._mcp = mcp
+        self._prefetched_note: tuple[str, str] | None = None
+        """(run id, note) read by :meth:`prefetch` beside admission."""
+
+    async def prefetch(self, ctx: RunContext) -> None:
+        """The memory note, read beside admission (it needs only the caller and the message): the model request
+        then waits for one round trip less. A failure is logged and the note read again in :meth:`execute`; a
+        refused admission leaves the note unused."""
+        if self._memories is None or not ctx.latest_user_text:
+            return
+        try:
+            note = await self._memories.note(ctx.identity, ctx.latest_user_text, limit=self._memory_limit)
+        except Exception:
+            logger.warning(
+                "memory note not read beside admission; read again", extra={"run_id": ctx.run_id}, exc_info=True
+            )
+            return
+        self._prefetched_note = (ctx.run_id, note)
 
     def gate(self, ctx: RunContext, tools: ToolRegistry | None = None) -> ToolGate:
         """``declared ∩ profile allowlist ∩ system``, plus the offered front-end tools: see docs/policy.md."""
@@ -93,8 +110,11 @@ class WorkerExecutor:
                     thread_id=ctx.thread_id,
                     run_id=ctx.run_id,
                     user_id=ctx.identity.user_id,
-                    details={"source": f"mcp:{missing.server}", "reason": missing.reason,
-                             "effect": "its tools are not offered in this run"},
+                    details={
+                        "source": f"mcp:{missing.server}",
+                        "reason": missing.reason,
+                        "effect": "its tools are not offered in this run",
+                    },
                 )
             )
         return self._tools.with_tools(offer.tools)
@@ -201,14 +221,11 @@ class WorkerExecutor:
         base_reserve += sum(count(json.dumps(t.parameters)) + count(t.description) for t in tools)
 
         async def reserve() -> int:
-            if self._memories is not None and result.memory_note is None:
-                # Once per run: the memories relevant to the message that started it (later turns reuse the
-                # note). Read beside the window, in the same round trip.
-                result.memory_note = await self._memory_note(ctx) or ""
+            await self._read_memory_note(ctx, result)
             return base_reserve + count(result.memory_note or "")
 
         window = await resolve_window(
-            self._store,
+            self._history_reader(ctx, result),
             ctx.identity.tenant_id,
             ctx.thread_id,
             ctx.profile.history_policy,
@@ -244,6 +261,24 @@ class WorkerExecutor:
             tools=tuple(tools),
             thinking=ctx.profile.model.thinking,
         )
+
+    def _history_reader(self, ctx: RunContext, result: ExecutionResult) -> MessageHistoryReader:
+        """The first window of a chat run is read from what admission read and stored (no store request); later
+        turns (after tool calls) read the store."""
+        if result.model_turns == 0 and ctx.known_history is not None:
+            return ReadThrough(self._store, ctx.known_history)
+        return self._store
+
+    async def _read_memory_note(self, ctx: RunContext, result: ExecutionResult) -> None:
+        """Once per run: the memories relevant to the message that started it (later turns reuse the note). Read
+        beside admission (``prefetch``), else beside the window, in the same round trip."""
+        if self._memories is None or result.memory_note is not None:
+            return
+        prefetched, self._prefetched_note = self._prefetched_note, None
+        if prefetched is not None and prefetched[0] == ctx.run_id:
+            result.memory_note = prefetched[1]
+        else:
+            result.memory_note = await self._memory_note(ctx) or ""
 
     async def _memory_note(self, ctx: RunContext) -> str | None:
         """The user's active memories as a marked system note, so the memory executor never re-extracts them."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from shared.models import AuditRecord, Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, Usage
 
@@ -100,6 +100,15 @@ class SweepStore(ConversationStore, RunLedger, AuditLog, Protocol):
     async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None: ...
 
 
+class AdmittedRun(NamedTuple):
+    """What ``admit_messages`` did: the run (the stored one when it existed already), whether this call created it,
+    and the messages it stored, numbered and exactly as a read returns them (content capped), oldest first."""
+
+    run: Run
+    created: bool
+    messages: list[Message]
+
+
 class RunStore(SweepStore, Protocol):
     """The store as the run service uses it: the sweeper's part plus the thread claims and the admission write.
     Fake: ``InMemoryStore``; adapter: ``DynamoDBStore``; suite: tests/contract/test_store_contract.py."""
@@ -112,7 +121,7 @@ class RunStore(SweepStore, Protocol):
 
     async def admit_messages(
         self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
-    ) -> tuple[Run, bool]: ...
+    ) -> AdmittedRun: ...
 
     async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None: ...
 

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from shared.context_window import PAGE_SIZE, KnownHistory
 from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
-from shared.models import Message, Role, Run, ThreadClaim, ThreadTakeover, utc_now
+from shared.models import Message, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import EventStream, ProbedStream
 from shared.ports.store import RunStore
-from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.sweeper import RunSweeper, SweepReport
 
 logger = logging.getLogger(__name__)
@@ -39,22 +39,22 @@ LEASE_S = 30.0
 """How long a thread stays with a run whose heartbeat stopped (its process froze or died)."""
 STALE_CLAIM_AFTER = timedelta(minutes=15)
 """A backstop for claims the lease check cannot judge: the longest a Lambda function runs."""
-RECENT_LOOKBACK = 16
-"""How many of the thread's newest messages admission reads for ``settle`` when the caller sends no tool result
-(``PENDING_LOOKBACK`` when it does: the pending calls it answers may be further back)."""
+RECENT_LOOKBACK = PAGE_SIZE
+"""How many of the thread's newest messages admission reads for ``settle``: the pending front-end calls are among
+them, and so is the first page of the run's context window (``KnownHistory``)."""
 
 SettleMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
 """``settle(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
 
 
-
-
 @dataclass(frozen=True)
 class Admission:
-    """The admitted run; ``created`` is False when the request attached to a run admitted before (a retry)."""
+    """The admitted run; ``created`` is False when the request attached to a run admitted before (a retry).
+    ``history``: the thread's newest messages as admission left them, when it read them (chat runs)."""
 
     run: Run
     created: bool
+    history: KnownHistory | None = None
 
 
 @dataclass
@@ -129,7 +129,7 @@ class Admitter:
         settle: SettleMessages | None,
     ) -> Admission:
         ctx = attempt.ctx
-        claimed, fresh = await self._claim_and_read(attempt, new_messages, settle)
+        claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, settle)
         run = Run(
             run_id=ctx.run_id,
             thread_id=ctx.thread_id,
@@ -139,26 +139,31 @@ class Admitter:
             body_digest=body_digest,
         )
         # Round trip 2: a run that exists already (a retry, or a conflicting body) stores nothing.
-        stored_run, created = await self._store.admit_messages(
+        stored_run, created, stored = await self._store.admit_messages(
             ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
         )
         if created:
-            return Admission(run=stored_run, created=True)
+            history = None
+            if recent is not None:
+                history = KnownHistory.after_admission(
+                    recent, read_limit=RECENT_LOOKBACK, last_seq=claimed.last_seq, stored=stored
+                )
+            return Admission(run=stored_run, created=True, history=history)
         if attempt.holds_new_claim:
             await self._release_unless_run_exists(ctx, known_to_exist=True)
         return self._attach(stored_run, ctx, body_digest)
 
     async def _claim_and_read(
         self, attempt: _Attempt, new_messages: Sequence[Message], settle: SettleMessages | None
-    ) -> tuple[ThreadClaim, list[Message]]:
-        """Round trip 1: the claim (recorded on ``attempt`` even when another part fails) and the messages to store."""
+    ) -> tuple[ThreadClaim, list[Message], list[Message] | None]:
+        """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the messages to store,
+        and (for ``settle``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
-        lookback = PENDING_LOOKBACK if any(m.role is Role.TOOL for m in new_messages) else RECENT_LOOKBACK
         probed, claimed, known_ids, recent = await asyncio.gather(
             self._probe_stream(),
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
-            self._recent(ctx, lookback) if settle is not None else _nothing(),
+            self._recent(ctx) if settle is not None else _nothing(),
             return_exceptions=True,
         )
         if isinstance(claimed, ThreadClaim):
@@ -168,12 +173,12 @@ class Admitter:
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
         fresh = [m for m in new_messages if m.id not in known_ids]
-        if settle is not None:
-            if recent_is_stale(recent, claimed.last_seq):
-                # The thread moved between the read and the claim (a run ended just then): read it again.
-                recent = await self._recent(ctx, lookback)
-            fresh = await settle(fresh, recent)
-        return claimed, fresh
+        if settle is None:
+            return claimed, fresh, None
+        if recent_is_stale(recent, claimed.last_seq):
+            # The thread moved between the read and the claim (a run ended just then): read it again.
+            recent = await self._recent(ctx)
+        return claimed, await settle(fresh, recent), recent
 
     async def _give_back(self, attempt: _Attempt) -> None:
         """After a refused admission: a thread it created (the claim runs beside the stream probe) is deleted,
@@ -212,8 +217,10 @@ class Admitter:
         thread = await self._store.open_thread(ctx.identity, ctx.thread_id)
         return ThreadClaim(last_seq=thread.last_seq, newly_claimed=False)
 
-    async def _recent(self, ctx: RunContext, limit: int) -> list[Message]:
-        return await self._store.read_back(ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=limit)
+    async def _recent(self, ctx: RunContext) -> list[Message]:
+        return await self._store.read_back(
+            ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=RECENT_LOOKBACK
+        )
 
     async def _open_and_claim(self, ctx: RunContext) -> ThreadClaim:
         """Open and claim the thread in one request; else take it over from a run whose lease expired; else

@@ -18,7 +18,7 @@ import logging
 import time
 import weakref
 from collections import OrderedDict
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from shared.executors.context import RunContext
 from shared.ports import EventStream
@@ -46,6 +46,15 @@ class Executor(Protocol):
     step_name: str
 
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult: ...
+
+
+@runtime_checkable
+class Prefetching(Protocol):
+    """An executor with reads that need nothing of admission (the worker's memory note): they run beside it, so
+    the model request waits for one round trip less. ``prefetch`` never raises; what it could not read, ``execute``
+    reads again."""
+
+    async def prefetch(self, ctx: RunContext) -> None: ...
 
 
 class BackgroundRuns:

@@ -13,8 +13,10 @@ ports, and none of them imports this module.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from shared.errors import NotFound
@@ -24,7 +26,7 @@ from shared.ports import EventStream, StreamEntry
 from shared.ports.store import RunStore
 from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, SettleMessages
 from shared.runs.deadline import current_deadline
-from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor
+from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, Prefetching
 from shared.runs.outcomes import RUN_STREAM_TTL_S
 from shared.runs.settlement import AFTER_RUN_TIMEOUT_S, RunFinishedHook, Settlement
 from shared.runs.tailing import SETTLE_GRACE_S, TAIL_DEADLINE_MARGIN_S, StreamTail
@@ -98,10 +100,20 @@ class RunService:
     ) -> Admission:
         """Store the run and the caller's new messages (``shared.runs.admission``), then start the executor in the
         background. A retry of an admitted run attaches to it and starts nothing."""
-        admission = await self._admitter.admit(
+        admitting = self._admitter.admit(
             ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, settle=settle
         )
+        if isinstance(executor, Prefetching):
+            # Both end before this returns, a refusal included: nothing is left running after the response.
+            outcome, _ = await asyncio.gather(admitting, executor.prefetch(ctx), return_exceptions=True)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            admission = outcome
+        else:
+            admission = await admitting
         if admission.created:
+            if admission.history is not None:
+                ctx = replace(ctx, known_history=admission.history)
             await self.background.start(ctx, executor, claim_thread=claim_thread, deadline=self.invocation_deadline())
         return admission
 

@@ -776,19 +776,37 @@ async def test_open_and_claim_of_someone_elses_thread_is_not_found_and_changes_n
 async def test_admit_messages_stores_the_messages_and_the_run_together(store: Store) -> None:
     claim = await store.open_and_claim(ALICE, "t1", "r1", stale_before=fifteen_minutes_ago())
     assert claim is not None
-    run, created = await store.admit_messages(ALICE, "t1", [msg("m1"), msg("m2")], a_run("r1"), last_seq=claim.last_seq)
+    run, created, stored = await store.admit_messages(
+        ALICE, "t1", [msg("m1"), msg("m2")], a_run("r1"), last_seq=claim.last_seq
+    )
     assert created is True and run.run_id == "r1"
     assert [m.seq for m in await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)] == [1, 2]
+    assert [(m.id, m.seq) for m in stored] == [("m1", 1), ("m2", 2)]
     assert await store.get_run("tenant-a", "r1") is not None
+
+
+async def test_admit_messages_returns_the_messages_exactly_as_a_read_returns_them(store: Store) -> None:
+    # GIVEN a thread with one message, and a run whose second message is over the content cap
+    await store.open_thread(ALICE, "t1")
+    await store.append_messages(ALICE, "t1", [msg("m0")])
+    huge = msg("m2").model_copy(update={"content": "x" * 100_001})
+    # WHEN the run is admitted with them
+    _run, _created, stored = await store.admit_messages(ALICE, "t1", [msg("m1"), huge], a_run("r1"), last_seq=1)
+    # THEN what it returns is what the thread's next read returns (numbered, capped and flagged)
+    read = await store.read_back("tenant-a", "t1", before_seq=None, limit=2)
+    assert stored == list(reversed(read))
+    assert stored[1].flags.get("truncated_from_chars") == 100_001 and len(stored[1].content) == 100_000
 
 
 async def test_admit_messages_of_an_existing_run_stores_nothing_and_returns_it(store: Store) -> None:
     await store.open_thread(ALICE, "t1")
     await store.admit_messages(ALICE, "t1", [msg("m1")], a_run("r1", digest="first"), last_seq=0)
     # WHEN the same run id comes again with another body and a new message
-    existing, created = await store.admit_messages(ALICE, "t1", [msg("m2")], a_run("r1", digest="second"), last_seq=1)
+    existing, created, stored = await store.admit_messages(
+        ALICE, "t1", [msg("m2")], a_run("r1", digest="second"), last_seq=1
+    )
     # THEN the stored run comes back and the new message was not stored
-    assert created is False and existing.body_digest == "first"
+    assert created is False and existing.body_digest == "first" and stored == []
     assert [m.id for m in await store.read_forward("tenant-a", "t1", after_seq=0, limit=10)] == ["m1"]
 
 
@@ -803,7 +821,7 @@ async def test_admit_messages_with_an_outdated_counter_still_numbers_after_the_n
 
 async def test_admit_messages_without_messages_creates_only_the_run(store: Store) -> None:
     await store.open_thread(ALICE, "t1")
-    _run, created = await store.admit_messages(ALICE, "t1", [], a_run("r1"), last_seq=0)
+    _run, created, _stored = await store.admit_messages(ALICE, "t1", [], a_run("r1"), last_seq=0)
     assert created is True and await store.get_run("tenant-a", "r1") is not None
     assert (await store.get_thread(ALICE, "t1")).last_seq == 0
 

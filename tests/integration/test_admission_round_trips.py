@@ -1,4 +1,4 @@
-"""Store round trips between receiving ``POST /api/v1/agent`` and sending the model request: at most 4.
+"""Store round trips between receiving ``POST /api/v1/agent`` and sending the model request: at most 3.
 
 Real parts: the DynamoDB adapter over moto, the memory store on the same table, a real redis-server, the app through
 its ASGI transport. Every DynamoDB request (a call of the boto3 client) and every Redis round trip (a call of the
@@ -34,7 +34,9 @@ from tests.conftest import TABLE, bearer, make_settings
 from tests.support.moto_lock import OneRequestAtATime
 from tests.support.scripted_model import ScriptedModel, Turn
 
-MAX_ROUND_TRIPS = 4
+MAX_ROUND_TRIPS = 3
+"""The issue's limit is 4. Now: the claim with every read beside it (memory note, newest messages, message ids,
+Redis probe); the transaction; RUN_STARTED. The context window is served from what admission read and stored."""
 LATENCY_S = 0.04
 _DYNAMODB_OPS = frozenset(
     {
@@ -178,7 +180,7 @@ async def post(client: httpx.AsyncClient, payload: dict[str, Any]) -> str:
     return resp.text
 
 
-async def test_a_run_on_an_existing_thread_reaches_the_model_within_four_store_round_trips(
+async def test_a_run_on_an_existing_thread_reaches_the_model_within_three_round_trips(
     counted_services: Services, asgi_client: Any, recorder: Recorder
 ) -> None:
     # GIVEN a thread with one finished turn
@@ -188,12 +190,12 @@ async def test_a_run_on_an_existing_thread_reaches_the_model_within_four_store_r
         recorder.reset()
         # WHEN the user sends the next message (the client resends the whole conversation, as AG-UI clients do)
         await post(client, body("th-rt", "run-2", ["Hi, I like green tea.", "What should I drink now?"]))
-    # THEN the model request left after at most 4 sequential round trips to DynamoDB and Redis
+    # THEN the model request left after at most 3 sequential round trips to DynamoDB and Redis
     trips = recorder.round_trips()
     assert len(trips) <= MAX_ROUND_TRIPS, trips
 
 
-async def test_a_run_on_a_new_thread_reaches_the_model_within_four_store_round_trips(
+async def test_a_run_on_a_new_thread_reaches_the_model_within_three_round_trips(
     counted_services: Services, asgi_client: Any, recorder: Recorder
 ) -> None:
     async with asgi_client(counted_services) as client:

@@ -75,6 +75,14 @@ def cap_content(content: str) -> tuple[str, bool]:
     return cut, cut != content
 
 
+def as_stored(msg: Message) -> Message:
+    """The message as a read returns it once ``message_to_item`` stored it: content capped, and flagged if it was."""
+    content, truncated = cap_content(msg.content)
+    if not truncated:
+        return msg
+    return msg.model_copy(update={"content": content, "flags": {**msg.flags, "truncated_from_chars": len(msg.content)}})
+
+
 def message_to_item(tenant_id: str, msg: Message) -> dict[str, Any]:
     content, truncated = cap_content(msg.content)
     flags = dict(msg.flags)

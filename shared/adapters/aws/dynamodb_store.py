@@ -35,6 +35,7 @@ from shared.models import (
     Usage,
     utc_now,
 )
+from shared.ports.store import AdmittedRun
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -359,7 +360,7 @@ class DynamoDBStore(TableAdapter):
 
     async def admit_messages(
         self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
-    ) -> tuple[Run, bool]:
+    ) -> AdmittedRun:
         """Append ``messages`` and create ``run`` in the same transaction (the last one, beyond 40 messages).
 
         ``last_seq`` is the counter as the caller last saw it (``open_and_claim`` returns it), so the first
@@ -372,17 +373,19 @@ class DynamoDBStore(TableAdapter):
         chunks = [pending[i : i + _MESSAGES_PER_TRANSACTION] for i in range(0, len(pending), _MESSAGES_PER_TRANSACTION)]
         run_item = self._run_item(run)
         base: int | None = last_seq
+        stored: list[Message] = []
         for chunk in chunks[:-1]:
-            await self._append_chunk(identity, thread_id, chunk, base=base)
+            stored += await self._append_chunk(identity, thread_id, chunk, base=base)
             base = None
         try:
-            await self._append_chunk(identity, thread_id, chunks[-1] if chunks else [], base=base, run_item=run_item)
+            last = chunks[-1] if chunks else []
+            stored += await self._append_chunk(identity, thread_id, last, base=base, run_item=run_item)
         except _RunExists:
             existing = await self.get_run(run.tenant_id, run.run_id)
             if existing is None:  # pragma: no cover - deleted between the two calls
                 raise
-            return existing, False
-        return run, True
+            return AdmittedRun(existing, False, stored)
+        return AdmittedRun(run, True, stored)
 
     async def _append_chunk(
         self,
@@ -422,7 +425,7 @@ class DynamoDBStore(TableAdapter):
                 duplicates = _cancelled_duplicates(exc, numbered, run_item_at=run_item_at)
                 chunk = [m for m in chunk if m.id not in duplicates]
                 continue  # a concurrent writer moved the counter (or we dropped duplicates): retry
-            return numbered
+            return [codec.as_stored(m) for m in numbered]
         raise Conflict("could not append messages: too many concurrent writers", code="concurrent_write")
 
     def _append_items(
@@ -711,7 +714,6 @@ class DynamoDBStore(TableAdapter):
             )
         )
         return [codec.audit_from_item(i) for i in resp.get("Items", [])]
-
 
     # ---- erasure -------------------------------------------------------------------------------------------
 
