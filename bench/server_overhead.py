@@ -76,6 +76,8 @@ class OverheadResult:
     breakdown: dict[int, dict[str, Any]] = field(default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
     """CPU time (user + system) each server process used during the whole pass, warm-up included."""
+    redis_connections: int | None = None
+    """Connections redis-server accepted during the pass (only ours uses Redis)."""
 
     def ratios(self, concurrency: int, metric: str) -> tuple[float, float]:
         ours = self.series[("ours", concurrency)].values(metric)
@@ -111,6 +113,10 @@ class OverheadResult:
                 [f"server CPU over the pass (warm-up included), ours / bare: {self.cpu_s['ours']:.2f} s / "
                  f"{self.cpu_s['bare']:.2f} s = {self.cpu_s['ours'] / max(self.cpu_s['bare'], 1e-9):.2f}", ""]
                 if self.cpu_s else []
+            ),
+            *(
+                [f"Redis connections opened during the pass (warm-up included): {self.redis_connections}", ""]
+                if self.redis_connections is not None else []
             ),
             "Ratios ours / bare:",
             "",
@@ -390,13 +396,15 @@ def run(
                 ["bare", "--model-url", model.url],
             ) as (ours, bare):
                 before = {"ours": ours.cpu_seconds(), "bare": bare.cpu_seconds()}
+                connections_before = _redis_connections(redis_url)
                 series, sent_at = asyncio.run(
                     drive({"ours": ours.url, "bare": bare.url}, concurrency, rounds, warmup, existing=existing)
                 )
                 cpu = {"ours": ours.cpu_seconds() - before["ours"], "bare": bare.cpu_seconds() - before["bare"]}
+                connections = _redis_connections(redis_url) - connections_before
         with open(model_report, encoding="utf-8") as fh:
             attach_pre_model(json.load(fh)["arrivals"], sent_at)
-        result = OverheadResult(config, series, cpu_s=cpu)
+        result = OverheadResult(config, series, cpu_s=cpu, redis_connections=connections)
         if breakdown:
             result.breakdown = {
                 conc: _breakdown(tmp, redis_url, model_args, conc, rounds[conc], warmup, dynamo == "server",
@@ -404,6 +412,17 @@ def run(
                 for conc in concurrency
             }
     return result
+
+
+def _redis_connections(url: str) -> int:
+    """``total_connections_received`` of the redis-server (this query's own connection included)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        return int(client.info("stats")["total_connections_received"])
+    finally:
+        client.close()
 
 
 def _store_args(dynamo: str, dynamo_url: str, latency_ms: float) -> list[str]:

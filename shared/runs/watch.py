@@ -25,6 +25,11 @@ from shared.stream_keys import run_control_key
 logger = logging.getLogger(__name__)
 
 CANCEL_SIGNAL = "cancel"
+STOP_SIGNAL = "stop"
+"""Written by the run itself when it ends, so its blocking read returns normally: cancelling a blocking read makes
+redis-py drop the connection, and every next run would open a new one (connect, HELLO, CLIENT SETINFO)."""
+CONTROL_TTL_S = 300
+"""How long a run's control stream stays once the run ended (a late cancel finds a stream that says it stopped)."""
 SIGNAL_BLOCK_MS = 10_000
 """How long one blocking read of the control stream waits (below the Redis client's 20 s socket timeout)."""
 SIGNAL_RETRY_S = 1.0
@@ -75,19 +80,44 @@ class RunWatch:
         ]
 
     async def stop(self) -> None:
-        """Cancel both watchers and wait for them, at most ``STOP_WAIT_S``: a Redis client can be slow to give up
-        a blocking read it was cancelled in, and the run's end must never wait on that."""
+        """Stop both watchers and wait for them, at most ``STOP_WAIT_S``. The signal watcher is woken by a stop
+        entry on its own control stream (its read returns, its connection stays usable); it is cancelled only
+        when that write fails. A Redis client can be slow to give up a blocking read it was cancelled in, and the
+        run's end must never wait on that."""
         self._stopping = True
-        for task in self._tasks:
-            task.cancel()
         if not self._tasks:
             return
-        _done, pending = await asyncio.wait(self._tasks, timeout=STOP_WAIT_S)
+        heartbeat, signals = self._tasks
+        heartbeat.cancel()
+        woken = not signals.done() and await self._wake_signal_watcher()
+        if not woken:
+            signals.cancel()
+        waiting = asyncio.wait(self._tasks, timeout=STOP_WAIT_S)
+        if woken:
+            (_done, pending), _ = await asyncio.gather(waiting, self._expire_control_stream())
+        else:
+            _done, pending = await waiting
+        for task in pending:
+            task.cancel()
         if pending:
             logger.warning(
                 "a run watcher did not stop at once; it ends when its blocking read returns",
                 extra={"run_id": self._run_id, "watchers": sorted(t.get_name() for t in pending)},
             )
+
+    async def _wake_signal_watcher(self) -> bool:
+        try:
+            await self._stream.append(run_control_key(self._tenant_id, self._run_id), {"type": STOP_SIGNAL})
+        except Exception:
+            logger.warning("could not wake the run's signal watcher; cancelling it", extra={"run_id": self._run_id})
+            return False
+        return True
+
+    async def _expire_control_stream(self) -> None:
+        try:
+            await self._stream.expire(run_control_key(self._tenant_id, self._run_id), CONTROL_TTL_S)
+        except Exception:
+            logger.warning("could not set the control stream's expiry", extra={"run_id": self._run_id})
 
     def _cancel(self, via: str) -> None:
         if self.state.cancel_seen_via is None:
