@@ -104,6 +104,8 @@ class RunEmitter:
         self.discarding = False
         # A new run clears whatever is stale under its stream key with its first write (same round trip).
         self._clear_pending = clear_run_stream
+        # One writer at a time: RUN_STARTED's write may still be in flight when the executor emits.
+        self._writing = asyncio.Lock()
 
     @property
     def pending(self) -> int:
@@ -159,7 +161,12 @@ class RunEmitter:
         """Write the backlog in order; stop at the first failure (so nothing overtakes it). True when empty.
 
         A stream that takes batches gets the run and thread entries of each event (and the whole backlog after an
-        outage, in slices) in one pipelined round trip; otherwise one append per entry."""
+        outage, in slices) in one pipelined round trip; otherwise one append per entry. Drains never overlap: a
+        second one waits and writes what the first left."""
+        async with self._writing:
+            return await self._drain_unlocked()
+
+    async def _drain_unlocked(self) -> bool:
         batched = isinstance(self._stream, BatchEventStream)
         while self._backlog:
             try:

@@ -97,7 +97,9 @@ class BackgroundRuns:
             # this run tails the stream, so none replays another run's events.
             clear_run_stream=True,
         )
-        await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
+        # The executor starts first, so its way to the model request (context, prompt) overlaps RUN_STARTED's
+        # write; RUN_STARTED is still the run's first event (queued before the executor runs), and the caller
+        # tails the stream only once it is written.
         task = asyncio.create_task(
             self._execute(ctx, executor, claim_thread, deadline, emitter), name=f"run:{ctx.run_id}"
         )
@@ -106,6 +108,7 @@ class BackgroundRuns:
         self._by_run[key] = task
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _t: self._by_run.pop(key, None))
+        await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
 
     def is_running(self, tenant_id: str, run_id: str) -> bool:
         """Whether the run executes (or settles) in this process now."""

@@ -95,6 +95,10 @@ def test_server_overhead_smoke_measures_both_servers_side_by_side() -> None:
             assert 0 < sample.ttfe <= sample.ttft <= sample.total
             assert sample.pre_model is not None and 0 < sample.pre_model < sample.ttft
     assert all(ratio > 0 for ratio in result.ratios(1, "ttft"))
+    # each server's CPU over the pass, and the Redis connections ours opened (bare uses no Redis)
+    assert result.cpu_s["ours"] > 0 and result.cpu_s["bare"] > 0
+    assert result.redis_connections is not None and result.redis_connections >= 1
+    assert "server CPU over the pass" in result.markdown()
 
 
 @pytest.mark.e2e

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from ag_ui.core import TextMessageContentEvent, TextMessageEndEvent, TextMessageStartEvent
+
 from shared.adapters.in_memory_store import InMemoryStore
 from shared.adapters.in_memory_stream import InMemoryEventStream
 from shared.executors.context import RunContext
@@ -16,7 +18,7 @@ from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionResult
 from shared.runs.execution import BackgroundRuns
 from shared.runs.settlement import Settlement
-from shared.stream_keys import run_stream_key
+from shared.stream_keys import run_stream_key, thread_stream_key
 
 USER = Identity(tenant_id="t", user_id="u")
 
@@ -83,3 +85,43 @@ async def test_a_local_cancel_settles_the_run_as_cancelled() -> None:
     assert run is not None and run.status is RunStatus.CANCELLED
     entries = await stream.read_after(run_stream_key("t", "r1"), "0-0", block_ms=0, count=100)
     assert entries[-1].event["type"] == "RUN_FINISHED" and entries[-1].event["outcome"] == {"type": "cancelled"}
+
+
+class SlowStream(InMemoryEventStream):
+    """Each write takes a while, as a Redis round trip under load does: writes can overlap."""
+
+    async def append_batch(self, entries, *, clear=None):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.02)
+        return await super().append_batch(entries, clear=clear)
+
+
+class SpeaksAtOnce:
+    """An executor whose first event is emitted before RUN_STARTED's write has come back."""
+
+    step_name = "worker"
+
+    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+        await emitter.emit(TextMessageStartEvent(message_id="m1", role="assistant"))
+        await emitter.emit(TextMessageContentEvent(message_id="m1", delta="hi"))
+        await emitter.emit(TextMessageEndEvent(message_id="m1"))
+        return ExecutionResult()
+
+
+async def test_the_executor_starts_beside_run_started_and_every_event_is_written_once_in_order() -> None:
+    # GIVEN a slow stream, and an executor that emits as soon as it starts (it starts before RUN_STARTED's write
+    # returns, so its writes would overlap that one)
+    store, stream = InMemoryStore(), SlowStream()
+    await store.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context().meta))
+    runs = BackgroundRuns(store, stream, Settlement(store, stream, flush_timeout_s=1.0), heartbeat_s=60)
+    # WHEN the run starts and ends
+    await runs.start(a_context(), SpeaksAtOnce(), claim_thread=False, deadline=time.time() + 60)
+    await runs.wait_idle()
+    # THEN its stream holds each event once, RUN_STARTED first and the terminal event last
+    entries = await stream.read_after(run_stream_key("t", "r1"), "0-0", block_ms=0)
+    kinds = [e.event["type"] for e in entries]
+    assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
+    assert kinds.count("TEXT_MESSAGE_CONTENT") == 1 and kinds.count("RUN_STARTED") == 1
+    assert kinds.index("TEXT_MESSAGE_START") < kinds.index("TEXT_MESSAGE_CONTENT") < kinds.index("TEXT_MESSAGE_END")
+    # and the thread's stream (never cleared by a new run) has the same events, each once
+    thread_entries = await stream.read_after(thread_stream_key("t", "th"), "0-0", block_ms=0)
+    assert [e.event["type"] for e in thread_entries] == kinds

@@ -95,7 +95,9 @@ class Journal:
         original = getattr(target, name)
 
         async def recorded(*args: Any, **kwargs: Any) -> Any:
-            if not (name == "expire" and args[1] == 0):  # admission's clearing of a stale stream is not retention
+            # Not retention: admission's clearing of a stale stream, and the expiry of the run's control stream
+            # (set when its watcher stops, before the run settles).
+            if not (name == "expire" and (args[1] == 0 or str(args[0]).endswith(":control"))):
                 self.entries.append(name)
             return await original(*args, **kwargs)
 
