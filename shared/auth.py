@@ -31,6 +31,12 @@ class TokenVerifier:
         if settings.auth_mode == "jwks" and not settings.jwks_url:
             raise ConfigurationError("AUTH_MODE=jwks needs JWKS_URL")
 
+    @property
+    def may_block(self) -> bool:
+        """Whether ``verify`` can wait on the network: with a JWKS, an unknown key id fetches the issuer's key set.
+        An HS256 check is a few microseconds of CPU and is done on the event loop."""
+        return self._settings.auth_mode != "hs256"
+
     def _key_and_algorithm(self, token: str) -> tuple[Any, str]:
         if self._settings.auth_mode == "hs256":
             return self._settings.jwt_secret, "HS256"

@@ -1,10 +1,14 @@
-"""FastAPI dependencies shared by the app and its routers."""
+"""FastAPI dependencies shared by the app and its routers.
+
+All are ``async``: FastAPI runs a plain ``def`` dependency in its thread pool, a thread hand-off per dependency and
+request for what is a dictionary lookup."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import Depends, Header, Request
+from starlette.concurrency import run_in_threadpool
 
 from shared.chat import ChatService
 from shared.erasure import Erasure
@@ -20,9 +24,13 @@ def services_of(request: Request) -> Services:
     return services
 
 
-def current_identity(request: Request, authorization: Annotated[str | None, Header()] = None) -> Identity:
-    """The verified caller: user, tenant and scopes come from the bearer token's claims only."""
-    return services_of(request).verifier.verify(authorization)
+async def current_identity(request: Request, authorization: Annotated[str | None, Header()] = None) -> Identity:
+    """The verified caller: user, tenant and scopes come from the bearer token's claims only. Checked on the event
+    loop unless the check can wait on the network (a JWKS fetch), which goes to a worker thread."""
+    verifier = services_of(request).verifier
+    if verifier.may_block:
+        return await run_in_threadpool(verifier.verify, authorization)
+    return verifier.verify(authorization)
 
 
 async def request_deadline(request: Request) -> float | None:
@@ -34,19 +42,19 @@ async def request_deadline(request: Request) -> float | None:
     return deadline
 
 
-def run_service(request: Request) -> RunService:
+async def run_service(request: Request) -> RunService:
     return services_of(request).runs
 
 
-def chat_service(request: Request) -> ChatService:
+async def chat_service(request: Request) -> ChatService:
     return services_of(request).chat
 
 
-def thread_service(request: Request) -> ThreadService:
+async def thread_service(request: Request) -> ThreadService:
     return services_of(request).threads
 
 
-def erasure_service(request: Request) -> Erasure:
+async def erasure_service(request: Request) -> Erasure:
     return services_of(request).erasure
 
 

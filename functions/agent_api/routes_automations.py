@@ -16,7 +16,7 @@ from shared.automation.service import AutomationService
 from shared.runs.intake import check_id
 
 
-def _automations(request: Request) -> AutomationService:
+async def _automations(request: Request) -> AutomationService:
     service: AutomationService = request.app.state.services.automation_service
     return service
 

@@ -15,10 +15,16 @@ from shared.runs.intake import check_id
 from shared.wiring import Services
 
 router = APIRouter(prefix="/api/v1/memories", tags=["memories"])
-ServicesDep = Annotated[Services, Depends(services_of)]
 
 
-def memory_editor(request: Request) -> MemoryEditor:
+async def services_dep(request: Request) -> Services:
+    return services_of(request)
+
+
+ServicesDep = Annotated[Services, Depends(services_dep)]
+
+
+async def memory_editor(request: Request) -> MemoryEditor:
     """Stateless: built per request from the services' memory store and audit log."""
     services = services_of(request)
     return MemoryEditor(services.memories, services.store)

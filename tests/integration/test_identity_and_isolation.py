@@ -271,3 +271,48 @@ async def _read_thread_stream(client: httpx.AsyncClient) -> str:
             if sum(1 for f in frames if f.json()["type"] == "RUN_FINISHED") >= 2:
                 break
     return text[: text.rfind("\n\n") + 2]
+
+
+async def test_dependencies_of_a_run_stay_on_the_event_loop_unless_a_jwks_fetch_may_block(
+    make_services: Any,
+    asgi_client: Any,
+    rsa_key: rsa.RSAPrivateKey,
+    jwks_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """FastAPI runs a plain ``def`` dependency in its thread pool: a thread hand-off per dependency and request. The
+    run route's dependencies are async; only a JWKS check (it may fetch the issuer's keys) goes to a thread."""
+    import fastapi.dependencies.utils as fastapi_deps
+
+    import functions.agent_api.deps as deps
+
+    hops: list[str] = []
+
+    def counting(target: Any) -> Any:
+        async def hop(func: Any, *args: Any, **kwargs: Any) -> Any:
+            hops.append(getattr(func, "__name__", repr(func)))
+            return await target(func, *args, **kwargs)
+
+        return hop
+
+    monkeypatch.setattr(fastapi_deps, "run_in_threadpool", counting(fastapi_deps.run_in_threadpool))
+    monkeypatch.setattr(deps, "run_in_threadpool", counting(getattr(deps, "run_in_threadpool", None)), raising=False)
+    # HS256: nothing leaves the event loop
+    async with asgi_client(make_services(ScriptedModel(Turn(text=["hello"])))) as client:
+        resp = await client.post("/api/v1/agent", json=body(), headers=bearer(user="user-1", tenant="tenant-1"))
+        assert resp.status_code == 200 and "RUN_FINISHED" in resp.text
+    assert hops == []
+    # JWKS: the token check, and only it, runs in a worker thread
+    services = make_services(
+        ScriptedModel(Turn(text=["hello"])),
+        auth_mode="jwks",
+        jwks_url=jwks_url,
+        jwt_issuer=ISSUER,
+        jwt_audience=AUDIENCE,
+        jwt_secret=None,
+    )
+    async with asgi_client(services) as client:
+        headers = {"Authorization": f"Bearer {rs_token(rsa_key)}"}
+        resp = await client.post("/api/v1/agent", json=body(thread="th-2", run="run-2"), headers=headers)
+        assert resp.status_code == 200
+    assert hops == ["verify"]
