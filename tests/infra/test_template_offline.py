@@ -183,6 +183,7 @@ def test_every_function_gets_the_app_environment(expanded_template: Template) ->
         assert checks.flatten(variables["REDIS_URL"]).startswith("rediss://")
         assert variables["AUTH_MODE"] == "jwks"
         assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "AgentBackend"
+        assert variables["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
     buffered = _props(expanded_template, "BufferedApiFunction")["Environment"]["Variables"]
     assert set(buffered) >= SCHEDULER_ENV_VARS
 
