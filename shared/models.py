@@ -159,7 +159,9 @@ class Run(BaseModel):
     created_at: datetime = Field(default_factory=utc_now)
     updated_at: datetime = Field(default_factory=utc_now)
     heartbeat_at: datetime = Field(default_factory=utc_now)
-    usage: list[Usage] = Field(default_factory=list)
+    # pydantic copies an empty-list default for each instance; `= []` spares the class build the signature
+    # inspection `default_factory=list` costs (docs/benchmarks.md, section 4).
+    usage: list[Usage] = []
     last_stream_id: str | None = None
     error_code: str | None = None
     cancel_requested: bool = False

@@ -133,10 +133,12 @@ class ToolPolicy(BaseModel):
     mode: Literal["intersection"] = "intersection"
     allowlist: list[str] | None = None
     """The profile layer of ``declared ∩ profile ∩ system``; ``None`` means this layer does not narrow."""
-    frontend_allowlist: list[str] = Field(default_factory=list)
+    # `= []` rather than `default_factory=list`: pydantic copies it per instance, and it is cheaper to build
+    # (docs/benchmarks.md, section 4).
+    frontend_allowlist: list[str] = []
     """Client-declared (AG-UI front-end) tools this profile offers to the model: exact names, or patterns where
     ``*`` stands for any run of name characters (``confirm_*``). Empty (the default): none."""
-    mcp_servers: list[str] = Field(default_factory=list)
+    mcp_servers: list[str] = []
     """MCP tool servers (names from the ``MCP_SERVERS`` setting) whose allowed tools join the system layer."""
 
     @field_validator("frontend_allowlist")
@@ -254,6 +256,8 @@ class ProfileCatalog:
 
 @dataclass(frozen=True)
 class ProfileProblem:
+    """One mistake in a profile file: where, which field, what is wrong and how to fix it."""
+
     source: str
     field: str
     problem: str

@@ -15,6 +15,8 @@ from shared.models import Usage
 
 @dataclass
 class ExecutionResult:
+    """What an executor reports about a run: usage per model, counts of turns, calls and repairs, timings."""
+
     usage: list[Usage] = field(default_factory=list)
     model_turns: int = 0
     tool_calls: int = 0

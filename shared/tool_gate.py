@@ -137,6 +137,8 @@ class GateContext:
 
 @dataclass(frozen=True)
 class GateDecision:
+    """The gate's verdict on one tool call, with the audit record that explains it."""
+
     allowed: bool
     layer: Layer | None
     """The layer that refused the call (``None`` when allowed)."""

@@ -12,6 +12,8 @@ from shared.profiles import ExecutionProfile
 
 @dataclass(frozen=True)
 class RunContext:
+    """Who asked, for which thread and run, with which profile, and what the request declared."""
+
     identity: Identity
     thread_id: str
     run_id: str

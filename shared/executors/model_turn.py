@@ -29,6 +29,8 @@ from shared.run_events.emitter import RunEmitter
 
 @dataclass
 class _PendingCall:
+    """A tool call being put together from its streamed fragments."""
+
     id: str | None = None
     name: str | None = None
     arguments: str = ""
@@ -37,6 +39,8 @@ class _PendingCall:
 
 @dataclass
 class TurnResult:
+    """What one model turn produced: the answer, its tool calls, why it ended and what it cost."""
+
     message_id: str
     text_parts: list[str] = field(default_factory=list)
     """The answer's deltas as they came; ``text`` joins them (once, when read), so a delta costs the same

@@ -62,6 +62,8 @@ class ChatMessage:
 
 @dataclass(frozen=True)
 class ChatRequest:
+    """One call to a chat model: the model id, the window of messages, the tools offered and the options."""
+
     model: str
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
@@ -74,6 +76,8 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class TextDelta:
+    """A fragment of the answer text, as streamed."""
+
     text: str
 
 
@@ -96,6 +100,8 @@ class ToolCallDelta:
 
 @dataclass(frozen=True)
 class Finished:
+    """The end of a model response: the finish reason and the usage of the call."""
+
     reason: str
     usage: Usage | None = None
 
