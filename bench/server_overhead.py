@@ -368,6 +368,7 @@ def run(
     store_latency_ms: float = 5.0,
     existing: bool = False,
     profile_dir: str = "",
+    warm_burst: bool = True,
 ) -> OverheadResult:
     sample_ref.clear()
     failures.clear()
@@ -380,6 +381,7 @@ def run(
         "model_chunk_delay_s": chunk_delay,
         "model_chunks": chunks,
         "thread": "existing (second turn)" if existing else "new",
+        "warm_burst": warm_burst,
         "store": {
             "server": "moto DynamoDB server process (one request at a time)",
             "in-process": "moto DynamoDB in ours' process (one request at a time, as in the tests)",
@@ -398,7 +400,14 @@ def run(
                 before = {"ours": ours.cpu_seconds(), "bare": bare.cpu_seconds()}
                 connections_before = _redis_connections(redis_url)
                 series, sent_at = asyncio.run(
-                    drive({"ours": ours.url, "bare": bare.url}, concurrency, rounds, warmup, existing=existing)
+                    drive(
+                        {"ours": ours.url, "bare": bare.url},
+                        concurrency,
+                        rounds,
+                        warmup,
+                        existing=existing,
+                        warm_burst=warm_burst,
+                    )
                 )
                 cpu = {"ours": ours.cpu_seconds() - before["ours"], "bare": bare.cpu_seconds() - before["bare"]}
                 connections = _redis_connections(redis_url) - connections_before
@@ -486,6 +495,8 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
                         help="ours' measured run is the second turn of its thread (the normal case)")
     parser.add_argument("--show-profile", action="store_true", help="print the cProfile tables of the timed pass")
     parser.add_argument("--profile-dir", default="", help="keep the timed pass's raw cProfile data here")
+    parser.add_argument("--no-warm-burst", action="store_true",
+                        help="warm up with sequential requests only (the measured burst then opens the pools)")
     args = parser.parse_args(argv)
     if args.smoke:
         concurrency, rounds, warmup, breakdown = [1], {1: 2}, 1, False
@@ -506,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> OverheadResult:
         store_latency_ms=args.store_latency_ms,
         existing=args.existing_thread,
         profile_dir=args.profile_dir,
+        warm_burst=not args.no_warm_burst,
     )
     print(result.markdown())
     if args.show_profile:

@@ -35,13 +35,13 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import openai
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import (
+    ChatCompletion,
     ChatCompletionChunk,
-    ChatCompletionMessageParam,
     ChatCompletionToolParam,
 )
 from openai.types.completion_usage import CompletionUsage
@@ -212,23 +212,45 @@ class OpenAIChatModel:
             reason = "tool_calls"
         yield Finished(reason=reason, usage=self._usage(request, state))
 
+    def request_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The JSON body of the streaming ``POST /chat/completions`` for ``request``: exactly what
+        ``chat.completions.create`` sends for the same arguments (a test compares the two on the wire)."""
+        body: dict[str, Any] = {
+            "messages": [m.to_openai() for m in request.messages],
+            "model": self.provider_model_id(request.model),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None:
+            body["max_tokens"] = request.max_tokens
+        if request.tool_choice:
+            body["tool_choice"] = {"type": "function", "function": {"name": request.tool_choice}}
+        if request.tools:
+            body["tools"] = _tool_params(request.tools)
+        body.update(thinking_extra_body(self.thinking_provider, enabled=request.thinking == "on"))
+        return body
+
     async def _open_stream(self, request: ChatRequest) -> Any:
-        """Send the request; retry transient failures (before any chunk) with backoff; map the final error."""
+        """Send the request; retry transient failures (before any chunk) with backoff; map the final error.
+
+        The body is built here as plain JSON and posted with the client's own ``post``, not through
+        ``chat.completions.create``: that method walks every message and tool schema through the SDK's TypedDict
+        transform (8 ms of CPU for 20 messages and 3 tools on this machine, against 0.1 ms to encode them), which
+        changes nothing in a body that is already JSON. Same HTTP client, headers, authentication, retries and
+        errors."""
+        body = self.request_body(request)
         attempt = 0
         while True:
             try:
-                return await self.client.chat.completions.create(
-                    model=self.provider_model_id(request.model),
-                    messages=cast("list[ChatCompletionMessageParam]", [m.to_openai() for m in request.messages]),
-                    tools=_tool_params(request.tools) if request.tools else openai.omit,
-                    tool_choice={"type": "function", "function": {"name": request.tool_choice}}
-                    if request.tool_choice
-                    else openai.omit,
-                    temperature=request.temperature if request.temperature is not None else openai.omit,
-                    max_tokens=request.max_tokens if request.max_tokens is not None else openai.omit,
+                return await self.client.post(
+                    "/chat/completions",
+                    body=body,
+                    cast_to=ChatCompletion,
                     stream=True,
-                    stream_options={"include_usage": True},
-                    extra_body=thinking_extra_body(self.thinking_provider, enabled=request.thinking == "on"),
+                    stream_cls=AsyncStream[ChatCompletionChunk],
+                    options={"security": {"bearer_auth": True}},
                 )
             except openai.OpenAIError as exc:
                 error = self._error(exc, streaming=False, model=request.model)

@@ -615,3 +615,50 @@ def test_the_exported_fixture_serves_the_default_echo(model_server: ModelServer)
     body = {"model": MODEL, "messages": [{"role": "user", "content": "ping"}]}
     reply = httpx.post(f"{model_server.base_url}/chat/completions", json=body).json()
     assert reply["choices"][0]["message"]["content"] == "echo: ping"
+
+
+# -- the request on the wire ---------------------------------------------------------------------------------
+
+
+async def test_the_request_body_and_headers_are_what_the_sdks_create_sends(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    """The adapter posts a body it builds itself (the SDK's ``create`` walks it through a slow TypedDict transform
+    that changes nothing): the server must receive exactly what ``create`` sends for the same arguments."""
+    model = make_model(provider="openai-compatible")
+    request = ChatRequest(
+        model=MODEL,
+        messages=(
+            ChatMessage(role="system", content="You are helpful."),
+            ChatMessage(role="user", content="What time is it in Paris? 巴黎几点了?"),
+            ChatMessage(role="assistant", content="", tool_calls=(("call_1", "get_current_time", '{"tz": "Paris"}'),)),
+            ChatMessage(role="tool", content="12:00", tool_call_id="call_1"),
+        ),
+        tools=(ToolSpec(name="get_current_time", description="The time.", parameters={"type": "object"}),),
+        tool_choice="get_current_time",
+        temperature=0.2,
+        max_tokens=64,
+        thinking="off",
+    )
+    await collect(model, request)
+    # the same call through the SDK's own method, on the same client
+    stream = await model.client.chat.completions.create(
+        model=MODEL,
+        messages=[m.to_openai() for m in request.messages],  # type: ignore[misc]
+        tools=[{"type": "function", "function": {"name": "get_current_time", "description": "The time.",
+                                                 "parameters": {"type": "object"}}}],
+        tool_choice={"type": "function", "function": {"name": "get_current_time"}},
+        temperature=0.2,
+        max_tokens=64,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"enable_thinking": False, "chat_template_kwargs": {"enable_thinking": False}},
+    )
+    async for _chunk in stream:
+        pass
+    ours, sdks = server.requests
+    assert ours == sdks
+    ours_headers, sdk_headers = server.request_headers
+    for name in ("authorization", "content-type", "accept", "user-agent"):
+        assert ours_headers.get(name) == sdk_headers.get(name), name
+    assert ours_headers["authorization"] == "Bearer test-key"

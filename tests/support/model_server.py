@@ -110,6 +110,7 @@ class ModelServer:
         self._lock = threading.Lock()
         self._queue: deque[ScriptedTurn] = deque()
         self._requests: list[dict[str, Any]] = []
+        self._headers: list[dict[str, str]] = []
         self._served: list[ServedStream] = []
         self._ids = itertools.count(1)
         self._server: uvicorn.Server | None = None
@@ -129,6 +130,12 @@ class ModelServer:
         """Every JSON body received on ``/v1/chat/completions``, in order (a copy)."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """The headers of each request in ``requests`` (lower-case names), in the same order."""
+        with self._lock:
+            return list(self._headers)
 
     @property
     def served(self) -> list[ServedStream]:
@@ -217,6 +224,7 @@ class ModelServer:
         with self._lock:
             index = len(self._requests)
             self._requests.append(body)
+            self._headers.append(dict(request.headers))
             turn = self._queue.popleft() if self._queue and not unknown else None
         if unknown:
             message = f"The model `{body.get('model')}` does not exist or you do not have access to it."
