@@ -129,7 +129,10 @@ class ModelTurn:
             # Text after a tool call started: kept in the stored message, not streamed as a second message.
             return
         if not self._text_open:
-            await self._emitter.emit(TextMessageStartEvent(message_id=self.result.message_id, role="assistant"))
+            # Written with the first delta just below, in one round trip: the first text reaches the client sooner.
+            await self._emitter.emit(
+                TextMessageStartEvent(message_id=self.result.message_id, role="assistant"), defer=True
+            )
             self._text_open = True
             self._mark_first()
         await self._emitter.emit(TextMessageContentEvent(message_id=self.result.message_id, delta=text))

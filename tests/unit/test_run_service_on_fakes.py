@@ -207,3 +207,22 @@ async def test_a_second_run_on_a_busy_thread_is_refused_until_the_first_ended() 
     await rig.events("run-1")
     await rig.runs.wait_idle()
     assert types(await rig.run("run-2", "second"))[-1] == "RUN_FINISHED"
+
+
+async def test_the_first_text_goes_out_with_its_step_and_message_start_in_one_write() -> None:
+    # GIVEN a stream that records each write (one Redis pipeline each)
+    rig = Rig(Turn(text=["Hello ", "there."]))
+    writes: list[list[str]] = []
+    write = rig.stream.append_batch
+
+    async def recording(entries: Any, *, clear: str | None = None) -> list[str]:
+        writes.append([event["type"] for key, event in entries if key.startswith("run:") and ":events" in key])
+        return await write(entries, clear=clear)
+
+    rig.stream.append_batch = recording  # type: ignore[method-assign]
+    # WHEN a run streams its answer
+    await rig.run("run-1", "hi")
+    # THEN the first delta did not wait for a write of its own: the step, the message start and the first delta
+    # went out together, right after RUN_STARTED
+    assert writes[0] == ["RUN_STARTED"]
+    assert writes[1] == ["STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]
