@@ -31,6 +31,7 @@ from shared.executors.context import RunContext
 from shared.models import Message, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import EventStream, ProbedStream
 from shared.ports.store import RunStore
+from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.sweeper import RunSweeper, SweepReport
 
 logger = logging.getLogger(__name__)
@@ -39,9 +40,9 @@ LEASE_S = 30.0
 """How long a thread stays with a run whose heartbeat stopped (its process froze or died)."""
 STALE_CLAIM_AFTER = timedelta(minutes=15)
 """A backstop for claims the lease check cannot judge: the longest a Lambda function runs."""
-RECENT_LOOKBACK = PAGE_SIZE
-"""How many of the thread's newest messages admission reads for ``settle``: the pending front-end calls are among
-them, and so is the first page of the run's context window (``KnownHistory``)."""
+RECENT_LOOKBACK = max(PAGE_SIZE, PENDING_LOOKBACK)
+"""How many of the thread's newest messages admission reads for ``settle``: the pending front-end calls a tool
+result may answer are among them, and so is the first page of the run's context window (``KnownHistory``)."""
 
 SettleMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
 """``settle(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
