@@ -74,14 +74,9 @@ def rs_token(key: rsa.RSAPrivateKey, **overrides: Any) -> str:
     return jwt.encode({k: v for k, v in claims.items() if v is not None}, key, algorithm="RS256", headers={"kid": "k1"})
 
 
-def body(thread: str = "th-1", run: str = "run-1") -> dict[str, Any]:
-    return {"threadId": thread, "runId": run, "messages": [{"id": "u-1", "role": "user", "content": "hi"}]}
-
-
-async def test_jwks_tokens_are_verified_and_every_forgery_is_401(
-    make_services: Any, asgi_client: Any, rsa_key: rsa.RSAPrivateKey, jwks_url: str
-) -> None:
-    services = make_services(
+def jwks_services(make_services: Any, jwks_url: str) -> Services:
+    """The app's services verifying RS256 tokens against the test issuer's JWKS."""
+    services: Services = make_services(
         ScriptedModel(Turn(text=["hello"])),
         auth_mode="jwks",
         jwks_url=jwks_url,
@@ -89,6 +84,17 @@ async def test_jwks_tokens_are_verified_and_every_forgery_is_401(
         jwt_audience=AUDIENCE,
         jwt_secret=None,
     )
+    return services
+
+
+def body(thread: str = "th-1", run: str = "run-1") -> dict[str, Any]:
+    return {"threadId": thread, "runId": run, "messages": [{"id": "u-1", "role": "user", "content": "hi"}]}
+
+
+async def test_jwks_tokens_are_verified_and_every_forgery_is_401(
+    make_services: Any, asgi_client: Any, rsa_key: rsa.RSAPrivateKey, jwks_url: str
+) -> None:
+    services = jwks_services(make_services, jwks_url)
     now = int(time.time())
     public_pem = rsa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -303,14 +309,7 @@ async def test_dependencies_of_a_run_stay_on_the_event_loop_unless_a_jwks_fetch_
         assert resp.status_code == 200 and "RUN_FINISHED" in resp.text
     assert hops == []
     # JWKS: the token check, and only it, runs in a worker thread
-    services = make_services(
-        ScriptedModel(Turn(text=["hello"])),
-        auth_mode="jwks",
-        jwks_url=jwks_url,
-        jwt_issuer=ISSUER,
-        jwt_audience=AUDIENCE,
-        jwt_secret=None,
-    )
+    services = jwks_services(make_services, jwks_url)
     async with asgi_client(services) as client:
         headers = {"Authorization": f"Bearer {rs_token(rsa_key)}"}
         resp = await client.post("/api/v1/agent", json=body(thread="th-2", run="run-2"), headers=headers)
