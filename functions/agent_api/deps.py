@@ -10,6 +10,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Request
 from starlette.concurrency import run_in_threadpool
 
+from shared.automation.service import AutomationService
 from shared.chat import ChatService
 from shared.erasure import Erasure
 from shared.models import Identity
@@ -42,6 +43,14 @@ async def request_deadline(request: Request) -> float | None:
     return deadline
 
 
+async def all_services(request: Request) -> Services:
+    return services_of(request)
+
+
+async def automation_service(request: Request) -> AutomationService:
+    return services_of(request).automation_service
+
+
 async def run_service(request: Request) -> RunService:
     return services_of(request).runs
 
@@ -58,6 +67,8 @@ async def erasure_service(request: Request) -> Erasure:
     return services_of(request).erasure
 
 
+AppServices = Annotated[Services, Depends(all_services)]
+Automations = Annotated[AutomationService, Depends(automation_service)]
 Caller = Annotated[Identity, Depends(current_identity)]
 Deadline = Annotated[float | None, Depends(request_deadline)]
 Runs = Annotated[RunService, Depends(run_service)]

@@ -8,20 +8,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Query, Response
 
-from functions.agent_api.deps import Caller
+from functions.agent_api.deps import Automations, Caller
 from shared.automation.models import AutomationTaskPatch, AutomationTaskSpec
-from shared.automation.service import AutomationService
 from shared.runs.intake import check_id
-
-
-async def _automations(request: Request) -> AutomationService:
-    service: AutomationService = request.app.state.services.automation_service
-    return service
-
-
-Automations = Annotated[AutomationService, Depends(_automations)]
 
 router = APIRouter(prefix="/api/v1/automations", tags=["automations"])
 

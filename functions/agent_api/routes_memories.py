@@ -7,21 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from functions.agent_api.deps import Caller, services_of
+from functions.agent_api.deps import AppServices, Caller, services_of
 from shared.errors import NotFound
 from shared.memory.editing import MemoryEditor
 from shared.memory.models import MAX_CONTENT_CHARS, Memory, MemoryKind
 from shared.runs.intake import check_id
-from shared.wiring import Services
 
 router = APIRouter(prefix="/api/v1/memories", tags=["memories"])
-
-
-async def services_dep(request: Request) -> Services:
-    return services_of(request)
-
-
-ServicesDep = Annotated[Services, Depends(services_dep)]
 
 
 async def memory_editor(request: Request) -> MemoryEditor:
@@ -61,7 +53,7 @@ def memory_view(memory: Memory) -> dict[str, Any]:
 @router.get("")
 async def list_memories(
     caller: Caller,
-    services: ServicesDep,
+    services: AppServices,
     includeInactive: Annotated[bool, Query(description="also superseded and retracted memories")] = False,
 ) -> dict[str, Any]:
     memories = await services.memories.list_memories(caller.tenant_id, caller.user_id, include_inactive=includeInactive)
@@ -83,7 +75,7 @@ async def edit_memory(caller: Caller, editor: Editor, memoryId: str, body: Memor
 
 
 @router.delete("/{memoryId}", status_code=204, response_class=Response)
-async def delete_memory(caller: Caller, services: ServicesDep, memoryId: str) -> Response:
+async def delete_memory(caller: Caller, services: AppServices, memoryId: str) -> Response:
     """The user's own hard delete (the memory executor can only mark memories superseded or retracted)."""
     check_id("memoryId", memoryId, where="path")
     if not await services.memories.delete(caller.tenant_id, caller.user_id, memoryId):
