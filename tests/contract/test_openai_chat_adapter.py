@@ -213,6 +213,69 @@ async def test_usage_is_estimated_when_the_server_sends_none(server: ModelServer
     assert usage.output_tokens == estimate_tokens("a fairly long answer in two chunks")
 
 
+async def test_odd_chunks_are_read_for_what_they_hold_and_the_rest_is_ignored(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a server whose chunks have missing, null and mistyped fields, a second choice, and a usage trailer
+    # without a completion count
+    server.enqueue(ScriptedTurn(raw_chunks=[
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},
+        {"choices": [{"delta": {"content": "Hel"}}]},  # no index: the first choice
+        {"choices": [{"index": 1, "delta": {"content": "other choice"}}]},
+        {"choices": [{"index": 0, "delta": {"content": 42, "reasoning": ["not", "text"]}}]},
+        {"choices": None},
+        {"choices": [None, "x", {"index": 0, "delta": None}]},
+        {"choices": [{"index": 0, "delta": {"content": "lo", "tool_calls": [
+            {"function": {"name": "no_index"}},
+            {"index": 0, "id": 7, "function": {"name": "get_time", "arguments": None}},
+            {"index": 0, "function": {"arguments": '{"tz": "UTC"}'}},
+        ]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": None}},
+    ]))
+    # WHEN the adapter streams the turn
+    chunks = await collect(make_model(), ask())
+    # THEN the text and the tool call are what the well-formed fields said, in order
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "Hello"
+    assert not [c for c in chunks if isinstance(c, ReasoningDelta)]
+    calls = [c for c in chunks if isinstance(c, ToolCallDelta)]
+    assert [c.name for c in calls if c.name] == ["get_time"]
+    assert "".join(c.arguments for c in calls) == '{"tz": "UTC"}'
+    ids = [c.id for c in calls if c.id]
+    assert len(ids) == 1 and ids[0].startswith("call_")  # the id was no string: one is made up
+    # AND a usage trailer without both counts is no report: the usage is estimated
+    usage = finished(chunks).usage
+    assert usage is not None and usage.estimated is True
+    assert finished(chunks).reason == "tool_calls"
+
+
+async def test_no_sdk_model_is_built_per_streamed_chunk(
+    server: ModelServer, make_model: MakeModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each chunk is read as its decoded JSON: building an SDK model from it (``construct_type``, recursive) cost
+    more CPU than everything else done with a delta, on every delta of every answer (docs/benchmarks.md §6)."""
+    import openai._base_client as base_client
+
+    built: list[object] = []
+    original = base_client.construct_type
+
+    def counting(**kwargs: Any) -> object:
+        built.append(kwargs.get("type_"))
+        return original(**kwargs)
+
+    monkeypatch.setattr(base_client, "construct_type", counting)
+    # GIVEN a server that streams 30 text chunks and a usage trailer
+    server.enqueue(ScriptedTurn(text=[f"w{i} " for i in range(30)], usage=(10, 30)))
+    # WHEN the adapter streams the turn
+    chunks = await collect(make_model(), ask())
+    # THEN every delta arrived and the reported usage with it
+    assert len([c for c in chunks if isinstance(c, TextDelta)]) == 30
+    usage = finished(chunks).usage
+    assert usage is not None and (usage.input_tokens, usage.output_tokens) == (10, 30)
+    # AND no chunk went through the SDK's model construction
+    assert built == []
+
+
 # -- thinking ------------------------------------------------------------------------------------------------
 
 THINKING_OFF_BODY: dict[str, dict[str, Any]] = {

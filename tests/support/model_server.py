@@ -64,6 +64,9 @@ class ScriptedTurn:
     args_chunk_size: int = 7  # tool-call arguments are sent in fragments of this many characters
     omit_tool_call_ids: bool = False  # send tool-call deltas without "id", as some servers do
     finish_reason: str | None = None  # None: "tool_calls" when there are tool calls, else "stop"
+    # Sent as they are, each wrapped in the chunk envelope (id, object, created, model), in place of every chunk
+    # above: for servers whose chunks are odd (missing or mistyped fields).
+    raw_chunks: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -285,6 +288,8 @@ class ModelServer:
 
     def _chunks(self, body: dict[str, Any], turn: ScriptedTurn) -> list[dict[str, Any]]:
         completion_id = f"chatcmpl-{next(self._ids)}"
+        if turn.raw_chunks is not None:
+            return [{**self._envelope(body, completion_id), **chunk} for chunk in turn.raw_chunks]
         deltas: list[dict[str, Any]] = [{turn.reasoning_field: piece} for piece in turn.reasoning]
         deltas += [{"content": piece} for piece in turn.text]
         for call_index, call in enumerate(self._tool_calls(turn)):
