@@ -265,12 +265,11 @@ def _add_profile_switch(app: FastAPI, profiler: cProfile.Profile) -> None:
 def run_ours(args: argparse.Namespace) -> None:
     import boto3
     from moto import mock_aws
-    from redis.asyncio import Redis
 
     from functions.agent_api.app import create_app
     from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
     from shared.adapters.aws.memory_store import DynamoDBMemoryStore
-    from shared.adapters.redis_stream import RedisEventStream
+    from shared.adapters.redis_stream import RedisEventStream, connect
     from shared.memory.store import InMemoryMemoryStore
     from shared.settings import Settings
     from shared.wiring import ServiceOverrides, Services
@@ -312,7 +311,7 @@ def run_ours(args: argparse.Namespace) -> None:
 
             def __getattr__(self, name: str) -> Any:
                 if self._inner is None:
-                    self._inner = RedisEventStream(Redis.from_url(args.redis_url))
+                    self._inner = RedisEventStream(connect(args.redis_url, cluster=False))  # as the wiring does
                 return getattr(self._inner, name)
 
         stream: Any = LazyStream()

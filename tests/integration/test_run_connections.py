@@ -74,3 +74,30 @@ async def test_a_finished_runs_control_stream_says_it_stopped_and_expires(
         assert 0 < client.ttl(key) <= CONTROL_TTL_S
     finally:
         client.close()
+
+
+async def test_new_connections_do_not_look_up_the_driver_version_each(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py resolves the version it reports with CLIENT SETINFO from the installed distributions' metadata,
+    by default once per new connection (3 ms of CPU here); a burst of runs grows the pool by a connection per run."""
+    import redis.utils
+
+    lookups: list[str] = []
+    real = redis.utils.get_lib_version
+
+    def counted() -> str:
+        lookups.append("version")
+        return str(real())
+
+    monkeypatch.setattr(redis.utils, "get_lib_version", counted)
+    client = connect(redis_url, cluster=False)
+    try:
+        # WHEN eight commands run at once, each on a connection of its own
+        await asyncio.gather(*(client.blpop([f"nothing-{i}"], timeout=0.05) for i in range(8)))
+        connections = len(await client.client_list())
+    finally:
+        await client.aclose()
+    # THEN the pool opened them all, and the version was looked up once, when the client was made
+    assert connections >= 8
+    assert len(lookups) <= 1
