@@ -64,3 +64,29 @@ def test_qwen_models_count_with_the_tokenizer_and_others_with_a_logged_estimate(
     assert any("estimate" in r.getMessage() and getattr(r, "model", "") == "some-other-model" for r in caplog.records)
     message = Message(id="m", thread_id="t", role=Role.USER, content=MIXED)
     assert message_counter_for("qwen-plus")(message) == 39 + 4
+
+
+def test_a_text_counted_again_is_not_encoded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run of a profile counts the same system prompt and tool schemas: the count is remembered."""
+    from shared import tokens
+
+    encoded: list[str] = []
+    real = tokens._qwen_encoder
+
+    def spying() -> object:
+        encode = real()
+        assert encode is not None
+
+        def spy(text: str) -> list[int]:
+            encoded.append(text)
+            return encode(text)
+
+        return spy
+
+    monkeypatch.setattr(tokens, "_qwen_encoder", spying)
+    text = MIXED + " (counted twice in this test only)"
+    # WHEN the same text is counted three times
+    counts = [count_tokens(text) for _ in range(3)]
+    # THEN the counts agree and the text went through the tokenizer once
+    assert len(set(counts)) == 1 and counts[0] > count_tokens(MIXED)
+    assert encoded.count(text) == 1
