@@ -12,13 +12,13 @@ import asyncio
 import logging
 import time
 from collections import deque
-from typing import Any
+from typing import Any, Protocol
 
 from ag_ui.core import BaseEvent, EventType, RunStartedEvent
 
-from shared.event_json import encode_event
+from shared.event_json import EncodedEvent, encode_event
 from shared.models import ExecutionMeta
-from shared.ports import BatchEventStream, EventStream
+from shared.ports import BatchEventStream, EventStream, StreamEntry
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +36,17 @@ RETRY_INTERVAL_S = 0.5
 MAX_BACKLOG = 20_000
 # The most events one pipelined write carries (a backlog after an outage drains in slices of this size).
 MAX_BATCH = 256
+
+
+# A role, not a port: shared.runs.local_feed.RunFeed implements it.
+class WrittenEntries(Protocol):
+    """Where the emitter reports each run-stream entry once the stream holds it (the local feed)."""
+
+    def publish(self, entry: StreamEntry) -> None: ...
+
+    def give_up(self) -> None:
+        """A write failed: from here on only the stream has the whole run."""
+        ...
 
 
 def event_to_dict(event: BaseEvent) -> dict[str, Any]:
@@ -83,8 +94,13 @@ class RunEmitter:
         retry_interval_s: float = RETRY_INTERVAL_S,
         max_backlog: int = MAX_BACKLOG,
         clear_run_stream: bool = False,
+        written: WrittenEntries | None = None,
     ) -> None:
         self._stream = stream
+        self._written = written
+        # Checked once: an isinstance against a runtime-checkable protocol walks the protocol's members on every
+        # call (about 65 us on Python 3.11), and a run drains after each of its events.
+        self._batches: BatchEventStream | None = stream if isinstance(stream, BatchEventStream) else None
         self._run_key = run_key
         self._thread_key = thread_key
         self._run_id = run_id
@@ -167,33 +183,36 @@ class RunEmitter:
             return await self._drain_unlocked()
 
     async def _drain_unlocked(self) -> bool:
-        batched = isinstance(self._stream, BatchEventStream)
         while self._backlog:
             try:
-                if batched:
-                    written = await self._write_batch()
+                if self._batches is not None:
+                    written = await self._write_batch(self._batches)
                 else:
                     written = await self._write_one()
             except Exception:
                 self.stream_failures += 1
+                if self._written is not None:
+                    self._written.give_up()
                 if self._failed_at is None:
                     logger.warning(
                         "event stream unavailable; buffering events", extra={"run_id": self._run_id}, exc_info=True
                     )
                 self._failed_at = time.monotonic()
                 return False
-            for (key, _data), entry_id in written:
+            for (key, data), entry_id in written:
                 if key == self._run_key:
                     self.last_id = entry_id
+                    if self._written is not None:
+                        text = data.json if isinstance(data, EncodedEvent) else None
+                        self._written.publish(StreamEntry(id=entry_id, event=data, json=text))
         if self._failed_at is not None:
             logger.info("event stream back; backlog written", extra={"run_id": self._run_id})
             self._failed_at = None
         return True
 
-    async def _write_batch(self) -> list[tuple[tuple[str, dict[str, Any]], str]]:
-        assert isinstance(self._stream, BatchEventStream)
+    async def _write_batch(self, stream: BatchEventStream) -> list[tuple[tuple[str, dict[str, Any]], str]]:
         batch = [self._backlog[i] for i in range(min(MAX_BATCH, len(self._backlog)))]
-        ids = await self._stream.append_batch(batch, clear=self._run_key if self._clear_pending else None)
+        ids = await stream.append_batch(batch, clear=self._run_key if self._clear_pending else None)
         self._clear_pending = False
         if self.discarding:
             return []
@@ -215,6 +234,8 @@ class RunEmitter:
     def discard(self) -> None:
         """Write nothing more: the run was ended by another process (a takeover), which closed its stream."""
         self.discarding = True
+        if self._written is not None:
+            self._written.give_up()
         self.dropped += len(self._backlog)
         self._backlog.clear()
 

@@ -25,6 +25,7 @@ from shared.ports import EventStream
 from shared.ports.store import SweepStore
 from shared.run_events.emitter import RunEmitter, run_started
 from shared.run_results import ExecutionResult
+from shared.runs.local_feed import RunFeed
 from shared.runs.settlement import Outcome, Settlement, finished, shutdown_outcome
 from shared.runs.watch import RunWatch
 from shared.stream_keys import run_stream_key, thread_stream_key
@@ -82,10 +83,14 @@ class BackgroundRuns:
         # Runs this process settled lately: a reader of one of them that finds no terminal event on the stream
         # knows it will not come (the stream lost it) and rebuilds it from the ledger without waiting.
         self._settled: OrderedDict[RunKey, None] = OrderedDict()
+        # The entries of each run executing here, for the responses here that tail it (shared.runs.local_feed).
+        self._feeds: dict[RunKey, RunFeed] = {}
 
     async def start(self, ctx: RunContext, executor: Executor, *, claim_thread: bool, deadline: float) -> None:
         """RUN_STARTED on the run's stream, then the executor in the background until ``deadline`` (epoch s)."""
         tenant = ctx.identity.tenant_id
+        key = (tenant, ctx.run_id)
+        feed = self._feeds[key] = RunFeed()
         emitter = RunEmitter(
             self._stream,
             run_stream_key(tenant, ctx.run_id),
@@ -96,6 +101,7 @@ class BackgroundRuns:
             # an expired run record): RUN_STARTED's write drops it first (one pipeline), before any reader of
             # this run tails the stream, so none replays another run's events.
             clear_run_stream=True,
+            written=feed,
         )
         # The executor starts first, so its way to the model request (context, prompt) overlaps RUN_STARTED's
         # write; RUN_STARTED is still the run's first event (queued before the executor runs), and the caller
@@ -103,12 +109,21 @@ class BackgroundRuns:
         task = asyncio.create_task(
             self._execute(ctx, executor, claim_thread, deadline, emitter), name=f"run:{ctx.run_id}"
         )
-        key = (tenant, ctx.run_id)
         self._tasks.add(task)
         self._by_run[key] = task
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _t: self._by_run.pop(key, None))
+        task.add_done_callback(lambda _t: self._end_feed(key))
         await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
+
+    def feed(self, tenant_id: str, run_id: str) -> RunFeed | None:
+        """The entries of the run executing here, as written to its stream; None for a run not executing here."""
+        return self._feeds.get((tenant_id, run_id))
+
+    def _end_feed(self, key: RunKey) -> None:
+        feed = self._feeds.pop(key, None)
+        if feed is not None:
+            feed.close()  # its readers take what is left, then go on from the stream if no terminal event came
 
     def is_running(self, tenant_id: str, run_id: str) -> bool:
         """Whether the run executes (or settles) in this process now."""

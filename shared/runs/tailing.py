@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from shared.models import Run, utc_now
 from shared.ports import EventStream, StreamEntry
 from shared.run_events.emitter import is_terminal
+from shared.runs.local_feed import RunFeed
 from shared.runs.outcomes import terminal_from_ledger
 from shared.stream_keys import run_stream_key
 
@@ -46,6 +47,8 @@ class LocalRuns(Protocol):
     def is_running(self, tenant_id: str, run_id: str) -> bool: ...
 
     def settled_here(self, tenant_id: str, run_id: str) -> bool: ...
+
+    def feed(self, tenant_id: str, run_id: str) -> RunFeed | None: ...
 
 
 def synthetic_entry(event: dict[str, Any]) -> StreamEntry:
@@ -117,6 +120,23 @@ class StreamTail:
         key = run_stream_key(tenant_id, run_id)
         cursor = after
         ends_at = self._tail_ends_at(deadline)
+        feed = self._local.feed(tenant_id, run_id)
+        reader = feed.reader(after) if feed is not None else None
+        while reader is not None:  # the run executes here: its entries as written, no read back from the stream
+            block_ms = self._block_ms(ends_at)
+            if block_ms is None:
+                return
+            entries = await reader.read(block_ms / 1000)
+            if entries is None:
+                break  # the feed cannot say more: the stream, from the last entry sent
+            if not entries:
+                yield None
+                continue
+            for entry in entries:
+                cursor = entry.id
+                yield entry
+                if is_terminal(entry.event):
+                    return
         while True:
             block_ms = self._block_ms(ends_at)
             if block_ms is None:

@@ -30,6 +30,9 @@ class KnownRuns:
     def settled_here(self, tenant_id: str, run_id: str) -> bool:
         return self.settled
 
+    def feed(self, tenant_id: str, run_id: str) -> None:
+        return None  # these tests read the stream (tests/unit/test_local_feed.py covers the feed)
+
 
 class Unreachable(InMemoryEventStream):
     async def read_after(self, key: str, after_id: str, *, block_ms: int, count: int = 100) -> Any:
