@@ -323,7 +323,7 @@ def run_ours(args: argparse.Namespace) -> None:
             memories = timings.wrap(memories, "memories")
         services = Services(settings, overrides=ServiceOverrides(store=store, stream=stream, memory_store=memories))
         port = _free_port()
-        app = create_app(services)
+        app = create_app(services, freeze_heap=True)  # a server process, as deployed
         if profiler is not None:
             _add_profile_switch(app, profiler)
         server = uvicorn.Server(_uvicorn_config(app, port))

@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.settings import Settings
+from shared.startup_heap import freeze_startup_heap
 
 if TYPE_CHECKING:
     from shared.wiring import LambdaFunction, Services
@@ -47,6 +48,7 @@ def init_container(function: LambdaFunction) -> Services | None:
     services = container_services()
     services.warm_up(function)
     asyncio.set_event_loop(container_loop())
+    freeze_startup_heap()
     return services
 
 

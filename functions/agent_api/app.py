@@ -22,6 +22,7 @@ from functions.agent_api.routes_memories import router as memories_router
 from functions.agent_api.routes_runs import router as runs_router
 from functions.agent_api.routes_threads import router as threads_router
 from shared.settings import Settings
+from shared.startup_heap import freeze_startup_heap
 from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ async def _exercise_routes(app: FastAPI) -> None:
         logger.info("start-up requests failed; the first request builds the routes", exc_info=True)
 
 
-def _lifespan(svc: Services) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+def _lifespan(svc: Services, *, freeze_heap: bool) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Lambda's init (the Web Adapter waits for the readiness check): clients and libraries are built here, not
@@ -53,6 +54,8 @@ def _lifespan(svc: Services) -> Callable[[FastAPI], AbstractAsyncContextManager[
         except Exception:
             logger.warning("could not open connections during start-up; the first request will", exc_info=True)
         await _exercise_routes(app)
+        if freeze_heap:
+            freeze_startup_heap()  # what start-up built lives as long as the process: full collections skip it
         yield
         await svc.runs.wait_idle()
 
@@ -63,7 +66,14 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-def create_app(services: Services | None = None) -> FastAPI:
+def create_app(services: Services | None = None, *, freeze_heap: bool | None = None) -> FastAPI:
+    """The app; ``services`` for tests and local servers (default: built from the environment, as deployed).
+
+    ``freeze_heap``: at the end of start-up, move what it built out of the garbage collector's reach
+    (``shared.startup_heap``). Default: only for the deployed app (no ``services`` given); a server process that
+    passes its own services (``make dev``, the benchmarks) says so, and tests that build many apps do not."""
+    if freeze_heap is None:
+        freeze_heap = services is None
     if services is None:
         from shared.observability import configure_logging
 
@@ -74,7 +84,7 @@ def create_app(services: Services | None = None) -> FastAPI:
         title="Agent backend",
         version="1.0.0",
         description="AG-UI runs over SSE with a worker executor; see docs/protocols/agent.",
-        lifespan=_lifespan(svc),
+        lifespan=_lifespan(svc, freeze_heap=freeze_heap),
     )
     app.state.services = svc
     install_error_handlers(app)

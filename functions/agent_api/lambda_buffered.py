@@ -15,6 +15,7 @@ from typing import Any
 from mangum import Mangum
 
 from shared.container import init_container
+from shared.startup_heap import freeze_startup_heap
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +29,7 @@ def _at_init() -> Mangum | None:
 
     built = Mangum(create_app(services), lifespan="off")
     _exercise(built)
+    freeze_startup_heap()  # again: the app and what the two invocations built
     return built
 
 

@@ -53,6 +53,8 @@ def test_the_first_invocation_after_init_builds_nothing(
     # THEN INIT built the services the function uses and created its boto3 clients
     assert EXPECTED_AT_INIT[function] <= set(report.init["built"])
     assert report.init["clients"] >= 1
+    # AND it froze what it built, so full collections during invocations skip it (shared.startup_heap)
+    assert report.init["frozen"] > 10_000
     # AND the first invocation did its work without building a service or creating a client
     first = report.first
     assert _succeeded(function, first["result"])
@@ -69,6 +71,7 @@ def test_without_lambda_init_the_first_invocation_builds_the_services(
     report = handler_runtime.run_handler(function, events, env, work, in_lambda=False)
     # THEN the import built nothing, and the first invocation built the services and their clients
     assert report.init["built"] == [] and report.init["clients"] == 0
+    assert report.init["frozen"] == 0  # nor froze anything: a test process keeps its collector as it is
     first = report.first
     assert _succeeded(function, first["result"])
     assert "services" in first["built"] and first["clients"] >= 1

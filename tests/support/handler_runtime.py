@@ -11,6 +11,7 @@ the buffered API function) are built by :func:`prepare` against a moto server an
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import json
 import os
@@ -105,7 +106,12 @@ def _child(job_path: str) -> None:
     handler = getattr(importlib.import_module(module_name), attr)
     init_ms = (time.perf_counter() - t0) * 1000
     _track_services()  # outside the timed INIT: in a process outside Lambda it imports the wiring
-    init = {"ms": init_ms, "clients": clients.count - before, "built": sorted(_built_parts())}
+    init = {
+        "ms": init_ms,
+        "clients": clients.count - before,
+        "built": sorted(_built_parts()),
+        "frozen": gc.get_freeze_count(),  # objects moved out of the collector's reach at the end of INIT
+    }
     invocations = []
     for index, event in enumerate(job["events"]):
         parts, before, t0 = _built_parts(), clients.count, time.perf_counter()
