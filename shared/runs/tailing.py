@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from shared.models import Run, utc_now
 from shared.ports import EventStream, StreamEntry
 from shared.run_events.emitter import is_terminal
-from shared.runs.local_feed import RunFeed
+from shared.runs.local_feed import FeedReader, RunFeed
 from shared.runs.outcomes import terminal_from_ledger
 from shared.stream_keys import run_stream_key
 
@@ -122,21 +122,13 @@ class StreamTail:
         ends_at = self._tail_ends_at(deadline)
         feed = self._local.feed(tenant_id, run_id)
         reader = feed.reader(after) if feed is not None else None
-        while reader is not None:  # the run executes here: its entries as written, no read back from the stream
-            block_ms = self._block_ms(ends_at)
-            if block_ms is None:
-                return
-            entries = await reader.read(block_ms / 1000)
-            if entries is None:
-                break  # the feed cannot say more: the stream, from the last entry sent
-            if not entries:
-                yield None
-                continue
-            for entry in entries:
-                cursor = entry.id
-                yield entry
-                if is_terminal(entry.event):
+        if reader is not None:  # the run executes here: its entries as written, not read back from the stream
+            async for item in self._feed_entries(reader, ends_at):
+                cursor = item.id if item is not None else cursor
+                yield item
+                if item is not None and is_terminal(item.event):
                     return
+        # The run executes elsewhere, or the feed could say no more: the stream, after the last entry sent.
         while True:
             block_ms = self._block_ms(ends_at)
             if block_ms is None:
@@ -158,6 +150,18 @@ class StreamTail:
                 yield entry
                 if is_terminal(entry.event):
                     return
+
+    async def _feed_entries(self, reader: FeedReader, ends_at: float) -> AsyncIterator[StreamEntry | None]:
+        """What the local feed holds, as a stream read would give it (None: a silent stretch), until the feed can
+        say no more or the response's time is up."""
+        while (block_ms := self._block_ms(ends_at)) is not None:
+            entries = await reader.read(block_ms / 1000)
+            if entries is None:
+                return
+            if not entries:
+                yield None
+            for entry in entries:
+                yield entry
 
     async def _rebuilt_terminal(self, tenant_id: str, run_id: str, key: str, cursor: str) -> list[StreamEntry] | None:
         """After a silent stretch: None while the run goes on (or its terminal event may still come); else what
