@@ -36,7 +36,6 @@ class RunFeed:
 
     def __init__(self, limit: int = FEED_LIMIT) -> None:
         self._entries: list[StreamEntry] = []
-        self._keys: list[tuple[int, int]] = []
         self._limit = limit
         self._changed = asyncio.Event()
         self.closed = False
@@ -52,7 +51,6 @@ class RunFeed:
             self.give_up()
             return
         self._entries.append(entry)
-        self._keys.append(_id_key(entry.id))
         self._wake()
 
     def give_up(self) -> None:
@@ -69,7 +67,7 @@ class RunFeed:
         if not self.usable:
             return None
         try:
-            position = bisect.bisect_right(self._keys, _id_key(after))
+            position = bisect.bisect_right(self._entries, _id_key(after), key=lambda entry: _id_key(entry.id))
         except ValueError:
             return None  # not a stream id: the stream reader says what that means
         return FeedReader(self, position)
