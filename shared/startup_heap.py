@@ -2,8 +2,8 @@
 
 ``gc.freeze`` moves them out of the collector's generations, so that a full collection walks only what requests
 made since. Without it, a full collection in the API process walked every imported module and class as well: in
-the server-overhead benchmark (16 concurrent runs), 4 full collections took 536 ms of the event loop, one of them
-204 ms, a stall every run in flight waited through (docs/benchmarks.md, "Time to first text").
+the server-overhead benchmark (96 runs, 16 at a time), the one full collection after start-up held the event loop
+for 189 ms, a stall every run in flight waited through (docs/benchmarks.md, "Time to first text").
 
 No collection runs first: ``gc.freeze`` alone takes well under a millisecond, while a full collection of a started
 process (about 127,000 tracked objects in the automation function) takes 120-160 ms of INIT and found 23
