@@ -70,8 +70,9 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
     """The app; ``services`` for tests and local servers (default: built from the environment, as deployed).
 
     ``freeze_heap``: at the end of start-up, move what it built out of the garbage collector's reach
-    (``shared.startup_heap``). Default: only for the deployed app (no ``services`` given); a server process that
-    passes its own services (``make dev``, the benchmarks) says so, and tests that build many apps do not."""
+    (``shared.startup_heap``). Default: only for the deployed app (no ``services`` given). A server process that
+    passes its own services says so (the benchmarks' server does); tests that build many apps, and ``make dev``,
+    which shares its app factory with them, do not."""
     if freeze_heap is None:
         freeze_heap = services is None
     if services is None:
