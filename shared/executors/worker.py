@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
@@ -17,6 +17,7 @@ from shared.context_window import ReadThrough, resolve_window
 from shared.errors import AgentError
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult
+from shared.executors.opened_turn import OpenedTurn
 from shared.executors.transcript import one_leading_system, to_chat_messages, with_run_notes
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatRequest, ToolSpec
@@ -76,21 +77,66 @@ class WorkerExecutor:
         self._mcp = mcp
         self._prefetched_note: tuple[str, str] | None = None
         """(run id, note) read by :meth:`prefetch` beside admission."""
+        self._prefetching = False
+        self._prefetched = asyncio.Event()
+        self._opened: OpenedTurn | None = None
+        """The first model request, opened by :meth:`preopen` while admission stores the run."""
 
     async def prefetch(self, ctx: RunContext) -> None:
         """The memory note, read beside admission (it needs only the caller and the message): the model request
         then waits for one round trip less. A failure is logged and the note read again in :meth:`execute`; a
         refused admission leaves the note unused."""
-        if self._memories is None or not ctx.latest_user_text:
-            return
+        self._prefetching = True
         try:
+            if self._memories is None or not ctx.latest_user_text:
+                return
             note = await self._memories.note(ctx.identity, ctx.latest_user_text, limit=self._memory_limit)
+            self._prefetched_note = (ctx.run_id, note)
         except Exception:
             logger.warning(
                 "memory note not read beside admission; read again", extra={"run_id": ctx.run_id}, exc_info=True
             )
+        finally:
+            self._prefetched.set()
+
+    def preopen(self, ctx: RunContext) -> None:
+        """Send the first model request now, while admission stores the run (shared/executors/opened_turn.py):
+        ``ctx.known_history`` is the thread as admission is about to leave it. :meth:`execute` takes the stream
+        when its own first request is the same. Not for runs whose tools come from MCP servers (listing them is
+        a request of its own, and audited)."""
+        if self._opened is not None or ctx.known_history is None or ctx.profile.tool_policy.mcp_servers:
             return
-        self._prefetched_note = (ctx.run_id, note)
+        self._opened = OpenedTurn(self._model, self._first_request(ctx))
+
+    async def discard_opened(self) -> None:
+        """Close the request :meth:`preopen` sent, if no turn took it (the run was refused, or attached to)."""
+        opened, self._opened = self._opened, None
+        if opened is not None:
+            await opened.discard()
+
+    async def _first_request(self, ctx: RunContext) -> ChatRequest | None:
+        """The first turn's request as :meth:`execute` will build it; None when it cannot tell yet (no memory
+        note read beside admission)."""
+        if self._prefetching:
+            await self._prefetched.wait()
+        result = ExecutionResult()
+        if self._memories is not None:
+            prefetched = self._prefetched_note
+            if prefetched is None or prefetched[0] != ctx.run_id:
+                return None
+            result.memory_note = prefetched[1]
+        return await self._build_request(ctx, self.gate(ctx).effective_tools(), result, record_repairs=False)
+
+    async def _model_for(self, request: ChatRequest) -> ChatModel:
+        """The opened stream when it was opened for exactly ``request``, else the model (the opened one closed)."""
+        opened, self._opened = self._opened, None
+        if opened is None:
+            return self._model
+        if opened.matches(request):
+            return opened
+        logger.info("first model request differs from the one opened ahead; sending it again")
+        await opened.discard()
+        return self._model
 
     def gate(self, ctx: RunContext, tools: ToolRegistry | None = None) -> ToolGate:
         """``declared ∩ profile allowlist ∩ system``, plus the offered front-end tools: see docs/policy.md."""
@@ -129,6 +175,12 @@ class WorkerExecutor:
         )
 
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+        try:
+            return await self._execute(ctx, emitter)
+        finally:
+            await self.discard_opened()
+
+    async def _execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
         result = ExecutionResult()
         # Written with the first event after the model request (one round trip less before it).
         await emitter.emit(StepStartedEvent(step_name=self.step_name), defer=True)
@@ -144,7 +196,7 @@ class WorkerExecutor:
                 request = await self._build_request(ctx, tools, result)
                 turn = ModelTurn(emitter)
                 try:
-                    turn_result = await turn.run(self._model, request)
+                    turn_result = await turn.run(await self._model_for(request), request)
                 finally:
                     if result.first_event_at is None and turn.first_event_at is not None:
                         result.first_event_at = turn.first_event_at
@@ -207,7 +259,9 @@ class WorkerExecutor:
             content = synthetic_error(reason, f"the run ended ({reason}) before this tool ran")
             await store_and_emit(self._store, emitter, ctx, call.id, content, synthetic=True)
 
-    async def _build_request(self, ctx: RunContext, tools: list[ToolSpec], result: ExecutionResult) -> ChatRequest:
+    async def _build_request(
+        self, ctx: RunContext, tools: list[ToolSpec], result: ExecutionResult, *, record_repairs: bool = True
+    ) -> ChatRequest:
         now = self._clock()
         prompt = (
             self._system_prompt(ctx, tools)
@@ -224,6 +278,12 @@ class WorkerExecutor:
             await self._read_memory_note(ctx, result)
             return base_reserve + count(result.memory_note or "")
 
+        # The note read beside the window's reads; when it is at hand already (read beside admission), nothing is
+        # awaited beside them (a gather costs passes of a busy event loop).
+        if self._note_at_hand(ctx, result):
+            reserve_tokens: int | Awaitable[int] = base_reserve + count(result.memory_note or "")
+        else:
+            reserve_tokens = reserve()
         window = await resolve_window(
             self._history_reader(ctx, result),
             ctx.identity.tenant_id,
@@ -231,21 +291,11 @@ class WorkerExecutor:
             ctx.profile.history_policy,
             now=now,
             count_tokens=message_counter_for(ctx.profile.model.name),
-            reserve_tokens=reserve(),
+            reserve_tokens=reserve_tokens,
         )
         memory_note = result.memory_note
-        for repair in window.repairs:
-            result.window_repairs += 1
-            await self._audit.record(
-                AuditRecord(
-                    kind="window_repair",
-                    tenant_id=ctx.identity.tenant_id,
-                    thread_id=ctx.thread_id,
-                    run_id=ctx.run_id,
-                    user_id=ctx.identity.user_id,
-                    details=dict(repair),
-                )
-            )
+        if record_repairs:
+            await self._record_repairs(ctx, result, window.repairs)
         notes: list[str] = []
         if memory_note:
             notes.append(memory_note)
@@ -262,6 +312,22 @@ class WorkerExecutor:
             thinking=ctx.profile.model.thinking,
         )
 
+    async def _record_repairs(
+        self, ctx: RunContext, result: ExecutionResult, repairs: Sequence[Mapping[str, object]]
+    ) -> None:
+        for repair in repairs:
+            result.window_repairs += 1
+            await self._audit.record(
+                AuditRecord(
+                    kind="window_repair",
+                    tenant_id=ctx.identity.tenant_id,
+                    thread_id=ctx.thread_id,
+                    run_id=ctx.run_id,
+                    user_id=ctx.identity.user_id,
+                    details=dict(repair),
+                )
+            )
+
     def _history_reader(self, ctx: RunContext, result: ExecutionResult) -> MessageHistoryReader:
         """The first window of a chat run is read from what admission read and stored (no store request); later
         turns (after tool calls) read the store."""
@@ -269,15 +335,21 @@ class WorkerExecutor:
             return ReadThrough(self._store, ctx.known_history)
         return self._store
 
-    async def _read_memory_note(self, ctx: RunContext, result: ExecutionResult) -> None:
-        """Once per run: the memories relevant to the message that started it (later turns reuse the note). Read
-        beside admission (``prefetch``), else beside the window, in the same round trip."""
+    def _note_at_hand(self, ctx: RunContext, result: ExecutionResult) -> bool:
+        """Whether the run's memory note needs no read: none is read, it was read (an earlier turn), or it was read
+        beside admission (``prefetch``; then it is taken into ``result``)."""
         if self._memories is None or result.memory_note is not None:
-            return
+            return True
         prefetched, self._prefetched_note = self._prefetched_note, None
         if prefetched is not None and prefetched[0] == ctx.run_id:
             result.memory_note = prefetched[1]
-        else:
+            return True
+        return False
+
+    async def _read_memory_note(self, ctx: RunContext, result: ExecutionResult) -> None:
+        """Once per run: the memories relevant to the message that started it (later turns reuse the note). Read
+        beside admission (``prefetch``), else beside the window, in the same round trip."""
+        if not self._note_at_hand(ctx, result):
             result.memory_note = await self._memory_note(ctx) or ""
 
     async def _memory_note(self, ctx: RunContext) -> str | None:

@@ -108,6 +108,9 @@ class RunEmitter:
         self._retry_interval_s = retry_interval_s
         self._max_backlog = max_backlog
         self._backlog: deque[tuple[str, dict[str, Any]]] = deque()
+        # Entries at the end of the backlog that wait for the next event (``defer``): a drain already under way
+        # (RUN_STARTED's write, when the executor emits while it is in flight) leaves them for that event's write.
+        self._held = 0
         self._failed_at: float | None = None
         self.last_id: str | None = None
         self.count = 0
@@ -145,9 +148,11 @@ class RunEmitter:
         # (start, steps, end), never its messages or tool calls. The event's JSON is encoded here, once.
         to_thread = self._thread_key is not None and (not self._hidden or data.get("type") in LIFECYCLE_TYPES)
         own, tagged = encode_event(data, thread_copy=to_thread, run_id=self._run_id)
+        queued = len(self._backlog)
         self._enqueue(self._run_key, own)
         if self._thread_key is not None and tagged is not None:
             self._enqueue(self._thread_key, tagged)
+        self._held = self._held + len(self._backlog) - queued if defer else 0
         self.count += 1
         kind = data.get("type")
         if kind == EventType.STEP_STARTED.value:
@@ -164,13 +169,15 @@ class RunEmitter:
             return None
         if self._failed_at is None or time.monotonic() - self._failed_at >= self._retry_interval_s:
             await self._drain()
-        written = not any(key == self._run_key for key, _ in self._backlog)
+        unwritten = len(self._backlog) - self._held  # what is held arrived after this event
+        written = not any(self._backlog[i][0] == self._run_key for i in range(unwritten))
         return self.last_id if written and self.last_id != before else None
 
     def _enqueue(self, key: str, data: dict[str, Any]) -> None:
         if len(self._backlog) >= self._max_backlog:
             self._backlog.popleft()
             self.dropped += 1
+            self._held = min(self._held, len(self._backlog))
         self._backlog.append((key, data))
 
     async def _drain(self) -> bool:
@@ -183,7 +190,8 @@ class RunEmitter:
             return await self._drain_unlocked()
 
     async def _drain_unlocked(self) -> bool:
-        while self._backlog:
+        """Write the backlog but what is held; True when nothing is left (not even held entries)."""
+        while len(self._backlog) > self._held:
             try:
                 if self._batches is not None:
                     written = await self._write_batch(self._batches)
@@ -208,10 +216,10 @@ class RunEmitter:
         if self._failed_at is not None:
             logger.info("event stream back; backlog written", extra={"run_id": self._run_id})
             self._failed_at = None
-        return True
+        return not self._backlog
 
     async def _write_batch(self, stream: BatchEventStream) -> list[tuple[tuple[str, dict[str, Any]], str]]:
-        batch = [self._backlog[i] for i in range(min(MAX_BATCH, len(self._backlog)))]
+        batch = [self._backlog[i] for i in range(min(MAX_BATCH, len(self._backlog) - self._held))]
         ids = await stream.append_batch(batch, clear=self._run_key if self._clear_pending else None)
         self._clear_pending = False
         if self.discarding:
@@ -238,9 +246,11 @@ class RunEmitter:
             self._written.give_up()
         self.dropped += len(self._backlog)
         self._backlog.clear()
+        self._held = 0
 
     async def flush(self, timeout_s: float) -> bool:
         """Try to write the backlog for up to ``timeout_s``; True when every accepted event is on the stream."""
+        self._held = 0
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:

@@ -18,7 +18,6 @@ joins the two.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 from shared.context_window import PAGE_SIZE, KnownHistory
 from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
+from shared.gather_inline import gather_inline
 from shared.models import Message, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import EventStream, ProbedStream
 from shared.ports.store import RunStore
@@ -46,6 +46,9 @@ result may answer are among them, and so is the first page of the run's context 
 
 SettleMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
 """``settle(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
+BeforeCommit = Callable[[KnownHistory], None]
+"""``before_commit(history)``: called once the run's messages are known, just before they are stored, with the
+thread as it will be once they are (numbered as the store numbers them, content not capped). Must not block."""
 
 
 @dataclass(frozen=True)
@@ -98,17 +101,19 @@ class Admitter:
         new_messages: Sequence[Message],
         claim_thread: bool = True,
         settle: SettleMessages | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> Admission:
         """Store the run and the caller's new messages, or attach to the run stored before under the same id.
 
         ``claim_thread`` makes the run exclusive on its thread (chat and automation runs); memory runs only read
         the thread and never make it busy. ``settle`` sees the new messages once the thread is claimed, and
         returns the ones to store (front-end tool results checked against the pending calls, repairs added); an
-        ``AgentError`` it raises refuses the run with nothing stored.
+        ``AgentError`` it raises refuses the run with nothing stored. ``before_commit`` (with ``settle``, for runs
+        that bring new messages) sees the thread as the run will find it, before the write that stores the run.
         """
         attempt = _Attempt(ctx, claim_thread)
         try:
-            return await self._store_or_attach(attempt, body_digest, new_messages, settle)
+            return await self._store_or_attach(attempt, body_digest, new_messages, settle, before_commit)
         except AgentError as exc:
             await self._give_back(attempt)
             existing = await self._existing_for_retry(ctx, exc)
@@ -128,9 +133,19 @@ class Admitter:
         body_digest: str,
         new_messages: Sequence[Message],
         settle: SettleMessages | None,
+        before_commit: BeforeCommit | None,
     ) -> Admission:
         ctx = attempt.ctx
         claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, settle)
+        if before_commit is not None and recent is not None and fresh and claimed.newly_claimed:
+            # A retry starts nothing ahead: of a stored run, it brings nothing new; of a run being admitted (the
+            # same request twice at once), the thread was claimed for it already.
+            numbered = [m.model_copy(update={"seq": claimed.last_seq + i}) for i, m in enumerate(fresh, start=1)]
+            ahead = KnownHistory.after_admission(
+                recent, read_limit=RECENT_LOOKBACK, last_seq=claimed.last_seq, stored=numbered
+            )
+            if ahead is not None:
+                before_commit(ahead)
         run = Run(
             run_id=ctx.run_id,
             thread_id=ctx.thread_id,
@@ -160,12 +175,11 @@ class Admitter:
         """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the messages to store,
         and (for ``settle``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
-        probed, claimed, known_ids, recent = await asyncio.gather(
-            self._probe_stream(),
+        claimed, probed, known_ids, recent = await gather_inline(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
+            self._probe_stream(),
             self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
             self._recent(ctx) if settle is not None else _nothing(),
-            return_exceptions=True,
         )
         if isinstance(claimed, ThreadClaim):
             attempt.claim = claimed

@@ -51,11 +51,19 @@ class Executor(Protocol):
 
 @runtime_checkable
 class Prefetching(Protocol):
-    """An executor with reads that need nothing of admission (the worker's memory note): they run beside it, so
-    the model request waits for one round trip less. ``prefetch`` never raises; what it could not read, ``execute``
-    reads again."""
+    """An executor that starts work beside admission, so its model request waits for fewer round trips.
+
+    - ``prefetch``: reads that need nothing of admission (the worker's memory note), run beside it. Never raises;
+      what it could not read, ``execute`` reads again.
+    - ``preopen``: called once admission knows the thread as the run will find it (``ctx.known_history``), before
+      the write that stores the run; it may send the first model request (it must not block).
+    - ``discard_opened``: the run was refused or attached to a stored one; close what ``preopen`` opened."""
 
     async def prefetch(self, ctx: RunContext) -> None: ...
+
+    def preopen(self, ctx: RunContext) -> None: ...
+
+    async def discard_opened(self) -> None: ...
 
 
 class BackgroundRuns:
@@ -105,15 +113,19 @@ class BackgroundRuns:
         )
         # The executor starts first, so its way to the model request (context, prompt) overlaps RUN_STARTED's
         # write; RUN_STARTED is still the run's first event (queued before the executor runs), and the caller
-        # tails the stream only once it is written.
+        # tails the stream only once it is written. Both tasks are created here, the run's first, so they take
+        # their first steps in the same pass of the event loop (the run's starts its watch before the executor
+        # runs): a pass of a loop busy with other runs costs milliseconds.
         task = asyncio.create_task(
-            self._execute(ctx, executor, claim_thread, deadline, emitter), name=f"run:{ctx.run_id}"
+            self._execute(ctx, claim_thread, deadline, emitter), name=f"run:{ctx.run_id}"
         )
+        self._inner[key] = asyncio.create_task(executor.execute(ctx, emitter), name=f"executor:{ctx.run_id}")
         self._tasks.add(task)
         self._by_run[key] = task
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda _t: self._by_run.pop(key, None))
         task.add_done_callback(lambda _t: self._end_feed(key))
+        task.add_done_callback(lambda _t: self._drop_executor(key))
         await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
 
     def feed(self, tenant_id: str, run_id: str) -> RunFeed | None:
@@ -160,9 +172,14 @@ class BackgroundRuns:
         self._past_deadline.add((tenant_id, run_id))
         self.cancel_local(tenant_id, run_id)
 
-    async def _execute(
-        self, ctx: RunContext, executor: Executor, claim_thread: bool, deadline: float, emitter: RunEmitter
-    ) -> None:
+    def _drop_executor(self, key: RunKey) -> None:
+        """The run's task ended: its executor goes with it (it ended already, unless the run's task was cancelled
+        before its first step)."""
+        inner = self._inner.pop(key, None)
+        if inner is not None and not inner.done():
+            inner.cancel()
+
+    async def _execute(self, ctx: RunContext, claim_thread: bool, deadline: float, emitter: RunEmitter) -> None:
         tenant = ctx.identity.tenant_id
         started = time.monotonic()
         watch = self._watch(ctx, emitter)
@@ -172,7 +189,7 @@ class BackgroundRuns:
         timer = asyncio.get_running_loop().call_later(stop_in, self._deadline_reached, tenant, ctx.run_id)
         outcome = shutdown_outcome()
         try:
-            outcome = await self._outcome(ctx, executor, emitter)
+            outcome = await self._outcome(ctx, emitter)
         finally:
             timer.cancel()
             self._past_deadline.discard((tenant, ctx.run_id))
@@ -197,12 +214,12 @@ class BackgroundRuns:
             on_cancel=lambda: self.cancel_local(tenant, ctx.run_id),
         )
 
-    async def _outcome(self, ctx: RunContext, executor: Executor, emitter: RunEmitter) -> Outcome:
-        """Run the executor, and say how the run ended: finished, cancelled, out of time or failed."""
+    async def _outcome(self, ctx: RunContext, emitter: RunEmitter) -> Outcome:
+        """Wait for the executor (started beside this run's task), and say how the run ended: finished,
+        cancelled, out of time or failed."""
         key = (ctx.identity.tenant_id, ctx.run_id)
         try:
-            inner = asyncio.create_task(executor.execute(ctx, emitter))
-            self._inner[key] = inner
+            inner = self._inner[key]
             try:
                 result = await self._executed(inner)
             finally:

@@ -13,7 +13,6 @@ ports, and none of them imports this module.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -21,6 +20,7 @@ from datetime import timedelta
 
 from shared.errors import NotFound
 from shared.executors.context import RunContext
+from shared.gather_inline import gather_inline
 from shared.models import Identity, Message, Run
 from shared.ports import EventStream, StreamEntry
 from shared.ports.store import RunStore
@@ -100,21 +100,44 @@ class RunService:
     ) -> Admission:
         """Store the run and the caller's new messages (``shared.runs.admission``), then start the executor in the
         background. A retry of an admitted run attaches to it and starts nothing."""
-        admitting = self._admitter.admit(
-            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, settle=settle
-        )
         if isinstance(executor, Prefetching):
-            # Both end before this returns, a refusal included: nothing is left running after the response.
-            outcome, _ = await asyncio.gather(admitting, executor.prefetch(ctx), return_exceptions=True)
-            if isinstance(outcome, BaseException):
-                raise outcome
-            admission = outcome
+            admission = await self._admit_prefetching(ctx, executor, body_digest, new_messages, claim_thread, settle)
         else:
-            admission = await admitting
+            admission = await self._admitter.admit(
+                ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, settle=settle
+            )
         if admission.created:
             if admission.history is not None:
                 ctx = replace(ctx, known_history=admission.history)
             await self.background.start(ctx, executor, claim_thread=claim_thread, deadline=self.invocation_deadline())
+        return admission
+
+    async def _admit_prefetching(
+        self,
+        ctx: RunContext,
+        executor: Prefetching,
+        body_digest: str,
+        new_messages: Sequence[Message],
+        claim_thread: bool,
+        settle: SettleMessages | None,
+    ) -> Admission:
+        """Admission with the executor's reads beside it, and its first model request sent before the run is
+        stored (``Prefetching``). Both end, or are closed, before this returns when the run is refused or attaches
+        to a stored one: nothing is left running after the response."""
+        admitting = self._admitter.admit(
+            ctx,
+            body_digest=body_digest,
+            new_messages=new_messages,
+            claim_thread=claim_thread,
+            settle=settle,
+            before_commit=lambda history: executor.preopen(replace(ctx, known_history=history)),
+        )
+        outcome, _ = await gather_inline(admitting, executor.prefetch(ctx))
+        if isinstance(outcome, BaseException) or not outcome.created:
+            await executor.discard_opened()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        admission: Admission = outcome
         return admission
 
     async def run_inline(

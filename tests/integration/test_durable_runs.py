@@ -142,10 +142,14 @@ async def test_repeated_post_attaches_to_one_run_and_a_different_body_conflicts(
             f"{live}/api/v1/agent", json=body("th-idem", "run-idem", "something else", "u-9"), headers=bearer()
         )
         history = (await client.get(f"{live}/api/v1/threads/th-idem/history", headers=bearer())).json()["items"]
-    # THEN all three streams are the same run, the model was called once, messages are stored once
+    # THEN all three streams are the same run, the model was called once for it, messages are stored once
     streams = [[f.json() for f in data_frames(parse_sse(r.text))] for r in (first, live_retry, late_retry)]
     assert streams[0] == streams[1] == streams[2]
-    assert len(model_server.requests) == 1
+    asked = [r["messages"][-1]["content"] for r in model_server.requests]
+    assert sum("count slowly" in text for text in asked) == 1
+    # AND the conflicting body's first request, sent while its admission was writing, went no further (closed
+    # when the write refused it): the retries sent none
+    assert len(asked) <= 2 and all("count slowly" in text or "something else" in text for text in asked)
     assert [m["id"] for m in history][:1] == ["u-1"] and len(history) == 2
     assert sum(1 for e in streams[0] if e["type"] == "RUN_FINISHED") == 1
     assert other.status_code == 409 and other.json()["error"]["code"] == "run_id_conflict"
