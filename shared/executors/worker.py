@@ -149,21 +149,28 @@ class WorkerExecutor:
             return self._tools
         offer = await self._mcp.tools_for(servers)
         for missing in offer.unavailable:
-            await self._audit.record(
-                AuditRecord(
-                    kind="tool_source_unavailable",
-                    tenant_id=ctx.identity.tenant_id,
-                    thread_id=ctx.thread_id,
-                    run_id=ctx.run_id,
-                    user_id=ctx.identity.user_id,
-                    details={
-                        "source": f"mcp:{missing.server}",
-                        "reason": missing.reason,
-                        "effect": "its tools are not offered in this run",
-                    },
-                )
+            await self._audit_run(
+                ctx,
+                "tool_source_unavailable",
+                {
+                    "source": f"mcp:{missing.server}",
+                    "reason": missing.reason,
+                    "effect": "its tools are not offered in this run",
+                },
             )
         return self._tools.with_tools(offer.tools)
+
+    async def _audit_run(self, ctx: RunContext, kind: str, details: dict[str, object]) -> None:
+        await self._audit.record(
+            AuditRecord(
+                kind=kind,
+                tenant_id=ctx.identity.tenant_id,
+                thread_id=ctx.thread_id,
+                run_id=ctx.run_id,
+                user_id=ctx.identity.user_id,
+                details=details,
+            )
+        )
 
     def _gate_context(self, ctx: RunContext) -> GateContext:
         return GateContext(
@@ -317,16 +324,7 @@ class WorkerExecutor:
     ) -> None:
         for repair in repairs:
             result.window_repairs += 1
-            await self._audit.record(
-                AuditRecord(
-                    kind="window_repair",
-                    tenant_id=ctx.identity.tenant_id,
-                    thread_id=ctx.thread_id,
-                    run_id=ctx.run_id,
-                    user_id=ctx.identity.user_id,
-                    details=dict(repair),
-                )
-            )
+            await self._audit_run(ctx, "window_repair", dict(repair))
 
     def _history_reader(self, ctx: RunContext, result: ExecutionResult) -> MessageHistoryReader:
         """The first window of a chat run is read from what admission read and stored (no store request); later

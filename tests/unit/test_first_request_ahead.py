@@ -14,18 +14,16 @@ import pytest
 from shared.adapters.in_memory_store import MAX_CONTENT_CHARS, InMemoryStore
 from shared.adapters.in_memory_stream import InMemoryEventStream
 from shared.errors import Conflict, ServiceUnavailable
-from shared.executors.context import RunContext
 from shared.executors.worker import WorkerExecutor
 from shared.llm.types import ChatChunk, ChatRequest
-from shared.models import ExecutionMeta, Identity, Message, Origin, Role, Run
+from shared.models import Identity, Message, Role, Run
 from shared.ports.store import AdmittedRun
-from shared.profiles import default_catalog
 from shared.runs.service import RunService
 from shared.stream_keys import run_stream_key
 from shared.tools.registry import ToolRegistry
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.unit.test_worker_prefetch import USER, context, keep
 
-USER = Identity(tenant_id="t1", user_id="u1")
 WRITE_S = 0.05
 """How long admission's write takes here: long enough that a request sent after it could not be mistaken."""
 
@@ -71,22 +69,6 @@ class Watched(ScriptedModel):
                 self.read_through += 1
             else:
                 self.closed_early += 1
-
-
-def context(run_id: str, text: str) -> RunContext:
-    return RunContext(
-        identity=USER,
-        thread_id="th-1",
-        run_id=run_id,
-        profile=default_catalog().get("chat_default"),
-        meta=ExecutionMeta(origin=Origin.CHAT),
-        latest_user_text=text,
-    )
-
-
-async def keep(fresh: list[Message], recent: list[Message]) -> list[Message]:
-    """The chat run's ``settle`` with no pending front-end call."""
-    return fresh
 
 
 class Rig:
