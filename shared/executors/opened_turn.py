@@ -23,56 +23,54 @@ logger = logging.getLogger(__name__)
 
 
 class OpenedTurn:
-    """One model stream opened ahead of its turn: ``build`` makes the request (None: open nothing), then the stream
-    is opened and its first chunk awaited, in a task of its own."""
+    """One model stream opened ahead of its turn: ``build`` makes the request (None: open nothing); a task of its own
+    then reads the stream as it arrives, so the response is consumed at the model's pace (the connection goes back
+    to the client's pool when the answer ends, as it would if the turn read it, not when the turn gets to it: a
+    connection returned late is more likely to be reused just as the server closes it for idleness)."""
 
     def __init__(self, model: ChatModel, build: Awaitable[ChatRequest | None]) -> None:
         self.request: ChatRequest | None = None
         self.provider = model.provider
         self._model = model
-        self._chunks: AsyncIterator[ChatChunk] | None = None
-        self._first = asyncio.ensure_future(self._open(build))
+        self._chunks: asyncio.Queue[ChatChunk | None] = asyncio.Queue()
+        """The chunks read so far; None after the last one (or after those that came before a failure)."""
+        self._reading = asyncio.ensure_future(self._read(build))
 
-    async def _open(self, build: Awaitable[ChatRequest | None]) -> ChatChunk | None:
+    async def _read(self, build: Awaitable[ChatRequest | None]) -> None:
         request = await build
         if request is None:
-            return None
+            return
         self.request = request
-        self._chunks = aiter(self._model.stream(request))
         try:
-            return await anext(self._chunks)
-        except StopAsyncIteration:
-            return None
+            async for chunk in self._model.stream(request):
+                self._chunks.put_nowait(chunk)
+        finally:
+            self._chunks.put_nowait(None)
 
     def matches(self, request: ChatRequest) -> bool:
         """Whether this stream was opened for exactly ``request``."""
         return self.request is not None and self.request == request
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        """The opened stream, from its first chunk (``request`` is the one it was opened for: see ``matches``);
-        raises what opening it raised (the model adapter's own errors, after its own retries)."""
+        """The opened stream, from its first chunk (``request`` is the one it was opened for: see ``matches``); after
+        the chunks it delivered, raises what the model adapter raised. Leaving it early (the turn cancelled) stops
+        the reading, which closes the model's response."""
         if not self.matches(request):
             raise ValueError("the opened stream was opened for another request")
-        first = await self._first
-        if first is None or self._chunks is None:
-            return
-        yield first
-        async for chunk in self._chunks:
-            yield chunk
+        try:
+            while (chunk := await self._chunks.get()) is not None:
+                yield chunk
+            await self._reading
+        finally:
+            if not self._reading.done():
+                self._reading.cancel()
 
     async def list_models(self) -> list[str]:
         return await self._model.list_models()
 
     async def discard(self) -> None:
         """Close it, unused: the run was refused or attached to, or its first request turned out different."""
-        self._first.cancel()
-        await asyncio.wait([self._first])
-        if not self._first.cancelled() and self._first.exception() is not None:
-            logger.warning("a model request opened ahead of its turn failed", exc_info=self._first.exception())
-        close = getattr(self._chunks, "aclose", None)
-        if close is not None:
-            try:
-                await close()
-            except Exception:
-                logger.warning("could not close a model stream opened ahead of its turn", exc_info=True)
-
+        self._reading.cancel()
+        await asyncio.wait([self._reading])
+        if not self._reading.cancelled() and self._reading.exception() is not None:
+            logger.warning("a model request opened ahead of its turn failed", exc_info=self._reading.exception())

@@ -26,6 +26,8 @@ from tests.unit.test_worker_prefetch import USER, context, keep
 
 WRITE_S = 0.05
 """How long admission's write takes here: long enough that a request sent after it could not be mistaken."""
+SLOW_MODEL_S = 1.0
+"""A model still thinking when a request sent ahead is closed (the stream is read as it arrives)."""
 
 
 class SlowWrite(InMemoryStore):
@@ -54,6 +56,7 @@ class Watched(ScriptedModel):
     def __init__(self, *turns: Turn) -> None:
         super().__init__(*turns)
         self.sent_at: list[float] = []
+        self.ended_at: list[float] = []
         self.closed_early = 0
         self.read_through = 0
 
@@ -65,6 +68,7 @@ class Watched(ScriptedModel):
                 yield chunk
             ended = True
         finally:
+            self.ended_at.append(time.monotonic())
             if ended:
                 self.read_through += 1
             else:
@@ -103,8 +107,37 @@ async def test_the_first_model_request_leaves_before_the_run_is_stored() -> None
     assert rig.model.requests[0].messages[-1].content == "hi"
 
 
+async def test_the_request_sent_ahead_is_read_as_the_model_sends_it_not_when_the_turn_gets_to_it() -> None:
+    # GIVEN a model that answers at once, and a write that takes longer than the answer
+    rig = Rig(Turn(text=["Hello", " there", "."]))
+    await rig.admit("run-1", "hi")
+    assert await rig.answer("run-1") == "Hello there."
+    # THEN the answer was read to its end (the response closed, its connection free again) before the run was even
+    # stored, and the turn then streamed it from what was read
+    assert rig.model.ended_at[0] < rig.store.written_at[0]
+    assert rig.model.read_through == 1
+
+
+async def test_cancelling_a_run_closes_the_request_it_sent_ahead() -> None:
+    rig = Rig(Turn(text=["one", " two", " three", " four"], delay_s=0.1))
+    await rig.admit("run-1", "hi")
+    seen: list[str] = []
+    async for entry in rig.runs.tail_run(USER.tenant_id, "run-1"):
+        if entry is None:
+            continue
+        seen.append(entry.event["type"])
+        if entry.event["type"] == "TEXT_MESSAGE_CONTENT" and "cancelled" not in seen:
+            seen.append("cancelled")
+            await rig.runs.cancel(USER, "run-1")
+    await rig.runs.wait_idle()
+    # THEN the model's stream was closed before its end, and the run ended as cancelled
+    assert (rig.model.closed_early, rig.model.read_through) == (1, 0)
+    run = await rig.store.get_run(USER.tenant_id, "run-1")
+    assert run is not None and run.status.value == "cancelled", run
+
+
 async def test_a_run_refused_at_the_write_closes_the_request_sent_ahead_and_leaves_nothing() -> None:
-    rig = Rig(Turn(text=["never read"]))
+    rig = Rig(Turn(text=["never read"], delay_s=SLOW_MODEL_S))
     rig.store.fail = True
     with pytest.raises(ServiceUnavailable):
         await rig.admit("run-1", "hi")
@@ -115,7 +148,7 @@ async def test_a_run_refused_at_the_write_closes_the_request_sent_ahead_and_leav
 
 
 async def test_a_conflicting_run_id_is_409_and_its_request_ahead_is_closed() -> None:
-    rig = Rig(Turn(text=["first"]), Turn(text=["never read"]))
+    rig = Rig(Turn(text=["first"]), Turn(text=["never read"], delay_s=SLOW_MODEL_S))
     await rig.admit("run-1", "hi")
     assert await rig.answer("run-1") == "first"
     # WHEN the same run id comes back with another body (a new message)
@@ -139,7 +172,7 @@ async def test_a_retry_of_a_stored_run_sends_nothing_ahead() -> None:
 
 async def test_a_first_request_that_differs_from_the_one_sent_ahead_is_sent_again() -> None:
     # GIVEN a message longer than the store keeps (it is stored cut, so the window differs from the guess)
-    rig = Rig(Turn(text=["never read"]), Turn(text=["Answered."]))
+    rig = Rig(Turn(text=["never read"], delay_s=SLOW_MODEL_S), Turn(text=["Answered."]))
     long_text = "x" * (MAX_CONTENT_CHARS + 10)
     await rig.admit("run-1", long_text)
     assert await rig.answer("run-1") == "Answered."
