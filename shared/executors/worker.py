@@ -77,8 +77,8 @@ class WorkerExecutor:
         self._mcp = mcp
         self._prefetched_note: tuple[str, str] | None = None
         """(run id, note) read by :meth:`prefetch` beside admission."""
-        self._prefetching = False
-        self._prefetched = asyncio.Event()
+        self._prefetched: asyncio.Event | None = None
+        """Set when :meth:`prefetch` has ended; None while it has not started."""
         self._opened: OpenedTurn | None = None
         """The first model request, opened by :meth:`preopen` while admission stores the run."""
 
@@ -86,7 +86,7 @@ class WorkerExecutor:
         """The memory note, read beside admission (it needs only the caller and the message): the model request
         then waits for one round trip less. A failure is logged and the note read again in :meth:`execute`; a
         refused admission leaves the note unused."""
-        self._prefetching = True
+        self._prefetched = prefetched = asyncio.Event()
         try:
             if self._memories is None or not ctx.latest_user_text:
                 return
@@ -97,7 +97,7 @@ class WorkerExecutor:
                 "memory note not read beside admission; read again", extra={"run_id": ctx.run_id}, exc_info=True
             )
         finally:
-            self._prefetched.set()
+            prefetched.set()
 
     def preopen(self, ctx: RunContext) -> None:
         """Send the first model request now, while admission stores the run (shared/executors/opened_turn.py):
@@ -117,7 +117,7 @@ class WorkerExecutor:
     async def _first_request(self, ctx: RunContext) -> ChatRequest | None:
         """The first turn's request as :meth:`execute` will build it; None when it cannot tell yet (no memory
         note read beside admission)."""
-        if self._prefetching:
+        if self._prefetched is not None:
             await self._prefetched.wait()
         result = ExecutionResult()
         if self._memories is not None:
