@@ -139,7 +139,8 @@ class Admitter:
         claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, settle)
         if before_commit is not None and recent is not None and fresh and claimed.newly_claimed:
             # A retry starts nothing ahead: of a stored run, it brings nothing new; of a run being admitted (the
-            # same request twice at once), the thread was claimed for it already.
+            # same request twice at once), the thread was claimed for it already. (Copies racing can still store the
+            # run from a copy that did not claim: the claimer's request is then closed, docs/reliability.md §3.)
             numbered = [m.model_copy(update={"seq": claimed.last_seq + i}) for i, m in enumerate(fresh, start=1)]
             ahead = KnownHistory.after_admission(
                 recent, read_limit=RECENT_LOOKBACK, last_seq=claimed.last_seq, stored=numbered
