@@ -38,6 +38,7 @@ system-deps:
 	@command -v redis-server >/dev/null || { apt-get update -qq && apt-get install -y -qq redis-server; }
 	@command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm; }
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+	@command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
 	@{ command -v cmake && command -v g++; } >/dev/null || { apt-get update -qq && apt-get install -y -qq cmake g++; }
 
 node-deps:

@@ -21,6 +21,12 @@ Each child reports two clocks around the import: wall time (``time.perf_counter`
 (``time.process_time``, user + system). On a shared machine other jobs stretch the wall time of an import (the
 child waits for a core) but hardly its CPU time, so the CPU ratio is the steadier figure there; both are reported.
 Runs alternate ours / bare so both see the same machine noise; the median of ``--repeats`` (>= 10) is reported.
+
+``--instructions`` adds a third measure that does not depend on the machine's speed at all: the CPU instructions
+each import executes, counted by valgrind's callgrind (``Ir``), with the interpreter's own start-up (``python -c
+pass``) subtracted from both sides and a fixed ``PYTHONHASHSEED``. Two runs of the same tree agree to within a few
+thousand instructions of several hundred million, so this ratio tells a change of 1 % where the timed ratios, on a
+shared machine, move by 10 % between runs. It counts work, not time: cache misses and page faults are not in it.
 ``-X importtime`` then names the heaviest libraries and which of our modules imports each at module level: the
 candidates for a lazy import.
 """
@@ -31,6 +37,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -156,6 +163,15 @@ class EntryResult:
     third_party_modules: int = 0
     heavy: list[tuple[str, float, str]] = field(default_factory=list)
     """(library, cumulative ms, the nearest of our modules that imports it at module level)."""
+    ours_instructions: int | None = None
+    bare_instructions: int | None = None
+    """Instructions of each import, the interpreter's start-up subtracted (``--instructions``); None: not counted."""
+
+    @property
+    def instruction_ratio(self) -> float | None:
+        if self.ours_instructions is None or not self.bare_instructions:
+            return None
+        return self.ours_instructions / self.bare_instructions
 
     @property
     def ours(self) -> float:
@@ -217,7 +233,31 @@ def heavy_imports(module: str, top: int) -> list[tuple[str, float, str]]:
     return [(name, ms, importer) for name, (ms, importer) in ranked[:top] if importer or ms >= 1]
 
 
-def measure(module: str, repeats: int, top: int) -> EntryResult:
+_COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def instructions_of(code: str) -> int:
+    """Instructions executed by ``python -c code`` (valgrind's callgrind), hash seed fixed."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", code],
+        cwd=ROOT, env={**_env(), "PYTHONHASHSEED": "0"}, capture_output=True, text=True, timeout=600, check=False,
+    )
+    found = _COLLECTED.search(done.stderr)
+    if done.returncode != 0 or found is None:
+        raise RuntimeError(f"callgrind failed:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def count_instructions(result: EntryResult, third_party: Sequence[str]) -> None:
+    """Ours and bare in instructions, each counted twice (the second count is kept: the first of a tree that just
+    changed can include compiling its bytecode)."""
+    start = min(instructions_of("pass") for _ in range(2))
+    ours = [instructions_of(_TIMED.format(names=[result.module])) for _ in range(2)][-1]
+    bare = [instructions_of(_TIMED.format(names=list(third_party))) for _ in range(2)][-1]
+    result.ours_instructions, result.bare_instructions = ours - start, bare - start
+
+
+def measure(module: str, repeats: int, top: int, *, instructions: bool = False) -> EntryResult:
     result = EntryResult(module)
     done = _python(_DISCOVER.format(module=module))
     if done.returncode != 0:
@@ -243,6 +283,8 @@ def measure(module: str, repeats: int, top: int) -> EntryResult:
             series[kind][0].append(wall)
             series[kind][1].append(cpu)
     result.heavy = heavy_imports(module, top)
+    if instructions:
+        count_instructions(result, third_party)
     return result
 
 
@@ -254,7 +296,12 @@ def main(argv: Sequence[str] | None = None) -> list[EntryResult]:
     parser.add_argument("--modules", default=",".join(ENTRY_MODULES))
     parser.add_argument("--no-template-env", action="store_true",
                         help="run the children without the literal Globals variables of template.yaml")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each import's CPU instructions with valgrind (deterministic; slow: ~1 min "
+                             "per module)")
     args = parser.parse_args(argv)
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind (apt-get install valgrind)")
     TEMPLATE_ENV.clear()
     if not args.no_template_env:
         TEMPLATE_ENV.update(template_environment())
@@ -267,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> list[EntryResult]:
         if not module_exists(module):
             skipped.append(module)
             continue
-        results.append(measure(module, repeats, args.top))
+        results.append(measure(module, repeats, args.top, instructions=args.instructions))
     print(f"machine: {machine()}; {_load()}; median of {repeats} fresh interpreters per figure (wall and CPU time)")
     print("environment of the children: " + (
         "template.yaml Globals literals " + ", ".join(f"{k}={v}" for k, v in sorted(TEMPLATE_ENV.items()))
@@ -284,6 +331,16 @@ def main(argv: Sequence[str] | None = None) -> list[EntryResult]:
             ],
         )
     )
+    counted = [r for r in results if r.instruction_ratio is not None]
+    if counted:
+        print()
+        print("Instructions (valgrind callgrind, interpreter start-up subtracted, PYTHONHASHSEED=0):")
+        print()
+        print(markdown_table(
+            ["entry module", "ours (millions)", "bare (millions)", "instruction ratio"],
+            [[r.module, f"{(r.ours_instructions or 0) / 1e6:.1f}", f"{(r.bare_instructions or 0) / 1e6:.1f}",
+              f"{r.instruction_ratio:.3f}"] for r in counted],
+        ))
     for name in skipped:
         print(f"skipped {name}: the module does not exist in this tree")
     for r in results:

@@ -123,6 +123,14 @@ def test_cold_start_smoke_times_an_entry_module_against_its_libraries() -> None:
     assert entry.heavy, "-X importtime found no library imports"
 
 
+def test_cold_start_instruction_counts_repeat_exactly_enough_to_tell_one_percent() -> None:
+    # `--instructions` (valgrind, installed by `make test`): the same program counts the same, and one more import
+    # counts more. This is what makes the instruction ratio a figure that one run can give.
+    start = [cold_start.instructions_of("pass") for _ in range(2)]
+    assert abs(start[0] - start[1]) < 0.002 * start[0]
+    assert cold_start.instructions_of("import json, decimal") > 1.01 * start[0]
+
+
 def test_first_request_smoke_times_a_fresh_start_against_warm_requests() -> None:
     # A fresh instance started by run.sh: one first request and two warm ones, each to its first text.
     result = first_request.main(["--smoke"])
