@@ -37,10 +37,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from shared.models import Message, Role
@@ -61,10 +60,9 @@ class RepairKind(StrEnum):
     TOKEN_CAP_EXCEEDED = "token_cap_exceeded_by_current_turn"
 
 
-@dataclass
-class WindowResult:
+class WindowResult(NamedTuple):
     messages: list[Message]
-    repairs: list[dict[str, Any]] = field(default_factory=list)
+    repairs: list[dict[str, Any]]
     store_requests: int = 0
     input_tokens: int = 0
     """The window's size according to the token counter used (an estimate unless it is the model's own)."""
@@ -74,8 +72,7 @@ PAGE_SIZE = 50
 """Messages per ``read_back`` request of the window (and of admission's read of the newest messages)."""
 
 
-@dataclass(frozen=True)
-class KnownHistory:
+class KnownHistory(NamedTuple):
     """A thread's newest messages as admission left them: what it read beside the claim plus what it stored.
 
     Admission reads the newest page of the thread anyway (the pending front-end calls are in it) and then appends

@@ -1,12 +1,10 @@
 """Domain models: what the store keeps and what executors read, independent of any SDK or wire format."""
 
-from __future__ import annotations
-
 import hashlib
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -127,7 +125,7 @@ class Usage(BaseModel):
     cached_input_tokens: int = 0
     estimated: bool = False
 
-    def add(self, other: Usage) -> Usage:
+    def add(self, other: "Usage") -> "Usage":
         return self.model_copy(
             update={
                 "input_tokens": self.input_tokens + other.input_tokens,
@@ -167,8 +165,8 @@ class Run(BaseModel):
     cancel_requested: bool = False
 
 
-class ThreadClaim(BaseModel):
-    """A thread opened and claimed for a run in one request (admission)."""
+class ThreadClaim(NamedTuple):
+    """A thread opened and claimed for a run in one request (admission). Built by the store, never parsed."""
 
     last_seq: int
     """The thread's message counter when it was claimed (0 for a new thread)."""
@@ -178,8 +176,9 @@ class ThreadClaim(BaseModel):
     """The claim created the thread (it did not exist)."""
 
 
-class ThreadTakeover(BaseModel):
-    """A thread taken over from a run whose lease had expired (its process froze or died)."""
+class ThreadTakeover(NamedTuple):
+    """A thread taken over from a run whose lease had expired (its process froze or died). Built by the store,
+    never parsed."""
 
     previous_run_id: str
     previous: Run | None = None

@@ -15,15 +15,12 @@ Roll-out and rollback (docs/design.md §11) are applied by :meth:`ProfileCatalog
 Settings are passed in explicitly; nothing here reads the environment.
 """
 
-from __future__ import annotations
-
 import json
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NamedTuple, NoReturn
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -40,8 +37,7 @@ MEMORY_TOOL_NAMES: frozenset[str] = frozenset({"memory_write", "memory_forget"})
 """Tools implemented by the memory executor itself; memory profiles may allow only these."""
 
 
-@dataclass(frozen=True)
-class ModelTraits:
+class ModelTraits(NamedTuple):
     """What the loader must know about a model id before a profile may use it."""
 
     thinking_off: bool
@@ -107,7 +103,7 @@ class HistoryPolicy(BaseModel):
     older messages. ``None`` (the default) is the plain sliding window. See docs/policy.md §2.6."""
 
     @model_validator(mode="after")
-    def _block_size_needs_last_n(self) -> HistoryPolicy:
+    def _block_size_needs_last_n(self) -> "HistoryPolicy":
         if self.block_size is not None and self.mode != "last_n_user_messages":
             raise ValueError("block_size applies only to mode 'last_n_user_messages'")
         return self
@@ -254,8 +250,7 @@ class ProfileCatalog:
 # ----------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ProfileProblem:
+class ProfileProblem(NamedTuple):
     """One mistake in a profile file: where, which field, what is wrong and how to fix it."""
 
     source: str
@@ -271,7 +266,7 @@ def _fail(problems: list[ProfileProblem]) -> NoReturn:
     raise ConfigurationError(
         "invalid execution profile configuration:\n" + "\n".join(p.render() for p in problems),
         code="invalid_profile",
-        details=[p.__dict__ for p in problems],
+        details=[p._asdict() for p in problems],
     )
 
 

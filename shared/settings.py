@@ -1,8 +1,6 @@
 """One settings model, read once from the environment. Environment variable names appear only here and in
 template.yaml (and the local runner, which sets defaults)."""
 
-from __future__ import annotations
-
 import os
 from collections.abc import Mapping
 from typing import Literal
@@ -88,7 +86,7 @@ class Settings(BaseModel):
     a handler module builds its services while it is imported (the INIT phase), not on its first invocation."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         e = os.environ if env is None else env
 
         def opt(name: str) -> str | None:

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal, Protocol, cast
@@ -88,16 +88,14 @@ class ServiceOverrides:
     automation_scheduler: TaskScheduler | None = None
 
 
-@dataclass
 class Services:
     """Every long-lived object one process needs. One per process (per Lambda container)."""
 
-    settings: Settings
-    overrides: ServiceOverrides = field(default_factory=ServiceOverrides)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.overrides, ServiceOverrides):
-            raise TypeError(f"overrides must be a ServiceOverrides, not {type(self.overrides).__name__}")
+    def __init__(self, settings: Settings, overrides: ServiceOverrides | None = None) -> None:
+        if overrides is not None and not isinstance(overrides, ServiceOverrides):
+            raise TypeError(f"overrides must be a ServiceOverrides, not {type(overrides).__name__}")
+        self.settings = settings
+        self.overrides = overrides if overrides is not None else ServiceOverrides()
 
     def use_run_completed_publisher(self, publisher: RunCompletedPublisher) -> None:
         """Install the run-completed publisher of a process whose consumer needs these services itself (the local

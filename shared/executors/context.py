@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from shared.context_window import KnownHistory
 from shared.llm.types import ToolSpec
@@ -10,8 +10,7 @@ from shared.models import ExecutionMeta, Identity
 from shared.profiles import ExecutionProfile
 
 
-@dataclass(frozen=True)
-class RunContext:
+class RunContext(NamedTuple):
     """Who asked, for which thread and run, with which profile, and what the request declared."""
 
     identity: Identity

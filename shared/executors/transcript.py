@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 
 from shared.llm.types import RUN_NOTES_BEGIN, RUN_NOTES_END, ChatMessage
 from shared.models import Message, Role
@@ -52,7 +51,7 @@ def with_run_notes(history: list[ChatMessage], notes: list[str]) -> list[ChatMes
     if newest_user is None:
         return [*history, ChatMessage(role="user", content=block)]
     target = history[newest_user]
-    merged = replace(target, content=f"{block}\n\n{target.content or ''}")
+    merged = target._replace(content=f"{block}\n\n{target.content or ''}")
     return [*history[:newest_user], merged, *history[newest_user + 1 :]]
 
 

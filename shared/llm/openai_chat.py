@@ -411,7 +411,7 @@ def _tool_params(tools: tuple[ToolSpec, ...]) -> list[ChatCompletionToolParam]:
 
 def _estimate_request_tokens(request: ChatRequest) -> int:
     messages = json.dumps([m.to_openai() for m in request.messages], ensure_ascii=False)
-    tools = json.dumps([t.__dict__ for t in request.tools], ensure_ascii=False) if request.tools else ""
+    tools = json.dumps([t._asdict() for t in request.tools], ensure_ascii=False) if request.tools else ""
     return estimate_tokens(messages) + estimate_tokens(tools)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from shared.models import Usage
 
@@ -21,8 +21,7 @@ def without_run_notes(text: str) -> str:
     return text if end < 0 else text[end + len(RUN_NOTES_END) :].lstrip("\n")
 
 
-@dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec(NamedTuple):
     """A tool as offered to the model: name, description and JSON-schema parameters."""
 
     name: str
@@ -30,8 +29,7 @@ class ToolSpec:
     parameters: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class ChatMessage:
+class ChatMessage(NamedTuple):
     """A message in the OpenAI chat shape, already cut to the window."""
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -60,8 +58,7 @@ class ChatMessage:
         return data
 
 
-@dataclass(frozen=True)
-class ChatRequest:
+class ChatRequest(NamedTuple):
     """One call to a chat model: the model id, the window of messages, the tools offered and the options."""
 
     model: str
@@ -74,15 +71,13 @@ class ChatRequest:
     """Force a call of this tool (the preflight's check); None lets the model decide."""
 
 
-@dataclass(frozen=True)
-class TextDelta:
+class TextDelta(NamedTuple):
     """A fragment of the answer text, as streamed."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class ReasoningDelta:
+class ReasoningDelta(NamedTuple):
     """Reasoning text the provider sent although thinking was off; never shown to users, only counted."""
 
     text: str
@@ -90,7 +85,9 @@ class ReasoningDelta:
 
 @dataclass(frozen=True)
 class ToolCallDelta:
-    """A fragment of a streamed tool call; fragments with the same ``index`` belong to one call."""
+    """A fragment of a streamed tool call; fragments with the same ``index`` belong to one call.
+
+    A dataclass, unlike the other chunks: as a ``NamedTuple`` its ``index`` would shadow ``tuple.index``."""
 
     index: int
     id: str | None = None
@@ -98,8 +95,7 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-@dataclass(frozen=True)
-class Finished:
+class Finished(NamedTuple):
     """The end of a model response: the finish reason and the usage of the call."""
 
     reason: str

@@ -8,12 +8,10 @@ contract: tests/contract/test_event_stream_contract.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 
-@dataclass(frozen=True)
-class StreamEntry:
+class StreamEntry(NamedTuple):
     """One event in a run's or thread's stream; ``id`` is the stream entry id (the SSE ``id:``)."""
 
     id: str

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.context_window import PAGE_SIZE, KnownHistory
 from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
@@ -32,7 +32,6 @@ from shared.models import Message, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import EventStream, ProbedStream
 from shared.ports.store import RunStore
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
-from shared.runs.sweeper import RunSweeper, SweepReport
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +50,7 @@ BeforeCommit = Callable[[KnownHistory], None]
 thread as it will be once they are (numbered as the store numbers them, content not capped). Must not block."""
 
 
-@dataclass(frozen=True)
-class Admission:
+class Admission(NamedTuple):
     """The admitted run; ``created`` is False when the request attached to a run admitted before (a retry).
     ``history``: the thread's newest messages as admission left them, when it read them (chat runs)."""
 
@@ -91,7 +89,6 @@ class Admitter:
         self._store = store
         self._stream = stream
         self._lease = lease
-        self._sweeper = RunSweeper(store, stream)
 
     async def admit(
         self,
@@ -272,8 +269,12 @@ class Admitter:
         )
         if previous is None or previous.status.is_terminal:
             return
+        # Imported here, not with this module: only a takeover needs the sweeper's repair, so a function's start-up
+        # (Lambda INIT) does not load it; a takeover is rare (a run whose process stopped) and pays it once.
+        from shared.runs.sweeper import RunSweeper, SweepReport
+
         try:
-            await self._sweeper.end_run(previous, cutoff, SweepReport(), reason="lease_expired")
+            await RunSweeper(self._store, self._stream).end_run(previous, cutoff, SweepReport(), reason="lease_expired")
         except Exception:
             # The context window still repairs dangling calls at read time, and the sweeper ends the run later.
             logger.exception("could not close the run taken over", extra={"run_id": takeover.previous_run_id})

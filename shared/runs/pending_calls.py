@@ -22,7 +22,7 @@ Results are stored right after their call, in call order, before the run's user 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from shared.errors import InvalidRequest
 from shared.models import ExecutionMeta, Message, Role
@@ -75,33 +75,34 @@ async def settle_pending_calls(
     return [*settled, *others]
 
 
-@dataclass
-class _CallsOnRecord:
+class _CallsOnRecord(NamedTuple):
     """The tool calls among the thread's newest messages: which were handed to the client, which have a result,
     and which are pending (the module docstring says when)."""
 
-    handed: dict[str, bool] = field(default_factory=dict)
+    handed: dict[str, bool]
     """call id -> handed to the client (a front-end call)"""
-    answered: set[str] = field(default_factory=set)
-    pending: list[str] = field(default_factory=list)
+    answered: set[str]
+    pending: list[str]
 
     @classmethod
     def of(cls, newest_first: list[Message]) -> _CallsOnRecord:
-        record = cls()
+        handed: dict[str, bool] = {}
+        answered: set[str] = set()
+        pending: list[str] = []
         for msg in newest_first:
             if msg.role is Role.ASSISTANT:
                 frontend = set(msg.flags.get(FRONTEND_CALLS_FLAG) or ())
-                record.handed.update({call.id: call.id in frontend for call in msg.tool_calls})
+                handed.update({call.id: call.id in frontend for call in msg.tool_calls})
             elif msg.role is Role.TOOL and msg.tool_call_id:
-                record.answered.add(msg.tool_call_id)
+                answered.add(msg.tool_call_id)
         for msg in newest_first:
             if msg.role is Role.USER:
                 break
             if msg.role is Role.ASSISTANT and msg.tool_calls:
                 frontend = set(msg.flags.get(FRONTEND_CALLS_FLAG) or ())
-                record.pending = [c.id for c in msg.tool_calls if c.id in frontend and c.id not in record.answered]
+                pending = [c.id for c in msg.tool_calls if c.id in frontend and c.id not in answered]
                 break
-        return record
+        return cls(handed, answered, pending)
 
     def answers(self, results: list[Message]) -> dict[str, Message]:
         """The pending call each tool result answers; ``InvalidRequest`` for a result that answers none."""

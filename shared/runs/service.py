@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 from datetime import timedelta
 
 from shared.errors import NotFound
@@ -108,7 +107,7 @@ class RunService:
             )
         if admission.created:
             if admission.history is not None:
-                ctx = replace(ctx, known_history=admission.history)
+                ctx = ctx._replace(known_history=admission.history)
             await self.background.start(ctx, executor, claim_thread=claim_thread, deadline=self.invocation_deadline())
         return admission
 
@@ -130,7 +129,7 @@ class RunService:
             new_messages=new_messages,
             claim_thread=claim_thread,
             settle=settle,
-            before_commit=lambda history: executor.preopen(replace(ctx, known_history=history)),
+            before_commit=lambda history: executor.preopen(ctx._replace(known_history=history)),
         )
         outcome, _ = await gather_inline(admitting, executor.prefetch(ctx))
         if isinstance(outcome, BaseException) or not outcome.created:

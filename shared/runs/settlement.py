@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ag_ui.core import BaseEvent, RunErrorEvent, RunFinishedEvent, StepFinishedEvent
 
@@ -43,8 +42,7 @@ AFTER_RUN_TIMEOUT_S = 10.0
 RunFinishedHook = Callable[[RunContext, RunStatus, ExecutionResult], Awaitable[None]]
 
 
-@dataclass
-class Outcome:
+class Outcome(NamedTuple):
     """How a run ended: what the ledger records, and the terminal event that goes on the stream last."""
 
     status: RunStatus = RunStatus.FAILED

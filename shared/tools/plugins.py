@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Iterable
-from dataclasses import replace
 
 from shared.errors import ConfigurationError
 from shared.tools.arguments import schema_problem
@@ -44,7 +43,9 @@ def load_plugin(path: str) -> list[ServerTool]:
         raise _fail(path, f"module {module_name!r} has no attribute {attribute!r}") from None
     if callable(value) and not isinstance(value, ServerTool):
         value = value()
-    items: Iterable[object] = value if isinstance(value, list | tuple) else [value]
+    items: Iterable[object] = [value]
+    if isinstance(value, list | tuple) and not isinstance(value, ServerTool):  # a ServerTool is a NamedTuple
+        items = value
     tools: list[ServerTool] = []
     for item in items:
         if not isinstance(item, ServerTool):
@@ -59,7 +60,7 @@ def load_plugin(path: str) -> list[ServerTool]:
             raise _fail(path, f"tool {name!r}: parameters must be a JSON Schema of type object ({problem or 'type'})")
         if item.timeout_s <= 0 or item.max_output_chars < 1:
             raise _fail(path, f"tool {name!r}: timeout_s and max_output_chars must be positive")
-        tools.append(replace(item, source=f"plugin:{path}"))
+        tools.append(item._replace(source=f"plugin:{path}"))
     return tools
 
 

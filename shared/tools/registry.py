@@ -9,8 +9,7 @@ timeout and an output cap. Built-in tools live in ``shared/tools``; deployments 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.errors import ConfigurationError
 from shared.llm.types import ToolSpec
@@ -21,8 +20,7 @@ MCP_PREFIX = "mcp__"
 """Names under this prefix belong to MCP servers (``mcp__<server>__<tool>``); no other tool may take one."""
 
 
-@dataclass(frozen=True)
-class ToolContext:
+class ToolContext(NamedTuple):
     """What a tool may know about the run that calls it."""
 
     tenant_id: str
@@ -38,8 +36,7 @@ class ToolFailed(Exception):
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 
 
-@dataclass(frozen=True)
-class ServerTool:
+class ServerTool(NamedTuple):
     """A tool the server runs. Arguments are checked against ``spec.parameters`` before ``handler`` is called."""
 
     spec: ToolSpec

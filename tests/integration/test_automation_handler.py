@@ -34,6 +34,7 @@ from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
 from shared.models import Identity, utc_now
 from shared.run_events.emitter import RunEmitter
+from shared.settings import Settings
 from shared.wiring import ServiceOverrides, Services
 from tests.conftest import REGION, TABLE, bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
@@ -388,9 +389,12 @@ class RecordingMemoryExecutor:
         return ExecutionResult()
 
 
-@dataclass
 class ServicesWithMemory(Services):
-    memory: RecordingMemoryExecutor = field(default_factory=RecordingMemoryExecutor)
+    def __init__(
+        self, settings: Settings, *, overrides: ServiceOverrides, memory: RecordingMemoryExecutor | None = None
+    ) -> None:
+        super().__init__(settings, overrides)
+        self.memory = memory or RecordingMemoryExecutor()
 
     def memory_executor(self) -> RecordingMemoryExecutor:
         return self.memory

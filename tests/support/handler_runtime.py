@@ -76,13 +76,13 @@ def _track_services() -> None:
     """Record every ``Services`` made from now on (a handler outside Lambda makes its own on first use)."""
     from shared.wiring import Services
 
-    original = Services.__post_init__
+    original = Services.__init__
 
-    def tracked(self: Any) -> None:
-        original(self)
+    def tracked(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
         _SERVICES.append(self)
 
-    Services.__post_init__ = tracked  # type: ignore[method-assign]
+    Services.__init__ = tracked  # type: ignore[method-assign]
     container = sys.modules.get("shared.container")
     made = getattr(container, "_services", None) if container else None
     if made is not None:
