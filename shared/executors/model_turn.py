@@ -27,14 +27,14 @@ from shared.ports.model import ChatModel
 from shared.run_events.emitter import RunEmitter
 
 
-@dataclass
 class _PendingCall:
     """A tool call being put together from its streamed fragments."""
 
-    id: str | None = None
-    name: str | None = None
-    arguments: str = ""
-    started: bool = False
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+        self.arguments = ""
+        self.started = False
 
 
 @dataclass

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -59,13 +58,13 @@ class Admission(NamedTuple):
     history: KnownHistory | None = None
 
 
-@dataclass
 class _Attempt:
     """One admission as it goes: what it claimed, so a refusal can give it back."""
 
-    ctx: RunContext
-    claim_thread: bool
-    claim: ThreadClaim | None = None
+    def __init__(self, ctx: RunContext, claim_thread: bool) -> None:
+        self.ctx = ctx
+        self.claim_thread = claim_thread
+        self.claim: ThreadClaim | None = None
 
     @property
     def holds_new_claim(self) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from shared.models import Run
@@ -38,14 +37,14 @@ STOP_WAIT_S = 0.2
 goes on reading); such a watcher sees the stop flag when its read returns (at most ``SIGNAL_BLOCK_MS``) and ends."""
 
 
-@dataclass
 class LeaseState:
     """What the watchers learned: ``lost`` when another run took the thread over and ended this one."""
 
-    lost: bool = False
-    beats: int = 0
-    failed_beats: int = 0
-    cancel_seen_via: str | None = None
+    def __init__(self) -> None:
+        self.lost = False
+        self.beats = 0
+        self.failed_beats = 0
+        self.cancel_seen_via: str | None = None
 
 
 class RunWatch:
