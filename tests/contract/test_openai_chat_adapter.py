@@ -493,6 +493,8 @@ async def test_mid_stream_disconnect_fails_after_the_chunks_already_yielded(
     with pytest.raises(ModelError) as failure:
         await collect_into(received, make_model(max_retries=2), ask())
     # THEN what arrived was yielded, then a stream-interrupted error, and nothing was retried
+    # (chunks are NamedTuples, equal to any tuple with the same fields: the types are checked apart)
+    assert [type(chunk) for chunk in received] == [TextDelta] * 3
     assert received == [TextDelta("a"), TextDelta("b"), TextDelta("c")]
     assert failure.value.code == "model_stream_interrupted"
     assert len(server.requests) == 1
