@@ -21,14 +21,14 @@ Each child reports two clocks around the import: wall time (``time.perf_counter`
 (``time.process_time``, user + system). On a shared machine other jobs stretch the wall time of an import (the
 child waits for a core) but hardly its CPU time, so the CPU ratio is the steadier figure there; both are reported.
 Runs alternate ours / bare so both see the same machine noise; the median of ``--repeats`` (>= 10) is reported.
+``-X importtime`` then names the heaviest libraries and which of our modules imports each at module level: the
+candidates for a lazy import.
 
 ``--instructions`` adds a third measure that does not depend on the machine's speed at all: the CPU instructions
 each import executes, counted by valgrind's callgrind (``Ir``), with the interpreter's own start-up (``python -c
 pass``) subtracted from both sides and a fixed ``PYTHONHASHSEED``. Two runs of the same tree agree to within a few
 thousand instructions of several hundred million, so this ratio tells a change of 1 % where the timed ratios, on a
 shared machine, move by 10 % between runs. It counts work, not time: cache misses and page faults are not in it.
-``-X importtime`` then names the heaviest libraries and which of our modules imports each at module level: the
-candidates for a lazy import.
 """
 
 from __future__ import annotations
@@ -248,13 +248,17 @@ def instructions_of(code: str) -> int:
     return int(found.group(1))
 
 
+def _settled_count(code: str) -> int:
+    """The second count of ``code``: the first, in a tree that just changed, can include compiling its bytecode."""
+    instructions_of(code)
+    return instructions_of(code)
+
+
 def count_instructions(result: EntryResult, third_party: Sequence[str]) -> None:
-    """Ours and bare in instructions, each counted twice (the second count is kept: the first of a tree that just
-    changed can include compiling its bytecode)."""
-    start = min(instructions_of("pass") for _ in range(2))
-    ours = [instructions_of(_TIMED.format(names=[result.module])) for _ in range(2)][-1]
-    bare = [instructions_of(_TIMED.format(names=list(third_party))) for _ in range(2)][-1]
-    result.ours_instructions, result.bare_instructions = ours - start, bare - start
+    """Ours and bare in instructions, the interpreter's start-up subtracted from both."""
+    start = _settled_count("pass")
+    result.ours_instructions = _settled_count(_TIMED.format(names=[result.module])) - start
+    result.bare_instructions = _settled_count(_TIMED.format(names=list(third_party))) - start
 
 
 def measure(module: str, repeats: int, top: int, *, instructions: bool = False) -> EntryResult:
