@@ -5,23 +5,52 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: dev test install install-test system-deps node-deps playground sam-tools llama-server lint token bench load clean
+.PHONY: dev test install install-test lock-check lock lock-upgrade audit ships system-deps node-deps playground sam-tools llama-server lint token bench load clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e '.[local]'
+## The venvs install the locked sets (requirements/*.txt, exact versions and hashes; devtools/locks.py), never the
+## ranges of pyproject.toml: `lock-check` stops first when pyproject.toml changed and the locks did not follow.
+## The project itself is installed editable without dependencies, so nothing but the lock decides a version.
+$(VENV)/.installed: requirements/local.txt | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --require-hashes -r requirements/local.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e '.[test]'
+$(VENV)/.installed-test: requirements/test.txt | $(VENV)/bin/python
+	$(PY) -m pip install --quiet --require-hashes -r requirements/test.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	touch $(VENV)/.installed $@
 
-install: $(VENV)/.installed
+lock-check:
+	@$(PYTHON) -m devtools.locks check
 
-install-test: $(VENV)/.installed-test
+install: lock-check $(VENV)/.installed
+
+install-test: lock-check $(VENV)/.installed-test
+
+## Re-lock after changing a range in pyproject.toml (other pins stay), or move every pin to the newest allowed
+## version; review as docs/deployment.md "What the functions ship" says. uv, pinned, runs from its own venv.
+UV_VERSION := 0.13.9
+UV := .tools/uv-$(UV_VERSION)/bin/uv
+$(UV):
+	$(PYTHON) -m venv .tools/uv-$(UV_VERSION)
+	.tools/uv-$(UV_VERSION)/bin/python -m pip install --quiet uv==$(UV_VERSION)
+
+lock: $(UV)
+	$(PYTHON) -m devtools.locks compile --uv $(UV)
+
+lock-upgrade: $(UV)
+	$(PYTHON) -m devtools.locks compile --uv $(UV) --upgrade
+
+## Known vulnerabilities of the locked runtime set (pip-audit against PyPI's advisory data). Needs a machine that
+## reaches the advisory service, so it is for a connected CI, not part of `make test`.
+audit: $(UV)
+	$(PYTHON) -m venv .tools/pip-audit
+	.tools/pip-audit/bin/python -m pip install --quiet --require-hashes -r requirements/audit.txt
+	.tools/pip-audit/bin/pip-audit --strict --require-hashes --disable-pip -r requirements/runtime.txt
 
 ## Serve the API on http://127.0.0.1:$(PORT) with moto, an in-process stream store and the offline model;
 ## the playground page is at http://127.0.0.1:$(PORT)/playground.

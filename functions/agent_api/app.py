@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -28,19 +28,65 @@ from shared.wiring import Services
 logger = logging.getLogger(__name__)
 
 
+async def _request_itself(app: FastAPI, method: str, path: str, body: bytes = b"") -> int:
+    """One HTTP request to the app through its ASGI interface, as a server would make it; returns the status.
+
+    No client library: the warm-up must run with what the functions ship (a test venv's HTTP client is not there)."""
+    scope: dict[str, Any] = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"start-up"),
+            (b"content-type", b"application/json"),
+            (b"content-length", b"%d" % len(body)),
+        ],
+        "client": ("127.0.0.1", 0),
+        "server": ("start-up", 80),
+    }
+    request: dict[str, Any] = {"type": "http.request", "body": body, "more_body": False}
+    responded = asyncio.Event()
+    status = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal request
+        if request["type"] == "http.request":
+            sent, request = request, {"type": "http.disconnect"}
+            return sent
+        await responded.wait()  # the client goes away once the response is complete, not before
+        return request
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = int(message["status"])
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            responded.set()
+
+    await app(scope, receive, send)
+    return status
+
+
 async def _exercise_routes(app: FastAPI) -> None:
     """Two requests to the app itself during start-up, so that what FastAPI and our dependencies build on the first
     request (route handlers, the auth dependency's worker thread, the error handlers) is built at init: the health
     check, and a run request without a token (refused with 401 before anything is read or stored)."""
-    import httpx
-
     try:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://start-up") as client:
-            await client.get("/healthz")
-            await client.post("/api/v1/agent", content=b"{}")
+        statuses = [
+            await _request_itself(app, "GET", "/healthz"),
+            await _request_itself(app, "POST", "/api/v1/agent", b"{}"),
+        ]
     except Exception:
         logger.info("start-up requests failed; the first request builds the routes", exc_info=True)
+        return
+    if statuses != [200, 401]:
+        logger.info("start-up requests answered %s, not [200, 401]", statuses)
 
 
 def _lifespan(svc: Services, *, freeze_heap: bool) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
