@@ -3,13 +3,16 @@
 #
 # Why not CodeUri: . (the repo root): `sam build` copies the whole source folder into every artifact and only
 # skips a fixed list (.venv, .git, ...), so tests/, docs/, node_modules and .tools/sam-venv would be shipped.
-# The folder holds shared/, functions/ and tool_plugins/ and a requirements.txt written from pyproject.toml's
-# [project].dependencies, so the runtime dependency list has a single source.
+# The folder holds shared/, functions/ and tool_plugins/ and requirements.txt, a copy of the locked runtime set
+# (requirements/runtime.txt: every package pinned with == and its hashes), so `sam build` installs exactly what the
+# tests ran (pip turns on hash checking for a file with hashes). A lock that no longer matches pyproject.toml stops
+# the staging: re-lock with `make lock` (docs/deployment.md, "What the functions ship").
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:-$ROOT/build/lambda-src}"
 
+(cd "$ROOT" && python3 -m devtools.locks check)
 rm -rf "$OUT"
 mkdir -p "$OUT"
 python3 - "$ROOT" "$OUT" <<'PY'
@@ -25,14 +28,5 @@ PY
 if [[ -f "$OUT/functions/agent_api/run.sh" ]]; then
   chmod 755 "$OUT/functions/agent_api/run.sh"
 fi
-python3 - "$ROOT/pyproject.toml" "$OUT/requirements.txt" <<'PY'
-import sys
-import tomllib
-
-with open(sys.argv[1], "rb") as fh:
-    deps = tomllib.load(fh)["project"]["dependencies"]
-with open(sys.argv[2], "w", encoding="utf-8") as fh:
-    fh.write("# Generated from pyproject.toml by scripts/stage_lambda_src.sh; do not edit.\n")
-    fh.writelines(f"{dep}\n" for dep in deps)
-PY
+cp "$ROOT/requirements/runtime.txt" "$OUT/requirements.txt"
 echo "staged $(find "$OUT" -type f | wc -l) files in $OUT"

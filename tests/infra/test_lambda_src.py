@@ -73,3 +73,15 @@ def test_no_staged_module_imports_the_tooling(staged: Path) -> None:
     ]
     # THEN none imports devtools, which the functions do not ship (it would fail at import time in Lambda)
     assert offenders == []
+
+
+def test_the_staged_requirements_are_the_runtime_lock_every_line_pinned_with_hashes(staged: Path) -> None:
+    from devtools.locks import pins, requirement_problems
+
+    # WHEN the folder is staged
+    shipped = (staged / "requirements.txt").read_text(encoding="utf-8")
+    # THEN its requirements.txt is the locked runtime set, which sam build installs with hash checking
+    assert shipped == (REPO_ROOT / "requirements" / "runtime.txt").read_text(encoding="utf-8")
+    # AND every requirement is pinned with == and carries its hashes, and no line names an index
+    assert requirement_problems(shipped) == []
+    assert {"openai", "fastapi", "boto3", "httpx2"} <= set(pins(shipped))

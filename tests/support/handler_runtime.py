@@ -34,6 +34,7 @@ HANDLERS = {
     "automation": "functions.automation.handler.handler",
     "memory": "functions.memory_extract.handler.handler",
     "buffered": "functions.agent_api.lambda_buffered.handler",
+    "sweeper": "functions.agent_api.sweeper_handler.handler",
 }
 
 
@@ -141,21 +142,39 @@ class RuntimeReport:
 
 
 def run_handler(
-    function: str, events: Sequence[Mapping[str, Any]], env: Mapping[str, str], work_dir: Path, *, in_lambda: bool
+    function: str,
+    events: Sequence[Mapping[str, Any]],
+    env: Mapping[str, str],
+    work_dir: Path,
+    *,
+    in_lambda: bool,
+    shipped: tuple[str, Mapping[str, str]] | None = None,
 ) -> RuntimeReport:
-    """One fresh execution environment of ``function``: INIT, then every event in turn."""
+    """One fresh execution environment of ``function``: INIT, then every event in turn.
+
+    By default the process is this test venv's Python on the repository. ``shipped`` is ``(python, environment)``
+    of the deployed artifact instead (``tests/support/shipped_artifact.py``): that interpreter with only that
+    environment, and this module run from a copy in ``work_dir``, so nothing of the repository or the test venv is
+    importable."""
     job = work_dir / f"job-{function}-{time.monotonic_ns()}.json"
     job.write_text(json.dumps({"handler": HANDLERS[function], "events": list(events)}), encoding="utf-8")
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    full_env.update(env)
-    full_env["PYTHONPATH"] = str(REPO)
+    if shipped is None:
+        python, base = sys.executable, {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        base["PYTHONPATH"] = str(REPO)
+        command = [python, "-m", "tests.support.handler_runtime", str(job)]
+    else:
+        python, base = shipped[0], dict(shipped[1])
+        child = work_dir / "lambda_runtime_child.py"
+        child.write_text(Path(__file__).read_text(encoding="utf-8"), encoding="utf-8")
+        command = [python, str(child), str(job)]
+    full_env = {**base, **env}
     if in_lambda:
         full_env["AWS_LAMBDA_FUNCTION_NAME"] = f"agent-backend-{function}"
     else:
         full_env.pop("AWS_LAMBDA_FUNCTION_NAME", None)
     done = subprocess.run(
-        [sys.executable, "-m", "tests.support.handler_runtime", str(job)],
-        cwd=REPO,
+        command,
+        cwd=REPO if shipped is None else work_dir,
         env=full_env,
         capture_output=True,
         text=True,
@@ -333,6 +352,21 @@ def buffered_event() -> dict[str, Any]:
     return event
 
 
+def sweeper_event(n: int) -> dict[str, Any]:
+    """EventBridge's scheduled event, as the sweeper's schedule delivers it."""
+    return {
+        "version": "0",
+        "id": f"sweep-{n}",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": "2026-01-01T00:00:00Z",
+        "region": REGION,
+        "resources": [f"arn:aws:events:{REGION}:123456789012:rule/agent-backend-sweeper"],
+        "detail": {},
+    }
+
+
 def events_for(
     function: str, seeds: Mapping[str, list[dict[str, Any]]], count: int, *, start: int = 0
 ) -> list[dict[str, Any]]:
@@ -342,6 +376,8 @@ def events_for(
         return [automation_event(seeds["task_id"][0]["id"], n) for n in numbers]
     if function == "memory":
         return [memory_event(seeds["thread"][0]["id"], n) for n in numbers]
+    if function == "sweeper":
+        return [sweeper_event(n) for n in numbers]
     return [buffered_event() for _ in numbers]
 
 
