@@ -47,7 +47,7 @@ lock-upgrade: $(UV)
 
 ## Known vulnerabilities of the locked runtime set (pip-audit against PyPI's advisory data). Needs a machine that
 ## reaches the advisory service, so it is for a connected CI, not part of `make test`.
-audit: $(UV)
+audit:
 	$(PYTHON) -m venv .tools/pip-audit
 	.tools/pip-audit/bin/python -m pip install --quiet --require-hashes -r requirements/audit.txt
 	.tools/pip-audit/bin/pip-audit --strict --require-hashes --disable-pip -r requirements/runtime.txt
