@@ -24,8 +24,8 @@ from functions.agent_api.app import create_app
 from shared.settings import LOCAL_JWT_SECRET, Settings
 from shared.wiring import ServiceOverrides, Services
 
-# The page's token is for the local tenant; its chats run on chat_playground (chat_default plus the page's front-end
-# tool, confirm_booking), so the front-end tool demo works under `make dev`. Set PROFILE_ROLLOUT to change it.
+# The page's token is for the local tenant; its chats run on chat_playground (chat_default narrowed to the page's
+# front-end tool, confirm_booking), so the front-end tool demo works under `make dev`. Set PROFILE_ROLLOUT to change it.
 PLAYGROUND_ROLLOUT = json.dumps({"tenants": {DEV_TENANT_ID: {"chat_default": "chat_playground"}}})
 
 

@@ -143,12 +143,16 @@ CONFIRM_BOOKING = {
 }
 
 
-@pytest.fixture
-def live_frontend(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
+@pytest.fixture(params=["shipped chat_default", "narrowed to confirm_*"])
+def live_frontend(
+    request: pytest.FixtureRequest, store: Any, redis_url: str, model_server: ModelServer
+) -> Iterator[str]:
+    """The app on the shipped catalog (chat_default offers what the client declares, docs/policy.md §3.4), or on a
+    profile narrowed to ``confirm_*``: the client's tool round trip is the same on both."""
     from tests.support.profiles import chat_catalog
 
     settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key")
-    catalog = chat_catalog(frontend_allowlist=["confirm_*"])
+    catalog = chat_catalog(frontend_allowlist=["confirm_*"]) if request.param.startswith("narrowed") else None
     services = Services(settings, overrides=ServiceOverrides(store=store, profiles=catalog))
     with serve_app(services) as url:
         yield url

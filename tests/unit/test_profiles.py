@@ -60,11 +60,12 @@ def test_shipped_profiles_load_and_match_the_design_document() -> None:
     assert (chat.model.name, chat.model.thinking) == ("qwen3.5-30b-a3b", "off")
     assert chat.history_policy.mode == "last_n_user_messages"
     assert chat.history_policy.n == 20
-    assert chat.history_policy.block_size == 20  # the cache-friendly window (docs/benchmarks.md, the bill)
+    assert chat.history_policy.block_size is None  # the design's exact rule (design §10.3)
     assert chat.history_policy.include_current_user_message is True
-    exact = catalog.get("chat_last_n20")  # the design's exact rule stays available
-    assert (exact.history_policy.n, exact.history_policy.block_size) == (20, None)
-    assert exact.model == chat.model and exact.tool_policy == chat.tool_policy
+    assert chat.tool_policy.frontend_allowlist == ["*"]  # what the client declares (docs/policy.md §3.4)
+    blocks = catalog.get("chat_cache_blocks")  # the cache-friendly window, chosen per tenant by roll-out
+    assert (blocks.history_policy.n, blocks.history_policy.block_size) == (20, 20)
+    assert blocks.model == chat.model and blocks.tool_policy == chat.tool_policy
 
     memory = catalog.get("automation_memory_default")
     assert memory.executor is ExecutorKind.MEMORY
