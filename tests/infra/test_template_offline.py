@@ -5,6 +5,7 @@ Each test names the property it guards; the shared checks live in template_check
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +149,34 @@ def test_every_function_has_a_log_group_with_retention(expanded_template: Templa
         assert group["Type"] == "AWS::Logs::LogGroup", logical_id
         assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
     assert checks.check_function_log_groups(expanded_template) == []
+
+
+ACCESS_LOG_FIELDS = {
+    "requestId",
+    "ip",
+    "caller",
+    "user",
+    "requestTime",
+    "httpMethod",
+    "resourcePath",
+    "status",
+    "protocol",
+    "responseLength",
+}
+
+
+def test_the_api_stage_writes_json_access_logs_to_a_log_group_with_retention(expanded_template: Template) -> None:
+    stages = dict(checks.resources(expanded_template, "AWS::ApiGateway::Stage"))
+    assert list(stages) == ["AgentApiStage"]
+    setting = stages["AgentApiStage"]["Properties"]["AccessLogSetting"]
+    assert setting["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogGroup", "Arn"]}
+    group = _resource(expanded_template, "ApiAccessLogGroup")
+    assert group["Type"] == "AWS::Logs::LogGroup"
+    assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    # One JSON object per request, each field a $context variable.
+    fields = json.loads(setting["Format"])
+    assert set(fields) == ACCESS_LOG_FIELDS
+    assert all(value.startswith("$context.") for value in fields.values()), fields
 
 
 # ------------------------------------------------------------------------------------------------ the wiring
