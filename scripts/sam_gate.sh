@@ -8,7 +8,7 @@
 #   5. template checks              (tests/infra/template_checks.py: streaming URIs, ReportBatchItemFailures,
 #                                    6-field crons, visibility timeouts, wildcard data permissions, log groups,
 #                                    CORS, dead letters, Errors/Throttles/5XX alarms, buffered timeouts, task-only
-#                                    schedule permissions)
+#                                    schedule permissions, queue encryption, an alarm topic key CloudWatch may use)
 #   6. sam build                    only when a working python3.12 is on PATH (the Lambda runtime); e.g.
 #                                    `PYENV_VERSION=3.12.1 bash scripts/sam_gate.sh` with pyenv, see infra/README.md
 #
