@@ -6,6 +6,7 @@ Each test names the property it guards; the shared checks live in template_check
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -434,6 +435,36 @@ def test_cors_origin_parameter_accepts_an_origin_and_refuses_paths_and_lists(exp
         assert pattern.fullmatch(good), good
     for bad in ("", "https://app.example.com/", "app.example.com", "https://a.com,https://b.com", "'*'"):
         assert not pattern.fullmatch(bad), bad
+
+
+RESERVED_CONCURRENCY = {
+    "MemoryFunction": ("MemoryReservedConcurrency", "5"),
+    "AutomationFunction": ("AutomationReservedConcurrency", "10"),
+    "SweeperFunction": ("SweeperReservedConcurrency", "1"),
+}
+
+
+def test_background_functions_reserve_concurrency_from_parameters_and_the_chat_functions_do_not(
+    expanded_template: Template,
+) -> None:
+    parameters = expanded_template["Parameters"]
+    for function_id in HANDLERS:
+        reserved = _props(expanded_template, function_id).get("ReservedConcurrentExecutions")
+        if function_id not in RESERVED_CONCURRENCY:
+            assert reserved is None, function_id
+            continue
+        parameter, default = RESERVED_CONCURRENCY[function_id]
+        condition, value, otherwise = reserved["Fn::If"]
+        assert (value, otherwise) == ({"Ref": parameter}, {"Ref": "AWS::NoValue"}), function_id
+        assert expanded_template["Conditions"][condition] == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, ""]}]}
+        assert parameters[parameter]["Default"] == default
+    # The memory function's reservation never throttles its event source: at least the mapping's MaximumConcurrency.
+    (mapping,) = [mapping for _, mapping in checks.resources(expanded_template, "AWS::Lambda::EventSourceMapping")]
+    maximum = mapping["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+    pattern = re.compile(parameters["MemoryReservedConcurrency"]["AllowedPattern"])
+    assert all(pattern.fullmatch(str(n)) for n in (maximum, maximum + 1, 10, 25, 100, 1000))
+    assert not any(pattern.fullmatch(str(n)) for n in range(maximum))
+    assert pattern.fullmatch("")
 
 
 def test_prod_gets_a_nat_per_az_and_there_is_no_sqs_endpoint(expanded_template: Template) -> None:
