@@ -554,5 +554,7 @@ def test_the_deploy_docs_list_every_parameter_and_the_checklist_covers_what_the_
         "llm-api-key",
         "ExistingSubnetIds",
         "enableDnsHostnames",
+        "cloudwatchRoleArn",
+        "ConcurrentExecutions",
     ):
         assert must in checklist, must
