@@ -135,6 +135,7 @@ def test_the_scan_reads_the_whole_template_and_the_gate_passes(template_scan: Ga
 
 
 # ------------------------------------------------------------------------------------------------ planted
+@pytest.mark.slow
 def test_a_new_failure_fails_the_gate_and_is_named(checkov_gate: CheckovGate, tmp_path: Path) -> None:
     # GIVEN a copy of the template whose alarm topic is not encrypted and whose automation function reserves nothing
     planted = _plant(tmp_path, (ALARM_TOPIC_ENCRYPTION, ""), (AUTOMATION_CONCURRENCY, ""))
@@ -148,6 +149,7 @@ def test_a_new_failure_fails_the_gate_and_is_named(checkov_gate: CheckovGate, tm
     assert run.report["stale_acceptances"] == []
 
 
+@pytest.mark.slow
 def test_a_stale_acceptance_fails_the_gate(checkov_gate: CheckovGate, tmp_path: Path) -> None:
     # GIVEN the accepted list with an entry for a check that passes (the alarm topic is encrypted)
     accepted = tmp_path / "accepted.yaml"
@@ -162,6 +164,7 @@ def test_a_stale_acceptance_fails_the_gate(checkov_gate: CheckovGate, tmp_path: 
     assert "stale acceptance: CKV_AWS_26 on AlarmTopic no longer fails" in run.output
 
 
+@pytest.mark.slow
 def test_checkov_misses_what_the_template_checks_catch(checkov_gate: CheckovGate, tmp_path: Path) -> None:
     """Why the accepted SSE-SQS queues and the alarm topic key have template checks of their own."""
     # GIVEN a queue without encryption and the alarm topic on the AWS-managed key (which CloudWatch cannot use)
