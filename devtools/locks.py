@@ -8,7 +8,8 @@ with the hashes of its files (what runs):
 - ``local.txt``: runtime plus the ``local`` extra (``make dev``);
 - ``test.txt``: runtime plus the ``test`` extra (``make test``);
 - tool sets, each from its own ``requirements/<name>.in``, for tools that live in venvs of their own because their
-  pins clash with the app's: ``audit.txt`` (pip-audit, ``make audit``).
+  pins clash with the app's: ``audit.txt`` (pip-audit, ``make audit``) and ``checkov.txt`` (the template scan of
+  the offline gate, ``scripts/install_checkov.sh``).
 
 The locks are made by ``uv pip compile --universal --generate-hashes``: one file serves every platform and Python
 the project supports (``requires-python``), so the x86_64 test venv on 3.11 and the arm64 functions on 3.12 install
@@ -50,7 +51,7 @@ LOCK_PYTHON = "3.11"
 # Resolved in this order; each later set takes the first one's pins as constraints.
 SETS: dict[str, tuple[str, ...]] = {"test": ("test",), "runtime": (), "local": ("local",)}
 # Tools with a venv of their own, each locked from requirements/<name>.in.
-TOOL_SETS = ("audit",)
+TOOL_SETS = ("audit", "checkov")
 
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)")
 

@@ -9,6 +9,9 @@
 #   SAM_TOOLS_VENV    where to create the venv (default: <repo>/.tools/sam-venv)
 #   SAM_TOOLS_PYTHON  interpreter used to create it (default: python3; any 3.9-3.13 works)
 # Idempotent: a venv whose stamp matches the pinned versions is left as it is.
+#
+# It then runs scripts/install_checkov.sh (checkov, the gate's template scan, in .tools/checkov-venv from a hashed
+# lock), whether or not the SAM tools needed installing: `make sam-tools` runs this script only.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,18 +28,23 @@ PINS=(
 STAMP="$VENV/.pins"
 WANT="$(printf '%s\n' "${PINS[@]}")"
 
+install_sam_tools() {
+  local start=$SECONDS
+  rm -rf "$VENV"
+  mkdir -p "$(dirname "$VENV")"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PINS[@]}"
+  printf '%s\n' "$WANT" > "$STAMP"
+  echo "sam tools installed in $VENV in $((SECONDS - start))s:"
+  "$VENV/bin/sam" --version
+  "$VENV/bin/cfn-lint" --version
+}
+
 if [[ -x "$VENV/bin/sam" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
   echo "sam tools already installed in $VENV"
-  exit 0
+else
+  install_sam_tools
 fi
 
-start=$SECONDS
-rm -rf "$VENV"
-mkdir -p "$(dirname "$VENV")"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PINS[@]}"
-printf '%s\n' "$WANT" > "$STAMP"
-echo "sam tools installed in $VENV in $((SECONDS - start))s:"
-"$VENV/bin/sam" --version
-"$VENV/bin/cfn-lint" --version
+bash "$ROOT/scripts/install_checkov.sh"

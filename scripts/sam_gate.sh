@@ -8,24 +8,32 @@
 #   5. template checks              (tests/infra/template_checks.py: streaming URIs, ReportBatchItemFailures,
 #                                    6-field crons, visibility timeouts, wildcard data permissions, log groups,
 #                                    CORS, dead letters, Errors/Throttles/5XX alarms, buffered timeouts, task-only
-#                                    schedule permissions)
-#   6. sam build                    only when a working python3.12 is on PATH (the Lambda runtime); e.g.
+#                                    schedule permissions, queue encryption, an alarm topic key CloudWatch may use)
+#   6. checkov                      (scripts/checkov_gate.py, offline, on the SAM template: every failed check
+#                                    must be accepted with a reason in infra/checkov-accepted.yaml, and every
+#                                    accepted one must still fail)
+#   7. sam build                    only when a working python3.12 is on PATH (the Lambda runtime); e.g.
 #                                    `PYENV_VERSION=3.12.1 bash scripts/sam_gate.sh` with pyenv, see infra/README.md
 #
 # Usage: bash scripts/sam_gate.sh [TEMPLATE]   (default: template.yaml)
-# Environment: SAM_TOOLS_VENV (default .tools/sam-venv), SAM_GATE_OUT_DIR (default build/, holds the expansion),
-#              SAM_GATE_SKIP_BUILD=1 to skip step 6.
-# Install the tools first: bash scripts/install_sam_tools.sh
+# Environment: SAM_TOOLS_VENV (default .tools/sam-venv), CHECKOV_VENV (default .tools/checkov-venv),
+#              SAM_GATE_OUT_DIR (default build/, holds the expansion), SAM_GATE_SKIP_BUILD=1 to skip step 7.
+# Install the tools first: bash scripts/install_sam_tools.sh (it installs checkov too)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${SAM_TOOLS_VENV:-$ROOT/.tools/sam-venv}"
+CHECKOV_VENV="${CHECKOV_VENV:-$ROOT/.tools/checkov-venv}"
 TEMPLATE="${1:-$ROOT/template.yaml}"
 OUT_DIR="${SAM_GATE_OUT_DIR:-$ROOT/build}"
 EXPANDED="$OUT_DIR/template.expanded.json"
 
 if [[ ! -x "$VENV/bin/sam" ]]; then
   echo "sam_gate: no SAM tools venv at $VENV; run: bash scripts/install_sam_tools.sh" >&2
+  exit 2
+fi
+if [[ ! -x "$CHECKOV_VENV/bin/checkov" ]]; then
+  echo "sam_gate: no checkov venv at $CHECKOV_VENV; run: bash scripts/install_sam_tools.sh" >&2
   exit 2
 fi
 
@@ -51,6 +59,7 @@ step "sam validate --lint" "$VENV/bin/sam" validate --lint -t "$TEMPLATE"
 step "expand (samtranslator, offline)" "$VENV/bin/python" "$ROOT/scripts/expand_template.py" "$TEMPLATE" "$EXPANDED"
 step "cfn-lint on the expansion" "$VENV/bin/cfn-lint" "$EXPANDED"
 step "template checks on the expansion" "$VENV/bin/python" "$ROOT/tests/infra/template_checks.py" "$EXPANDED"
+step "checkov (accepted list: infra/checkov-accepted.yaml)" "$CHECKOV_VENV/bin/python" "$ROOT/scripts/checkov_gate.py" "$TEMPLATE"
 
 if [[ "${SAM_GATE_SKIP_BUILD:-0}" == "1" ]]; then
   echo "== sam build: skipped (SAM_GATE_SKIP_BUILD=1)"

@@ -16,7 +16,11 @@ catch the mistakes that ``sam validate``, ``sam validate --lint`` and cfn-lint a
 - a function without an Errors and a Throttles alarm fails silently when it is killed (timeout, out of memory);
 - a buffered API function whose timeout reaches API Gateway's 29 s answers a slow call with a bare gateway 504;
 - schedule permissions on a whole group let the API change schedules it never created (the sweeper's);
-- a role the Scheduler assumes without ``aws:SourceAccount`` can be used by another account's schedules.
+- a role the Scheduler assumes without ``aws:SourceAccount`` can be used by another account's schedules;
+- a queue without ``SqsManagedSseEnabled: true`` or a KMS key may store messages unencrypted (checkov's CKV_AWS_27
+  only recognises a KMS key, so it cannot tell an SSE-SQS queue from an unencrypted one);
+- an alarm topic encrypted with the AWS-managed ``alias/aws/sns`` key, or with a key whose policy does not let
+  ``cloudwatch.amazonaws.com`` use it, drops every alarm notification (checkov passes any key).
 
 Only the standard library is used, so the same module runs in the project venv (tests) and in the SAM tools venv
 (``scripts/sam_gate.sh`` runs it as ``python tests/infra/template_checks.py EXPANDED.json``).
@@ -24,6 +28,7 @@ Only the standard library is used, so the same module runs in the project venv (
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import sys
@@ -535,6 +540,73 @@ def check_schedule_permissions(template: Template) -> list[str]:
     return violations
 
 
+def check_queues_encrypted(template: Template) -> list[str]:
+    """Every queue declares encryption at rest: SSE-SQS (``SqsManagedSseEnabled: true``) or a KMS key."""
+    violations = []
+    for logical_id, queue in resources(template, "AWS::SQS::Queue"):
+        properties = _props(queue)
+        if "KmsMasterKeyId" not in properties and properties.get("SqsManagedSseEnabled") not in (True, "true"):
+            violations.append(f"{logical_id}: no encryption declared (SqsManagedSseEnabled: true or KmsMasterKeyId)")
+    return violations
+
+
+CLOUDWATCH_PRINCIPAL = "cloudwatch.amazonaws.com"
+# What CloudWatch calls on the key of an encrypted topic when an alarm publishes to it.
+CLOUDWATCH_TOPIC_KEY_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
+_ALARM_ACTION_KEYS = ("AlarmActions", "OKActions", "InsufficientDataActions")
+
+
+def _alarm_topics(template: Template) -> set[str]:
+    """Logical ids of the template's SNS topics that alarms notify."""
+    all_resources = template.get("Resources", {})
+    topics = set()
+    for _, alarm in resources(template, "AWS::CloudWatch::Alarm"):
+        for key in _ALARM_ACTION_KEYS:
+            for action in _as_list(_props(alarm).get(key, [])):
+                topic_id = _referenced_id(action)
+                if all_resources.get(topic_id or "", {}).get("Type") == "AWS::SNS::Topic":
+                    topics.add(str(topic_id))
+    return topics
+
+
+def _allows(statement: dict[str, Any], principal: str, action: str) -> bool:
+    if statement.get("Effect") != "Allow" or principal not in flatten(statement.get("Principal", {})):
+        return False
+    granted = (flatten(item) for item in _as_list(statement.get("Action", [])))
+    return any(fnmatch.fnmatchcase(action, pattern) for pattern in granted)
+
+
+def check_alarm_topics_usable_by_cloudwatch(template: Template) -> list[str]:
+    """A topic that alarms notify is unencrypted, or encrypted with a key of this template whose policy lets
+    CloudWatch use it; with ``alias/aws/sns`` (or a key without that grant) every notification is dropped."""
+    violations = []
+    all_resources = template.get("Resources", {})
+    for topic_id in sorted(_alarm_topics(template)):
+        key = _props(all_resources[topic_id]).get("KmsMasterKeyId")
+        if key is None:
+            continue
+        key_id = _referenced_id(key)
+        key_resource = all_resources.get(key_id or "", {})
+        if key_resource.get("Type") != "AWS::KMS::Key":
+            violations.append(
+                f"{topic_id}: encrypted with {flatten(key)!r}, not a key of this template that lets "
+                f"{CLOUDWATCH_PRINCIPAL} use it (every alarm notification would be dropped)"
+            )
+            continue
+        statements = _as_list(_props(key_resource).get("KeyPolicy", {}).get("Statement", []))
+        missing = [
+            action
+            for action in CLOUDWATCH_TOPIC_KEY_ACTIONS
+            if not any(_allows(statement, CLOUDWATCH_PRINCIPAL, action) for statement in statements)
+        ]
+        if missing:
+            violations.append(
+                f"{topic_id}: the policy of key {key_id} does not allow {CLOUDWATCH_PRINCIPAL} "
+                f"{', '.join(missing)} (every alarm notification would be dropped)"
+            )
+    return violations
+
+
 ALL_CHECKS: dict[str, Check] = {
     "sse_routes_stream": check_sse_routes_stream,
     "sqs_sources_report_batch_item_failures": check_sqs_sources_report_batch_item_failures,
@@ -547,6 +619,8 @@ ALL_CHECKS: dict[str, Check] = {
     "failure_alarms": check_failure_alarms,
     "buffered_timeouts": check_buffered_timeouts,
     "schedule_permissions": check_schedule_permissions,
+    "queues_encrypted": check_queues_encrypted,
+    "alarm_topics_usable_by_cloudwatch": check_alarm_topics_usable_by_cloudwatch,
 }
 
 

@@ -97,6 +97,20 @@ MISTAKES = [
         check=checks.check_failure_alarms,
         expected_violation="SweeperFunction: no Errors alarm",
     ),
+    PlantedMistake(
+        name="queue_without_encryption",
+        correct="      SqsManagedSseEnabled: true\n      RedrivePolicy:\n",
+        mistaken="      RedrivePolicy:\n",
+        check=checks.check_queues_encrypted,
+        expected_violation="MemoryQueue: no encryption declared",
+    ),
+    PlantedMistake(
+        name="alarm_topic_with_the_aws_managed_key",
+        correct="      KmsMasterKeyId: !Ref AlarmTopicKey\n",
+        mistaken="      KmsMasterKeyId: alias/aws/sns\n",
+        check=checks.check_alarm_topics_usable_by_cloudwatch,
+        expected_violation="AlarmTopic: encrypted with 'alias/aws/sns'",
+    ),
 ]
 MISTAKE_IDS = [mistake.name for mistake in MISTAKES]
 

@@ -107,3 +107,64 @@ def test_visibility_timeout_includes_the_batching_window() -> None:
     }
     (violation,) = checks.check_queue_visibility_timeouts(template)
     assert "VisibilityTimeout 720s < 6 x Fn timeout 120s + batching window 5s = 725s" in violation
+
+
+@pytest.mark.parametrize(
+    ("properties", "violations"),
+    [
+        ({"SqsManagedSseEnabled": True}, []),
+        ({"KmsMasterKeyId": "alias/aws/sqs"}, []),
+        ({}, ["Q: no encryption declared (SqsManagedSseEnabled: true or KmsMasterKeyId)"]),
+        ({"SqsManagedSseEnabled": False}, ["Q: no encryption declared (SqsManagedSseEnabled: true or KmsMasterKeyId)"]),
+    ],
+)
+def test_queues_declare_encryption(properties: dict[str, Any], violations: list[str]) -> None:
+    template = {"Resources": {"Q": {"Type": "AWS::SQS::Queue", "Properties": properties}}}
+    assert checks.check_queues_encrypted(template) == violations
+
+
+def _alarm_topic_template(topic: dict[str, Any], key_statements: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "Resources": {
+            "Alarm": {"Type": "AWS::CloudWatch::Alarm", "Properties": {"AlarmActions": [{"Ref": "Topic"}]}},
+            "Topic": {"Type": "AWS::SNS::Topic", "Properties": topic},
+            "Key": {"Type": "AWS::KMS::Key", "Properties": {"KeyPolicy": {"Statement": key_statements}}},
+        }
+    }
+
+
+CLOUDWATCH_GRANT = {
+    "Effect": "Allow",
+    "Principal": {"Service": "cloudwatch.amazonaws.com"},
+    "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+    "Resource": "*",
+}
+
+
+@pytest.mark.parametrize(
+    ("topic", "statements", "violation"),
+    [
+        ({}, [], None),
+        ({"KmsMasterKeyId": {"Ref": "Key"}}, [CLOUDWATCH_GRANT], None),
+        ({"KmsMasterKeyId": {"Ref": "Key"}}, [{**CLOUDWATCH_GRANT, "Action": "kms:*"}], None),
+        ({"KmsMasterKeyId": "alias/aws/sns"}, [CLOUDWATCH_GRANT], "Topic: encrypted with 'alias/aws/sns', not a key"),
+        (
+            {"KmsMasterKeyId": {"Ref": "Key"}},
+            [{**CLOUDWATCH_GRANT, "Action": "kms:Decrypt"}],
+            "Topic: the policy of key Key does not allow cloudwatch.amazonaws.com kms:GenerateDataKey",
+        ),
+        (
+            {"KmsMasterKeyId": {"Ref": "Key"}},
+            [{**CLOUDWATCH_GRANT, "Principal": {"Service": "sns.amazonaws.com"}}],
+            "Topic: the policy of key Key does not allow cloudwatch.amazonaws.com kms:Decrypt, kms:GenerateDataKey",
+        ),
+    ],
+)
+def test_an_encrypted_alarm_topic_needs_a_key_cloudwatch_may_use(
+    topic: dict[str, Any], statements: list[dict[str, Any]], violation: str | None
+) -> None:
+    found = checks.check_alarm_topics_usable_by_cloudwatch(_alarm_topic_template(topic, statements))
+    if violation is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith(violation), found

@@ -5,6 +5,8 @@ Each test names the property it guards; the shared checks live in template_check
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,34 @@ def test_every_function_has_a_log_group_with_retention(expanded_template: Templa
         assert group["Type"] == "AWS::Logs::LogGroup", logical_id
         assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
     assert checks.check_function_log_groups(expanded_template) == []
+
+
+ACCESS_LOG_FIELDS = {
+    "requestId",
+    "ip",
+    "caller",
+    "user",
+    "requestTime",
+    "httpMethod",
+    "resourcePath",
+    "status",
+    "protocol",
+    "responseLength",
+}
+
+
+def test_the_api_stage_writes_json_access_logs_to_a_log_group_with_retention(expanded_template: Template) -> None:
+    stages = dict(checks.resources(expanded_template, "AWS::ApiGateway::Stage"))
+    assert list(stages) == ["AgentApiStage"]
+    setting = stages["AgentApiStage"]["Properties"]["AccessLogSetting"]
+    assert setting["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogGroup", "Arn"]}
+    group = _resource(expanded_template, "ApiAccessLogGroup")
+    assert group["Type"] == "AWS::Logs::LogGroup"
+    assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    # One JSON object per request, each field a $context variable.
+    fields = json.loads(setting["Format"])
+    assert set(fields) == ACCESS_LOG_FIELDS
+    assert all(value.startswith("$context.") for value in fields.values()), fields
 
 
 # ------------------------------------------------------------------------------------------------ the wiring
@@ -407,6 +437,36 @@ def test_cors_origin_parameter_accepts_an_origin_and_refuses_paths_and_lists(exp
         assert not pattern.fullmatch(bad), bad
 
 
+RESERVED_CONCURRENCY = {
+    "MemoryFunction": ("MemoryReservedConcurrency", "5"),
+    "AutomationFunction": ("AutomationReservedConcurrency", "10"),
+    "SweeperFunction": ("SweeperReservedConcurrency", "1"),
+}
+
+
+def test_background_functions_reserve_concurrency_from_parameters_and_the_chat_functions_do_not(
+    expanded_template: Template,
+) -> None:
+    parameters = expanded_template["Parameters"]
+    for function_id in HANDLERS:
+        reserved = _props(expanded_template, function_id).get("ReservedConcurrentExecutions")
+        if function_id not in RESERVED_CONCURRENCY:
+            assert reserved is None, function_id
+            continue
+        parameter, default = RESERVED_CONCURRENCY[function_id]
+        condition, value, otherwise = reserved["Fn::If"]
+        assert (value, otherwise) == ({"Ref": parameter}, {"Ref": "AWS::NoValue"}), function_id
+        assert expanded_template["Conditions"][condition] == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, ""]}]}
+        assert parameters[parameter]["Default"] == default
+    # The memory function's reservation never throttles its event source: at least the mapping's MaximumConcurrency.
+    (mapping,) = [mapping for _, mapping in checks.resources(expanded_template, "AWS::Lambda::EventSourceMapping")]
+    maximum = mapping["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+    pattern = re.compile(parameters["MemoryReservedConcurrency"]["AllowedPattern"])
+    assert all(pattern.fullmatch(str(n)) for n in (maximum, maximum + 1, 10, 25, 100, 1000))
+    assert not any(pattern.fullmatch(str(n)) for n in range(maximum))
+    assert pattern.fullmatch("")
+
+
 def test_prod_gets_a_nat_per_az_and_there_is_no_sqs_endpoint(expanded_template: Template) -> None:
     conditions = expanded_template["Conditions"]
     assert conditions["NatPerAz"] == {"Fn::And": [{"Condition": "CreateVpc"}, {"Condition": "IsProd"}]}
@@ -494,5 +554,7 @@ def test_the_deploy_docs_list_every_parameter_and_the_checklist_covers_what_the_
         "llm-api-key",
         "ExistingSubnetIds",
         "enableDnsHostnames",
+        "cloudwatchRoleArn",
+        "ConcurrentExecutions",
     ):
         assert must in checklist, must
