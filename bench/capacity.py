@@ -22,11 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from bench.capacity_model import (
-    FIRST_TEXT_BUDGET_MS,
-    HEARTBEAT_S,
-    INIT_BUDGET_S,
     INPUT_SOURCES,
-    RSS_BUDGET,
     CpuFigures,
     Figures,
     Inputs,
@@ -34,22 +30,17 @@ from bench.capacity_model import (
     Load,
     Platform,
     SizeRow,
-    ask_for,
     at_users,
     bill,
     binding,
-    chosen_size,
     crossover,
     loads,
-    mean_turn_seconds,
-    monthly,
     per_turn,
     platforms,
     sizes,
 )
-from bench.capacity_prices import AS_OF, PRICES, QUOTAS
-from bench.capacity_recorded import RECORDED_CPU, RECORDED_FIGURES, RECORDED_ON
-from bench.stats import machine, markdown_table
+from bench.capacity_prices import PRICES
+from bench.capacity_recorded import RECORDED_CPU, RECORDED_FIGURES
 
 STEPS = (1_000, 10_000, 100_000)
 TOLERANCE = 0.05
@@ -122,109 +113,11 @@ def drift(recorded: Figures, measured: Figures, cpu: CpuFigures, inputs: Inputs)
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _usd(value: float) -> str:
-    return f"{value:,.4f}" if value < 1 else f"{value:,.2f}"
-
-
 def markdown(result: CapacityResult) -> str:
-    inputs = result.inputs
-    seconds = mean_turn_seconds(result.figures, result.cpu, inputs)
-    out: list[str] = [
-        f"machine: {machine()}; per-turn counts: "
-        + ("measured now (bench.turn_counts)" if result.measured else f"recorded {RECORDED_ON}"),
-        f"prices: us-east-1 list prices as of {AS_OF} (bench/capacity_prices.py; * = read from a secondary source)",
-        "",
-        "Inputs:",
-        "",
-        markdown_table(["input", "value", "source"], [
-            [f.name, f"{getattr(inputs, f.name):g}" if isinstance(getattr(inputs, f.name), float)
-             else getattr(inputs, f.name), INPUT_SOURCES.get(f.name, "")]
-            for f in fields(inputs) if f.name != "prices"
-        ]),
-        "",
-        f"Per user turn (the mix of kinds, {seconds / HEARTBEAT_S:.2f} heartbeats, "
-        f"{result.per_turn['memory records']:.2f} memory-function records):",
-        "",
-        markdown_table(["figure", "per turn"], [[k, v] for k, v in result.per_turn.items()]),
-        "",
-        f"Streaming function time per turn: {seconds:.2f} s "
-        f"(first token {inputs.first_token_s:g} s per model call, {inputs.output_tokens:g} tokens at "
-        f"{inputs.tokens_per_s:g}/s)",
-        "",
-        "USD per 1,000 user turns:",
-        "",
-    ]
-    total = result.usd_per_1000
-    aws = total - result.lines[0].usd_per_1000
-    out.append(markdown_table(
-        ["component", "USD / 1,000 turns", "share", "basis"],
-        [[line.component, _usd(line.usd_per_1000), f"{line.usd_per_1000 / total:.1%}", line.note]
-         for line in result.lines]
-        + [["**total**", f"**{_usd(total)}**", "100%", f"AWS: {_usd(aws)} ({aws / total:.1%})"]],
-    ))
-    out += ["", f"At {inputs.dau:,.0f} daily users: {inputs.turns_per_month:,.0f} turns a month, "
-            f"${monthly(result.lines, inputs):,.0f} a month.", ""]
-    out += ["Peak load against the limits of one account:", ""]
-    rows = []
-    for dau, rows_at in result.loads.items():
-        for load in rows_at:
-            rows.append([f"{dau:,.0f}", load.name, f"{load.need:,.1f} {load.unit}", f"{load.limit:,.0f}",
-                         f"{load.utilisation:.1%}"])
-    out.append(markdown_table(["daily users", "load", "need at the peak", "limit", "used"], rows))
-    out += ["", "Which limit binds first, and what to ask AWS for:", ""]
-    rows = []
-    for dau, rows_at in result.loads.items():
-        top = max(rows_at, key=lambda load: load.utilisation)
-        quota = max((load for load in rows_at if load.quota), key=lambda load: load.utilisation)
-        rows.append([f"{dau:,.0f}", f"{top.name} ({top.utilisation:.0%}): {top.ask}",
-                     f"{quota.name} ({quota.utilisation:.0%})", ask_for(quota)])
-    out.append(markdown_table(["daily users", "closest limit (used): what to do", "closest AWS quota (used)",
-                               "ask AWS for"], rows))
-    follow = replace(inputs, follow_share=0.01)
-    extra = (loads(result.figures, result.cpu, follow)[0].need - loads(result.figures, result.cpu, inputs)[0].need)
-    hour_usd = inputs.memory_mb / 1024 * 3600 * inputs.price(f"lambda_gb_s_{inputs.arch}")
-    out += ["", f"Open follow streams (GET /threads/{{id}}/events): each 1 % of {inputs.dau:,.0f} daily users "
-            f"holding one at the peak adds {extra:,.0f} concurrent executions, and each open stream costs "
-            f"${hour_usd:.3f} an hour on Lambda (plus an API Gateway request every 15 minutes)."]
-    chosen = chosen_size(result.sizes)
-    out += ["", "The streaming function's memory size (CPU share = MB / 1,769; fits: CPU before the model request "
-            f"<= {FIRST_TEXT_BUDGET_MS:g} ms, init <= {INIT_BUDGET_S:g} s at that share, peak RSS <= "
-            f"{RSS_BUDGET:.0%}):", ""]
-    out.append(markdown_table(
-        ["memory MB", "compute USD / 1,000 turns", "CPU before the model request, ms", "cold start init, s (worst)",
-         "peak RSS / memory", "fits"],
-        [[row.memory_mb, _usd(row.usd_per_1000), row.added_first_text_ms, row.cold_start_s, f"{row.rss_share:.0%}",
-          ("**chosen**" if row is chosen else "yes") if row.fits else "no"] for row in result.sizes],
-    ))
-    out += ["", "The streaming path's compute and front door per month (tokens, DynamoDB, Redis, NAT are the same "
-            "on each):", ""]
-    plat_rows = [
-        [f"{users:,.0f}", platform.name, f"{platform.monthly_usd:,.0f}", platform.note]
-        for users, on_each in result.platforms.items() for platform in on_each
-    ]
-    out.append(markdown_table(["daily users", "platform", "USD / month", "basis"], plat_rows))
-    out.append("")
-    for name, from_users in result.crossovers.items():
-        out.append(f"- {name} costs less than Lambda from "
-                   + (f"{from_users:,.0f} daily users" if from_users is not None else "never, up to 10 M daily users"))
-    if result.drift:
-        out += ["", f"Measured now against recorded ({RECORDED_ON}), per turn:", ""]
-        out.append(markdown_table(
-            ["figure", "recorded", "measured", "off"],
-            [[d.figure, d.recorded, d.measured, f"{d.off:.1%}"] for d in result.drift],
-        ))
-        bad = result.drifted()
-        out.append("")
-        out.append(f"{len(bad)} figure(s) more than {TOLERANCE:.0%} off: "
-                   + (", ".join(d.figure for d in bad) if bad else "the recorded figures hold"))
-    out += ["", "Prices (* secondary source) and quotas:", ""]
-    out.append(markdown_table(
-        ["name", "value", "unit", "source"],
-        [[name + ("" if p.verified else " *"), f"{inputs.prices[name]:.10g}", p.unit, p.source]
-         for name, p in PRICES.items()]
-        + [[name + ("" if q.verified else " *"), q.value, q.unit, q.source] for name, q in QUOTAS.items()],
-    ))
-    return "\n".join(out)
+    """The whole report (``bench.capacity_report`` writes each section)."""
+    from bench import capacity_report
+
+    return capacity_report.markdown(result)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -564,76 +564,103 @@ def _retention(stats: RedisStats, thread_entries_before: dict[str, int], turns: 
     )
 
 
+def _meters(raw: Any) -> tuple[DynamoMeter, AwsCounter]:
+    """The meters, installed on the default boto3 session (where the app's clients come from) before any client."""
+    reader = raw.client("dynamodb")
+    meter = DynamoMeter(reader, [describe(reader, TABLE), describe(reader, IDEMPOTENCY_TABLE)])
+    aws = AwsCounter()
+    events = boto3.DEFAULT_SESSION.events  # type: ignore[union-attr]
+    meter.install(events)
+    aws.install(events)
+    return meter, aws
+
+
+def _settings(redis_url: str, model_url: str, queue_url: str) -> Any:
+    from shared.settings import Settings
+
+    return Settings(
+        table_name=TABLE, idempotency_table_name=IDEMPOTENCY_TABLE, aws_region=REGION, redis_url=redis_url,
+        llm_base_url=model_url, llm_api_key="bench", jwt_secret=SECRET, event_bus_name=BUS,
+        memory_queue_url=queue_url, memory_idle_s=0, tool_plugins="bench.turn_scenario:DOCUMENT_TOOL",
+    )
+
+
+def _warm_up(client: httpx.Client, queue: MemoryQueue, pool: list[Thread]) -> None:
+    """Seed each thread and run one unmeasured turn: connections opened, and the seeded messages extracted (6 or
+    more user messages pending: at once), so the measured bursts start from an extraction as in steady use."""
+    for thread in pool:
+        asyncio.run(_seed(thread))
+        _turn(client, thread, CYCLE[0], 0)
+        while messages := queue.receive():
+            for message in messages:
+                queue.deliver(message)
+
+
+@contextmanager
+def _process_state(reports: Reports) -> Iterator[None]:
+    """One request at a time into moto, the handler's reports captured; the process as it was afterwards (a test
+    process goes on): no metered default session, no lock it lacked, the handler's logger as it was."""
+    from shared.adapters.aws.clients import call_lock, serialise_calls
+
+    _aws_environment()
+    serialised_before, session_before = call_lock() is not None, boto3.DEFAULT_SESSION
+    handler_log = logging.getLogger("functions.memory_extract.handler")
+    level_before = handler_log.level
+    serialise_calls(True)  # moto in-process is not thread-safe: one request at a time, as in `make dev`
+    handler_log.addHandler(reports)
+    handler_log.setLevel(logging.INFO)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # the app prints one EMF metrics line per run
+            yield
+    finally:
+        boto3.DEFAULT_SESSION = session_before
+        if not serialised_before:
+            serialise_calls(False)
+        handler_log.removeHandler(reports)
+        handler_log.setLevel(level_before)
+
+
 def measure(*, threads: int, cycles: int, chunk_delay_s: float = 0.002) -> TurnCounts:
     """Seed ``threads`` threads, warm each with one unmeasured turn (and the extraction of its seeded messages),
     then count ``cycles`` cycles of :data:`CYCLE` on each."""
     from moto import mock_aws
 
     from functions.memory_extract.handler import MemoryExtractHandler
-    from shared.adapters.aws.clients import call_lock, serialise_calls
-    from shared.settings import Settings
     from tests.support.live_app import serve_app
     from tests.support.model_server import ModelServer
     from tests.support.redis_server import redis_server
 
     started = time.perf_counter()
-    _aws_environment()
-    quiet = contextlib.redirect_stdout(io.StringIO())  # the app prints one EMF metrics line per run
-    serialised_before, session_before = call_lock() is not None, boto3.DEFAULT_SESSION
-    serialise_calls(True)  # moto in-process is not thread-safe: one request at a time, as in `make dev`
     reports = Reports()
-    logging.getLogger("functions.memory_extract.handler").addHandler(reports)
-    logging.getLogger("functions.memory_extract.handler").setLevel(logging.INFO)
     script = ModelScript(chunk_delay_s=chunk_delay_s)
-    try:
-        with quiet, mock_aws(), redis_server() as redis_url, ModelServer(script.respond) as model:
-            boto3.setup_default_session(region_name=REGION)  # the app's clients come from this session
-            raw = boto3.session.Session(region_name=REGION)  # the bench's own calls: never metered
-            queue_url = create_resources(raw)
-            reader = raw.client("dynamodb")
-            meter = DynamoMeter(reader, [describe(reader, TABLE), describe(reader, IDEMPOTENCY_TABLE)])
-            aws = AwsCounter()
-            events = boto3.DEFAULT_SESSION.events  # type: ignore[union-attr]
-            meter.install(events)
-            aws.install(events)
-            port = int(model.base_url.rsplit(":", 1)[1].split("/", 1)[0])
-            with CountingProxy("127.0.0.1", port) as proxy:
-                settings = Settings(
-                    table_name=TABLE, idempotency_table_name=IDEMPOTENCY_TABLE, aws_region=REGION,
-                    redis_url=redis_url, llm_base_url=f"http://127.0.0.1:{proxy.port}/v1", llm_api_key="bench",
-                    jwt_secret=SECRET, event_bus_name=BUS, memory_queue_url=queue_url, memory_idle_s=0,
-                    tool_plugins="bench.turn_scenario:DOCUMENT_TOOL",
-                )
-                redis_stats = RedisStats(redis_url)
-                harness = Harness(meter, aws, redis_stats, proxy, lambda: len(model.requests))
-                # As template.yaml sets it for the memory function (the API keeps the default, 2): a connection the
-                # model server closed as it was reused is retried, as deployed.
-                handler = MemoryExtractHandler(_services(settings.model_copy(update={"llm_max_retries": 1})))
-                handler.warm()
-                queue = MemoryQueue(raw.client("sqs"), queue_url, handler, reports)
-                try:
-                    with serve_app(_services(settings)) as url, httpx.Client(base_url=url, timeout=60) as client:
-                        harness.metering(False)
-                        pool = [Thread(f"cap-t{i}-{uuid.uuid4().hex[:6]}") for i in range(threads)]
-                        for thread in pool:
-                            asyncio.run(_seed(thread))
-                            _turn(client, thread, CYCLE[0], 0)  # warm-up: connections, and the seeded messages'
-                            while messages := queue.receive():  # extraction (6 or more pending: at once)
-                                for message in messages:
-                                    queue.deliver(message)
-                        before = {k: n for k, _, n, _ in redis_stats.streams() if k.startswith("thread:")}
-                        harness.metering(True)
-                        _drive(harness, client, queue, pool, cycles)
-                        harness.metering(False)
-                        retention = _retention(redis_stats, before, threads * cycles * len(CYCLE))
-                finally:
-                    handler.close()
-                    redis_stats.close()
-    finally:  # the process as it was (a test process goes on): no metered default session, no lock it lacked
-        boto3.DEFAULT_SESSION = session_before
-        if not serialised_before:
-            serialise_calls(False)
-        logging.getLogger("functions.memory_extract.handler").removeHandler(reports)
+    with _process_state(reports), mock_aws(), redis_server() as redis_url, ModelServer(script.respond) as model:
+        boto3.setup_default_session(region_name=REGION)  # the app's clients come from this session
+        raw = boto3.session.Session(region_name=REGION)  # the bench's own calls: never metered
+        queue_url = create_resources(raw)
+        meter, aws = _meters(raw)
+        port = int(model.base_url.rsplit(":", 1)[1].split("/", 1)[0])
+        with CountingProxy("127.0.0.1", port) as proxy:
+            settings = _settings(redis_url, f"http://127.0.0.1:{proxy.port}/v1", queue_url)
+            redis_stats = RedisStats(redis_url)
+            harness = Harness(meter, aws, redis_stats, proxy, lambda: len(model.requests))
+            # As template.yaml sets it for the memory function (the API keeps the default, 2): a connection the
+            # model server closed as it was reused is retried, as deployed.
+            handler = MemoryExtractHandler(_services(settings.model_copy(update={"llm_max_retries": 1})))
+            handler.warm()
+            queue = MemoryQueue(raw.client("sqs"), queue_url, handler, reports)
+            try:
+                with serve_app(_services(settings)) as url, httpx.Client(base_url=url, timeout=60) as client:
+                    harness.metering(False)
+                    pool = [Thread(f"cap-t{i}-{uuid.uuid4().hex[:6]}") for i in range(threads)]
+                    _warm_up(client, queue, pool)
+                    before = {k: n for k, _, n, _ in redis_stats.streams() if k.startswith("thread:")}
+                    harness.metering(True)
+                    _drive(harness, client, queue, pool, cycles)
+                    harness.metering(False)
+                    retention = _retention(redis_stats, before, threads * cycles * len(CYCLE))
+            finally:
+                handler.close()
+                redis_stats.close()
     return TurnCounts(threads, cycles, harness.phases, retention, harness.hottest, time.perf_counter() - started)
 
 
