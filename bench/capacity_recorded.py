@@ -168,10 +168,11 @@ RECORDED_FIGURES: dict[str, dict[str, float]] = {
 """Per occurrence of each phase (``python -m bench.turn_counts``), and the streams' sizes after the runs."""
 
 RECORDED_CPU = CpuFigures(
-    cold_start_cpu_s=2.23,
-    turn_cpu_s={"plain": 0.454, "clock": 0.538, "doc": 0.550},
-    pre_model_cpu_s=0.0306,
+    cold_start_cpu_s=2.33,
+    turn_cpu_s={"plain": 0.400, "clock": 0.448, "doc": 0.472},
+    pre_model_cpu_s=0.0261,
     peak_rss_mb=180.0,
 )
-"""``python -m bench.turn_cpu``: the model paced at 10 ms a token (CPU per turn is per event, not per second:
-the same command at 22 ms a token gave 424 / 527 / 541 ms per plain / clock / doc turn)."""
+"""``python -m bench.turn_cpu`` (inside ``python -m bench.capacity``), the model paced at 10 ms a token. CPU per turn
+is per event, not per second: another run at 22 ms a token gave 424 / 527 / 541 ms per plain / clock / doc turn,
+one at 10 ms 454 / 538 / 550, so the machine's load moves these by about 15 %."""
