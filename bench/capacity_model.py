@@ -286,8 +286,10 @@ def loads(figures: Figures, cpu: CpuFigures, inputs: Inputs) -> list[Load]:
     memory = peak * turn["memory records"] * record_s  # records per second x seconds each (batching aside)
     thread_units = max(figures[f"turn:{k}"]["thread partition units"] for k in TRAFFIC_MIX)
     running = turn["running-runs index units"] * peak / 8  # RUNNING_SHARDS
-    threads_gb = inputs.dau * inputs.threads_per_dau * THREAD_STREAM_CAP * figures["streams"][
-        "thread stream bytes per entry"] / 1e9
+    streams = figures["streams"]
+    cache_gb = (inputs.dau * inputs.threads_per_dau * THREAD_STREAM_CAP * streams["thread stream bytes per entry"]
+                + inputs.turns_per_day * streams["worker run stream bytes"]) / 1e9  # thread streams + a day of runs
+    ecpu_per_s = peak * (turn["redis commands"] + (turn["redis bytes in"] + turn["redis bytes out"]) / 1024)
     q = QUOTAS
     return [
         Load("Lambda concurrency (streaming + memory functions)", streaming + min(memory, 5),
@@ -309,8 +311,10 @@ def loads(figures: Figures, cpu: CpuFigures, inputs: Inputs) -> list[Load]:
              "WCU/s per shard", "more RUNNING_SHARDS (code)"),
         Load("API Gateway requests per second", peak, q["apigw_account_rps"].value, "requests/s",
              "Service Quotas: API Gateway throttle for the account", quota=True),
-        Load("ElastiCache data (thread streams, no TTL)", threads_gb, 5_000, "GB",
-             "a TTL or a smaller MAXLEN on thread streams (code); the cache's 5 TB ceiling is unverified here"),
+        Load("ElastiCache data (thread streams without TTL, a day of run streams)", cache_gb,
+             q["elasticache_data_gb"].value, "GB", "a TTL or a smaller MAXLEN on thread streams (code)"),
+        Load("ElastiCache ECPU per second", ecpu_per_s, q["elasticache_ecpu_per_s"].value, "ECPU/s",
+             "CacheUsageLimits.ECPUPerSecond (a setting); fewer events per token (code)"),
     ]
 
 

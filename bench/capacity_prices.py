@@ -89,6 +89,10 @@ QUOTAS: dict[str, Quota] = {
     ),
     "apigw_stream_minutes": Quota(15, "minutes per streamed response (REST API, regional)", "API Gateway",
                                   adjustable=False),
+    "elasticache_data_gb": Quota(5_000, "GB of data per serverless cache", "ElastiCache Serverless limits",
+                                 verified=False),
+    "elasticache_ecpu_per_s": Quota(15_000_000, "ECPU per second per serverless cache",
+                                    "ElastiCache Serverless limits", verified=False),
     "apigw_account_rps": Quota(10_000, "requests per second per region (account throttle)",
                                "API Gateway quotas (commonly documented default)", verified=False),
 }
