@@ -109,6 +109,7 @@ bench: install-test
 	$(PY) -m bench.cold_start
 	$(PY) -m bench.memory_tokens
 	$(PY) -m bench.first_request
+	$(PY) -m bench.capacity
 
 ## The full load test (32 concurrent SSE runs for 60 s on loopback; exits 1 on any lost/duplicated/reordered event).
 load: install-test

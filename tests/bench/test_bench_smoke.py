@@ -11,6 +11,7 @@ import pytest
 
 from bench import (
     bill,
+    capacity,
     cold_start,
     context_assembly,
     first_request,
@@ -18,6 +19,7 @@ from bench import (
     input_tokens,
     memory_tokens,
     server_overhead,
+    turn_cpu,
 )
 
 
@@ -163,3 +165,34 @@ def test_handler_init_smoke_times_init_first_and_warm_invocations() -> None:
     assert len(result.first_ms) == 1 and len(result.warm_ms) == 1 and result.init_ms[0] > 0
     assert result.first_built == [0]  # INIT built every service the fire uses
     assert result.ratio > 0
+
+
+@pytest.mark.e2e
+def test_capacity_smoke_counts_a_turn_and_prices_it_against_one_accounts_limits(
+    capacity_smoke: capacity.CapacityResult,
+) -> None:
+    # One thread of 8 turns counted on the app (moto, redis-server, scripted model), then priced.
+    result = capacity_smoke
+    assert result.lines[0].component.startswith("model tokens")
+    assert result.usd_per_1000 > result.lines[0].usd_per_1000  # AWS costs something on top of the tokens
+    assert sorted(result.loads) == [1_000, 10_000, 100_000]
+    for rows in result.loads.values():
+        assert all(row.need >= 0 and row.limit > 0 for row in rows)
+    # more users need more of every per-turn limit (the hottest partition is one thread's: it does not grow)
+    small, large = result.loads[1_000], result.loads[100_000]
+    assert large[0].need > small[0].need
+    assert [row.memory_mb for row in result.sizes] == [256, 512, 768, 1024, 1769]
+    assert {p.name for p in result.platforms[10_000]} >= {"Lambda + API Gateway (shipped)", "ECS Fargate + ALB"}
+    assert "USD per 1,000 user turns" in capacity.markdown(result)
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is installed by `make test`")
+def test_turn_cpu_smoke_reads_the_cpu_of_a_fresh_instance_and_of_each_turn() -> None:
+    result = turn_cpu.main(["--smoke"])
+    assert len(result.cold_start_cpu_s) == 1 and result.cold_start_cpu_s[0] > 0
+    assert sorted(result.turn_cpu_s) == ["clock", "doc", "plain"]
+    assert all(cpu > 0 for values in result.turn_cpu_s.values() for cpu in values)
+    # the CPU before the model request is part of the turn's
+    assert 0 < max(result.pre_model_cpu_s) < max(result.turn_cpu_s["plain"])
+    assert result.peak_rss_mb[0] >= result.rss_ready_mb[0] > 0
