@@ -34,6 +34,8 @@ TOOL_REFUSALS = "ToolRefusals"
 WINDOW_REPAIRS = "WindowRepairs"
 MEMORY_REJECTIONS = "MemoryRejections"
 RUNS_SWEPT = "RunsSwept"
+RUNTIME_CONFIG_REJECTED = "RuntimeConfigRejected"
+RUNTIME_CONFIG_UNAVAILABLE = "RuntimeConfigUnavailable"
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +112,22 @@ def emit_swept_runs(count: int) -> None:
     metrics.add_metric(name=RUN_ERRORS, unit=MetricUnit.Count, value=count)
     metrics.add_metric(name=RUNS_SWEPT, unit=MetricUnit.Count, value=count)
     metrics.add_metadata(key="source", value="sweeper")
+    metrics.flush_metrics()
+
+
+def emit_runtime_config_problem(metric: str, *, version: str) -> None:
+    """One count of ``RuntimeConfigRejected`` (a document that failed its checks was kept out) or
+    ``RuntimeConfigUnavailable`` (the configuration could not be read), on the ``service`` dimension; the
+    configuration version travels as metadata. The last good configuration stays in use either way."""
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics = Metrics(
+        namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT),
+        service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE_DEFAULT),
+    )
+    metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+    metrics.add_metadata(key="configuration_version", value=version)
     metrics.flush_metrics()
 
 

@@ -12,6 +12,8 @@ Roll-out and rollback (docs/design.md §11) are applied by :meth:`ProfileCatalog
   send one tenant back to the previous model, or 10 % of every tenant's users to a new one;
 - an emergency widening of N (``WINDOW_N_OVERRIDE``) for every ``last_n_user_messages`` profile.
 
+The same switches, and profiles added without a release, can also come from the runtime configuration
+(``shared.runtime_config``), which builds its catalogs with :func:`parse_profiles` and :func:`build_catalog`.
 Settings are passed in explicitly; nothing here reads the environment.
 """
 
@@ -198,7 +200,8 @@ class ProfileChoice(NamedTuple):
 
 
 class Profiles(Protocol):
-    """What the services ask of the profiles (a :class:`ProfileCatalog` is one)."""
+    """What the services ask of the profiles: a :class:`ProfileCatalog`, or the runtime configuration's
+    (``shared.runtime_config.LiveProfiles``), which swaps its catalog when the configuration changes."""
 
     @property
     def names(self) -> frozenset[str]: ...
@@ -536,6 +539,26 @@ def build_catalog(
     return ProfileCatalog(
         profiles, rollout=rules, window_n_override=parse_window_override(window_n_override, source=window_source)
     )
+
+
+def parse_profiles(
+    entries: Sequence[object], *, source: str, checks: ProfileChecks
+) -> tuple[dict[str, ExecutionProfile], list[ProfileProblem]]:
+    """Profiles given as JSON objects rather than files (the runtime configuration's ``profiles``), checked as a
+    profile file is, each problem named ``<source>[<index>]``."""
+    profiles: dict[str, ExecutionProfile] = {}
+    problems: list[ProfileProblem] = []
+    for index, raw in enumerate(entries):
+        where = f"{source}[{index}]"
+        profile, _, found = _parse_raw(where, raw, not_an_object="give each profile as one JSON object")
+        problems += found
+        if profile is None:
+            continue
+        problems += _check_profile(where, profile, stem=profile.name, checks=checks)
+        if profile.name in profiles:
+            problems.append(ProfileProblem(where, "name", f"profile {profile.name!r} is defined twice", "remove one"))
+        profiles[profile.name] = profile
+    return profiles, problems
 
 
 def _load_files(
