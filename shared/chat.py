@@ -14,7 +14,7 @@ from ag_ui.core import RunAgentInput
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.ports import MessageHistoryReader
-from shared.profiles import ExecutionProfile, ProfileCatalog
+from shared.profiles import ProfileChoice, Profiles
 from shared.runs import intake
 from shared.runs.admission import Admission
 from shared.runs.execution import Executor
@@ -24,17 +24,20 @@ from shared.runs.service import RunService
 CHAT_PROFILE = "chat_default"
 
 
-def chat_meta(profile: ExecutionProfile) -> ExecutionMeta:
+def chat_meta(choice: ProfileChoice) -> ExecutionMeta:
+    """The metadata of a chat run and its messages: the profile that runs it and, if a ramp chose it, which."""
     return ExecutionMeta(
         origin=Origin.CHAT,
         executor=ExecutorKind.WORKER,
-        execution_profile_name=profile.name,
+        execution_profile_name=choice.profile.name,
         hidden_from_user=False,
+        rollout_id=choice.rollout_id,
+        rollout_side=choice.rollout_side,
     )
 
 
 def chat_context(
-    caller: Identity, run_input: RunAgentInput, profile: ExecutionProfile, new_messages: list[Message]
+    caller: Identity, run_input: RunAgentInput, choice: ProfileChoice, new_messages: list[Message]
 ) -> RunContext:
     """The context of a chat run: the caller's identity, the request's ids, tools, context notes and newest text."""
     users = [m.content for m in new_messages if m.role is Role.USER]
@@ -42,8 +45,8 @@ def chat_context(
         identity=caller,
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
-        profile=profile,
-        meta=chat_meta(profile),
+        profile=choice.profile,
+        meta=chat_meta(choice),
         client_tools=intake.client_tools(run_input),
         context_notes=intake.context_notes(run_input),
         request_summary=f"chat run, {len(run_input.messages)} messages from client",
@@ -56,7 +59,7 @@ class ChatService:
 
     def __init__(
         self,
-        profiles: ProfileCatalog,
+        profiles: Profiles,
         runs: RunService,
         history: MessageHistoryReader,
         executor: Callable[[], Executor],
@@ -69,9 +72,9 @@ class ChatService:
     async def start(self, caller: Identity, body: bytes) -> Admission:
         """Admit the run a ``RunAgentInput`` body asks for (or attach to it, for a retry of the same request)."""
         run_input = intake.parse_run_input(body)
-        profile = self._profiles.resolve(CHAT_PROFILE, tenant_id=caller.tenant_id)
-        new_messages = intake.run_messages(run_input, chat_meta(profile))
-        ctx = chat_context(caller, run_input, profile, new_messages)
+        choice = self._profiles.choose(CHAT_PROFILE, tenant_id=caller.tenant_id, user_id=caller.user_id)
+        new_messages = intake.run_messages(run_input, chat_meta(choice))
+        ctx = chat_context(caller, run_input, choice, new_messages)
 
         async def settle(fresh: list[Message], recent: list[Message]) -> list[Message]:
             return await settle_pending_calls(

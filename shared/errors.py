@@ -8,6 +8,7 @@
     ├── Conflict (409)              run id reused with another body, thread busy, concurrent writer
     ├── PayloadTooLarge (413)
     ├── ServiceUnavailable (503)    a dependency (scheduler, stream store) is down; retry later
+    │   └── RuntimeConfigUnavailable    the runtime configuration cannot be read (the last good one stays in use)
     ├── ModelError                  the model failed after retries; ends a run with RUN_ERROR
     └── ConfigurationError          a developer mistake found at start-up (bad profile, missing setting)
 
@@ -57,6 +58,13 @@ class PayloadTooLarge(AgentError):
 
 class ServiceUnavailable(AgentError):
     code = "service_unavailable"
+
+
+class RuntimeConfigUnavailable(ServiceUnavailable):
+    """The runtime configuration (AppConfig, through its Lambda extension) could not be read. Never reaches a caller:
+    the profiles keep the last good configuration (``shared.runtime_config``)."""
+
+    code = "runtime_config_unavailable"
 
 
 TRANSIENT_MODEL_CODES: frozenset[str] = frozenset(

@@ -4,7 +4,7 @@ import hashlib
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,6 +67,10 @@ class ToolCall(BaseModel):
     arguments: str = "{}"
 
 
+RolloutSide = Literal["base", "new"]
+"""The side of a ramp (``shared.rollouts``) that served a run: the profile asked for, or the ramp's new profile."""
+
+
 class ExecutionMeta(BaseModel):
     """The metadata every message and run carries (docs/design.md §7.3)."""
 
@@ -76,6 +80,10 @@ class ExecutionMeta(BaseModel):
     executor: ExecutorKind = ExecutorKind.WORKER
     execution_profile_name: str = "chat_default"
     hidden_from_user: bool = False
+    rollout_id: str | None = None
+    """The ramp (``shared.rollouts``) that covered the run, if any: set on both of its sides."""
+    rollout_side: RolloutSide | None = None
+    """Which side of that ramp served the run: ``base`` (the profile asked for) or ``new`` (the ramp's target)."""
 
 
 class Message(BaseModel):

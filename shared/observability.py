@@ -3,6 +3,10 @@
 Metrics are written as CloudWatch embedded metric format on stdout, one document per run, which works the same in
 the streaming function (uvicorn under the Web Adapter, not a Lambda handler) and in the handler functions. The
 alarms in template.yaml are built on these names; change them together.
+
+Each run document carries its figures under three dimension sets: ``service`` (what the alarms watch),
+``service, profile`` (every profile's quality and cost side by side) and, for a run a ramp covered,
+``service, rollout, side`` (the two sides of one ramp, on the same population of users; docs/policy.md §1.5).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
-from shared.models import RunStatus
+from shared.models import ExecutorKind, RunStatus
 
 if TYPE_CHECKING:
     from shared.executors.context import RunContext
@@ -28,7 +32,10 @@ INPUT_TOKENS = "InputTokens"
 OUTPUT_TOKENS = "OutputTokens"
 TOOL_REFUSALS = "ToolRefusals"
 WINDOW_REPAIRS = "WindowRepairs"
+MEMORY_REJECTIONS = "MemoryRejections"
 RUNS_SWEPT = "RunsSwept"
+RUNTIME_CONFIG_REJECTED = "RuntimeConfigRejected"
+RUNTIME_CONFIG_UNAVAILABLE = "RuntimeConfigUnavailable"
 
 logger = logging.getLogger(__name__)
 
@@ -54,25 +61,35 @@ def run_metrics(ctx: RunContext, status: RunStatus, result: ExecutionResult) -> 
     }
     if result.time_to_first_event_ms is not None:
         figures[TIME_TO_FIRST_EVENT_MS] = round(result.time_to_first_event_ms, 1)
+    if ctx.meta.executor is ExecutorKind.MEMORY:
+        figures[MEMORY_REJECTIONS] = float(result.memory_rejections)
     return figures
 
 
+def run_dimension_sets(ctx: RunContext, service: str) -> list[dict[str, str]]:
+    """The dimension sets a run's figures are published under besides ``service`` alone: per profile, and per ramp
+    side when a ramp covered the run."""
+    sets = [{"service": service, "profile": ctx.profile.name}]
+    if ctx.meta.rollout_id is not None and ctx.meta.rollout_side is not None:
+        sets.append({"service": service, "rollout": ctx.meta.rollout_id, "side": ctx.meta.rollout_side})
+    return sets
+
+
 async def emit_run_metrics(ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
-    """Flush one EMF document for the run, with the ``service`` dimension only: the template's alarms are on
-    that dimension set, and EMF gives one set per document. Executor and profile travel as metadata."""
+    """Flush one EMF document for the run. Its first dimension set is ``service`` alone (the template's alarms
+    are on it); the others are :func:`run_dimension_sets`. Run id, executor and models travel as metadata."""
     from aws_lambda_powertools import Metrics
     from aws_lambda_powertools.metrics import MetricUnit
 
-    metrics = Metrics(
-        namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT),
-        service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE_DEFAULT),
-    )
+    service = os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE_DEFAULT)
+    metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT), service=service)
     for name, value in run_metrics(ctx, status, result).items():
         unit = MetricUnit.Milliseconds if name.endswith("Ms") else MetricUnit.Count
         metrics.add_metric(name=name, unit=unit, value=value)
+    for dimensions in run_dimension_sets(ctx, service):
+        metrics.add_dimensions(**dimensions)
     metrics.add_metadata(key="run_id", value=ctx.run_id)
     metrics.add_metadata(key="executor", value=ctx.meta.executor.value)
-    metrics.add_metadata(key="profile", value=ctx.profile.name)
     metrics.add_metadata(key="models", value=run_models(result))
     metrics.flush_metrics()
 
@@ -95,6 +112,22 @@ def emit_swept_runs(count: int) -> None:
     metrics.add_metric(name=RUN_ERRORS, unit=MetricUnit.Count, value=count)
     metrics.add_metric(name=RUNS_SWEPT, unit=MetricUnit.Count, value=count)
     metrics.add_metadata(key="source", value="sweeper")
+    metrics.flush_metrics()
+
+
+def emit_runtime_config_problem(metric: str, *, version: str) -> None:
+    """One count of ``RuntimeConfigRejected`` (a document that failed its checks was kept out) or
+    ``RuntimeConfigUnavailable`` (the configuration could not be read), on the ``service`` dimension; the
+    configuration version travels as metadata. The last good configuration stays in use either way."""
+    from aws_lambda_powertools import Metrics
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics = Metrics(
+        namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT),
+        service=os.environ.get("POWERTOOLS_SERVICE_NAME", SERVICE_DEFAULT),
+    )
+    metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+    metrics.add_metadata(key="configuration_version", value=version)
     metrics.flush_metrics()
 
 

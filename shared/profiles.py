@@ -6,12 +6,14 @@ Lambda code). :func:`load_catalog` reads and validates all of them at start-up; 
 :class:`~shared.errors.ConfigurationError` that names the file, the field and the fix, so a bad profile stops
 the deploy instead of the first user message.
 
-Roll-out and rollback (docs/design.md §11) are applied by :meth:`ProfileCatalog.resolve`:
+Roll-out and rollback (docs/design.md §11) are applied by :meth:`ProfileCatalog.choose`:
 
-- per-tenant and per-task-type overrides (``PROFILE_ROLLOUT``), e.g. send one tenant back to the previous
-  model;
+- per-tenant and per-task-type overrides and percentage ramps (``PROFILE_ROLLOUT``, :mod:`shared.rollouts`), e.g.
+  send one tenant back to the previous model, or 10 % of every tenant's users to a new one;
 - an emergency widening of N (``WINDOW_N_OVERRIDE``) for every ``last_n_user_messages`` profile.
 
+The same switches, and profiles added without a release, can also come from the runtime configuration
+(``shared.runtime_config``), which builds its catalogs with :func:`parse_profiles` and :func:`build_catalog`.
 Settings are passed in explicitly; nothing here reads the environment.
 """
 
@@ -20,13 +22,15 @@ import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, NoReturn
+from typing import Any, Literal, NamedTuple, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.errors import ConfigurationError
-from shared.models import ExecutorKind
+from shared.models import ExecutorKind, RolloutSide
+from shared.profile_problems import ProfileProblem, fail, loc, raise_if_any
+from shared.rollouts import RolloutRules, parse_rollout, parse_window_override
 
 logger = logging.getLogger(__name__)
 
@@ -187,22 +191,36 @@ class ExecutionProfile(BaseModel):
 # ----------------------------------------------------------------------------------------------------------
 
 
-class RolloutRules(BaseModel):
-    """Profile overrides by tenant and by automation task type.
+class ProfileChoice(NamedTuple):
+    """The profile a run must use, and the ramp and side that chose it (both None when no ramp covered the run)."""
 
-    Shape: ``{"tenants": {tenant: {profile: override}}, "task_types": {task_type: {profile: override}}}``.
+    profile: ExecutionProfile
+    rollout_id: str | None = None
+    rollout_side: RolloutSide | None = None
 
-    A tenant rule wins over a task-type rule; overrides do not chain.
-    """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Profiles(Protocol):
+    """What the services ask of the profiles: a :class:`ProfileCatalog`, or the runtime configuration's
+    (``shared.runtime_config.LiveProfiles``), which swaps its catalog when the configuration changes."""
 
-    tenants: dict[str, dict[str, str]] = Field(default_factory=dict)
-    task_types: dict[str, dict[str, str]] = Field(default_factory=dict)
+    @property
+    def names(self) -> frozenset[str]: ...
+
+    def __iter__(self) -> Iterator[ExecutionProfile]: ...
+
+    def get(self, name: str) -> ExecutionProfile: ...
+
+    def choose(
+        self, name: str, *, tenant_id: str, user_id: str | None = None, task_type: str | None = None
+    ) -> ProfileChoice: ...
+
+    def resolve(
+        self, name: str, *, tenant_id: str, user_id: str | None = None, task_type: str | None = None
+    ) -> ExecutionProfile: ...
 
 
 class ProfileCatalog:
-    """The validated profiles plus the roll-out switches; :meth:`resolve` is what a run should use."""
+    """The validated profiles plus the roll-out switches; :meth:`choose` is what a run should use."""
 
     def __init__(
         self,
@@ -232,17 +250,24 @@ class ProfileCatalog:
                 code="unknown_profile",
             ) from None
 
-    def resolve(self, name: str, *, tenant_id: str, task_type: str | None = None) -> ExecutionProfile:
-        """The profile a run of ``tenant_id`` (and automation ``task_type``) asking for ``name`` must use."""
-        override = self._rollout.tenants.get(tenant_id, {}).get(name)
-        if override is None and task_type is not None:
-            override = self._rollout.task_types.get(task_type, {}).get(name)
-        profile = self.get(override or name)
+    def choose(
+        self, name: str, *, tenant_id: str, user_id: str | None = None, task_type: str | None = None
+    ) -> ProfileChoice:
+        """The profile a run of ``tenant_id`` / ``user_id`` (and automation ``task_type``) asking for ``name``
+        must use, with the roll-out rules and the window override applied, and the ramp that chose it, if any."""
+        rule = self._rollout.choose(name, tenant_id=tenant_id, user_id=user_id, task_type=task_type)
+        profile = self.get(rule.profile_name)
         widen = self._window_n_override
         policy = profile.history_policy
         if widen is not None and policy.mode == "last_n_user_messages" and widen > policy.n:
             profile = profile.model_copy(update={"history_policy": policy.model_copy(update={"n": widen})})
-        return profile
+        return ProfileChoice(profile, rule.rollout_id, rule.side)
+
+    def resolve(
+        self, name: str, *, tenant_id: str, user_id: str | None = None, task_type: str | None = None
+    ) -> ExecutionProfile:
+        """The profile of :meth:`choose`, without saying how it was chosen."""
+        return self.choose(name, tenant_id=tenant_id, user_id=user_id, task_type=task_type).profile
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -250,42 +275,18 @@ class ProfileCatalog:
 # ----------------------------------------------------------------------------------------------------------
 
 
-class ProfileProblem(NamedTuple):
-    """One mistake in a profile file: where, which field, what is wrong and how to fix it."""
+class ProfileChecks(NamedTuple):
+    """What every profile is checked against: the tools, models and MCP servers that exist."""
 
-    source: str
-    field: str
-    problem: str
-    fix: str
-
-    def render(self) -> str:
-        return f"{self.source}: field '{self.field}': {self.problem}. Fix: {self.fix}"
-
-
-def _fail(problems: list[ProfileProblem]) -> NoReturn:
-    raise ConfigurationError(
-        "invalid execution profile configuration:\n" + "\n".join(p.render() for p in problems),
-        code="invalid_profile",
-        details=[p._asdict() for p in problems],
-    )
-
-
-def _raise(problems: list[ProfileProblem]) -> None:
-    if problems:
-        _fail(problems)
-
-
-def _loc(loc: Iterable[int | str]) -> str:
-    text = ""
-    for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "(document)"
+    known_tools: frozenset[str]
+    known_models: Mapping[str, ModelTraits] = KNOWN_MODELS
+    known_mcp_servers: frozenset[str] = frozenset()
 
 
 def _fix_for(error: Mapping[str, Any]) -> str:
     kind = error["type"]
     ctx = error.get("ctx") or {}
-    field = _loc(error["loc"])
+    field = loc(error["loc"])
     if field == "executor":
         return "use one of: " + ", ".join(k.value for k in ExecutorKind)
     if kind in {"enum", "literal_error"}:
@@ -316,35 +317,23 @@ def _parse_file(path: Path) -> tuple[ExecutionProfile | None, dict[str, Any], li
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        return (
-            None,
-            {},
-            [
-                ProfileProblem(
-                    source,
-                    "(document)",
-                    f"invalid JSON at line {exc.lineno}: {exc.msg}",
-                    "fix the JSON syntax",
-                )
-            ],
+        problem = ProfileProblem(
+            source, "(document)", f"invalid JSON at line {exc.lineno}: {exc.msg}", "fix the JSON syntax"
         )
+        return None, {}, [problem]
+    return _parse_raw(source, raw, not_an_object="write one profile object per file")
+
+
+def _parse_raw(
+    source: str, raw: object, *, not_an_object: str
+) -> tuple[ExecutionProfile | None, dict[str, Any], list[ProfileProblem]]:
     if not isinstance(raw, dict):
-        return (
-            None,
-            {},
-            [
-                ProfileProblem(
-                    source, "(document)", "the file is not a JSON object", "write one profile object per file"
-                )
-            ],
-        )
+        return None, {}, [ProfileProblem(source, "(document)", "the profile is not a JSON object", not_an_object)]
     try:
         return ExecutionProfile.model_validate(raw), raw, []
     except ValidationError as exc:
         problems = [
-            ProfileProblem(
-                source, _loc(err["loc"]), f"{err['msg']} (got {err.get('input')!r})", _fix_for(err)
-            )
+            ProfileProblem(source, loc(err["loc"]), f"{err['msg']} (got {err.get('input')!r})", _fix_for(err))
             for err in exc.errors()
         ]
         return None, raw, problems
@@ -355,9 +344,7 @@ def _check_profile(
     profile: ExecutionProfile,
     *,
     stem: str,
-    known_tools: frozenset[str],
-    known_models: Mapping[str, ModelTraits],
-    known_mcp_servers: frozenset[str] = frozenset(),
+    checks: ProfileChecks,
 ) -> list[ProfileProblem]:
     """Everything wrong with one well-formed profile, in the order its fields appear."""
     problems: list[ProfileProblem] = []
@@ -370,9 +357,9 @@ def _check_profile(
                 f"rename the file to {profile.name}.json or set name to {stem!r}",
             )
         )
-    problems += _check_model(source, profile, known_models)
-    problems += _check_allowlist(source, profile, known_tools)
-    problems += _check_mcp_servers(source, profile, known_mcp_servers)
+    problems += _check_model(source, profile, checks.known_models)
+    problems += _check_allowlist(source, profile, checks.known_tools)
+    problems += _check_mcp_servers(source, profile, checks.known_mcp_servers)
     if profile.executor is ExecutorKind.MEMORY:
         problems += _check_memory_tools(source, profile)
     return problems
@@ -480,73 +467,6 @@ def _check_memory_tools(source: str, profile: ExecutionProfile) -> list[ProfileP
     return problems
 
 
-def _parse_rollout(rollout_json: str | None, profiles: Mapping[str, ExecutionProfile]) -> RolloutRules:
-    source = "PROFILE_ROLLOUT"
-    if not rollout_json or not rollout_json.strip():
-        return RolloutRules()
-    try:
-        rules = RolloutRules.model_validate_json(rollout_json)
-    except ValidationError as exc:
-        _fail(
-            [
-                ProfileProblem(
-                    source,
-                    _loc(err["loc"]),
-                    err["msg"],
-                    'use {"tenants": {"<tenant>": {"<profile>": "<override>"}}, "task_types": {...}}',
-                )
-                for err in exc.errors()
-            ]
-        )
-    problems: list[ProfileProblem] = []
-    for section, table in (("tenants", rules.tenants), ("task_types", rules.task_types)):
-        for key, mapping in table.items():
-            for base, target in mapping.items():
-                field = f"{section}.{key}.{base}"
-                missing = [n for n in (base, target) if n not in profiles]
-                if missing:
-                    problems.append(
-                        ProfileProblem(
-                            source,
-                            field,
-                            f"unknown profile(s) {missing}",
-                            "use one of: " + ", ".join(sorted(profiles)),
-                        )
-                    )
-                elif profiles[base].executor is not profiles[target].executor:
-                    problems.append(
-                        ProfileProblem(
-                            source,
-                            field,
-                            f"{target!r} runs another executor than {base!r}",
-                            "override a profile only with one of the same executor",
-                        )
-                    )
-    _raise(problems)
-    return rules
-
-
-def _parse_window_override(value: int | str | None) -> int | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    try:
-        parsed = int(value)
-    except ValueError:
-        parsed = 0
-    if parsed < 1:
-        _fail(
-            [
-                ProfileProblem(
-                    "WINDOW_N_OVERRIDE",
-                    "(value)",
-                    f"{value!r} is not a positive integer",
-                    "set a whole number of user messages such as 25, or unset it",
-                )
-            ]
-        )
-    return parsed
-
-
 def load_catalog(
     directory: Path,
     *,
@@ -572,7 +492,7 @@ def load_catalog(
     """
     files = sorted(directory.glob("*.json"))
     if not files:
-        _fail(
+        fail(
             [
                 ProfileProblem(
                     str(directory.name),
@@ -582,13 +502,9 @@ def load_catalog(
                 )
             ]
         )
-    profiles, problems, legacy = _load_files(
-        files,
-        known_tools=frozenset(known_tools),
-        known_models=known_models,
-        known_mcp_servers=frozenset(known_mcp_servers),
-    )
-    _raise(problems)
+    checks = ProfileChecks(frozenset(known_tools), known_models, frozenset(known_mcp_servers))
+    profiles, problems, legacy = _load_files(files, checks)
+    raise_if_any(problems)
     for source, profile in legacy:
         logger.warning(
             "deprecated profile field ignored",
@@ -600,19 +516,53 @@ def load_catalog(
                 "action": "ignored: the execution path depends only on executor and the profile",
             },
         )
+    return build_catalog(profiles, rollout=rollout_json, window_n_override=window_n_override)
+
+
+def build_catalog(
+    profiles: Mapping[str, ExecutionProfile],
+    *,
+    rollout: str | Mapping[str, Any] | RolloutRules | None,
+    window_n_override: int | str | None,
+    rollout_source: str = "PROFILE_ROLLOUT",
+    window_source: str = "WINDOW_N_OVERRIDE",
+) -> ProfileCatalog:
+    """A catalog of already checked ``profiles`` with the roll-out rules and the window override, both checked
+    (against ``profiles``) and reported under ``rollout_source`` / ``window_source``.
+
+    Raises:
+        ConfigurationError: listing every problem of the rules and the override.
+    """
+    executors = {name: profile.executor for name, profile in profiles.items()}
+    raw = rollout.model_dump(by_alias=True) if isinstance(rollout, RolloutRules) else rollout
+    rules = parse_rollout(raw, executors, source=rollout_source)
     return ProfileCatalog(
-        profiles,
-        rollout=_parse_rollout(rollout_json, profiles),
-        window_n_override=_parse_window_override(window_n_override),
+        profiles, rollout=rules, window_n_override=parse_window_override(window_n_override, source=window_source)
     )
 
 
+def parse_profiles(
+    entries: Sequence[object], *, source: str, checks: ProfileChecks
+) -> tuple[dict[str, ExecutionProfile], list[ProfileProblem]]:
+    """Profiles given as JSON objects rather than files (the runtime configuration's ``profiles``), checked as a
+    profile file is, each problem named ``<source>[<index>]``."""
+    profiles: dict[str, ExecutionProfile] = {}
+    problems: list[ProfileProblem] = []
+    for index, raw in enumerate(entries):
+        where = f"{source}[{index}]"
+        profile, _, found = _parse_raw(where, raw, not_an_object="give each profile as one JSON object")
+        problems += found
+        if profile is None:
+            continue
+        problems += _check_profile(where, profile, stem=profile.name, checks=checks)
+        if profile.name in profiles:
+            problems.append(ProfileProblem(where, "name", f"profile {profile.name!r} is defined twice", "remove one"))
+        profiles[profile.name] = profile
+    return profiles, problems
+
+
 def _load_files(
-    files: Sequence[Path],
-    *,
-    known_tools: frozenset[str],
-    known_models: Mapping[str, ModelTraits],
-    known_mcp_servers: frozenset[str],
+    files: Sequence[Path], checks: ProfileChecks
 ) -> tuple[dict[str, ExecutionProfile], list[ProfileProblem], list[tuple[str, ExecutionProfile]]]:
     """The profiles of ``files`` by name, every problem found in them, and the files that still use the
     deprecated ``enable_router`` field."""
@@ -624,14 +574,7 @@ def _load_files(
         problems += file_problems
         if profile is None:
             continue
-        problems += _check_profile(
-            path.name,
-            profile,
-            stem=path.stem,
-            known_tools=known_tools,
-            known_models=known_models,
-            known_mcp_servers=known_mcp_servers,
-        )
+        problems += _check_profile(path.name, profile, stem=path.stem, checks=checks)
         if profile.name in profiles:
             problems.append(
                 ProfileProblem(

@@ -38,6 +38,11 @@ class ExecutionResult:
     def duration_ms(self) -> float:
         return ((self.finished_at or time.monotonic()) - self.started_at) * 1000
 
+    @property
+    def memory_rejections(self) -> int:
+        """Memory proposals the memory gate refused; 0 for runs that propose none (the memory result counts)."""
+        return 0
+
 
 class ExecutionFailed(Exception):
     """An executor failed after doing some of its work: the failure, and the usage of the model turns before it.

@@ -2,7 +2,7 @@
 template.yaml (and the local runner, which sets defaults)."""
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -41,6 +41,18 @@ class Settings(BaseModel):
     memory_duplicate_similarity: float | None = Field(default=None, gt=0, le=1)
     """Cosine similarity from which two memories are the same fact (default: the embedder's own)."""
     profile_rollout: str | None = None
+    appconfig_application: str | None = None
+    """With ``appconfig_environment`` and ``appconfig_profile``: the AppConfig configuration that adds profiles and
+    replaces ``PROFILE_ROLLOUT`` / ``WINDOW_N_OVERRIDE`` while the functions run (shared.runtime_config), read
+    through the AppConfig Lambda extension. All three unset: no runtime configuration."""
+    appconfig_environment: str | None = None
+    appconfig_profile: str | None = None
+    appconfig_extension_url: str = "http://localhost:2772"
+    """Where the AppConfig Lambda extension serves (its default port is 2772)."""
+    runtime_config_poll_s: float = Field(default=15.0, gt=0)
+    """How long a process uses the configuration it read before asking the extension again."""
+    runtime_config_timeout_s: float = Field(default=1.0, gt=0)
+    """How long one read from the extension may take before the last good configuration is kept instead."""
     tool_plugins: str | None = None
     """Comma-separated ``module:attribute`` paths of server tools to register (shared.tools.plugins)."""
     mcp_servers: str | None = None
@@ -115,6 +127,7 @@ class Settings(BaseModel):
             "embeddings_base_url": opt("EMBEDDINGS_BASE_URL"),
             "memory_duplicate_similarity": opt("MEMORY_DUPLICATE_SIMILARITY"),
             "profile_rollout": opt("PROFILE_ROLLOUT"),
+            **_runtime_config(opt),
             "tool_plugins": opt("TOOL_PLUGINS"),
             "mcp_servers": opt("MCP_SERVERS"),
             "event_bus_name": opt("EVENT_BUS_NAME"),
@@ -145,6 +158,18 @@ class Settings(BaseModel):
             "lambda_function_name": opt("AWS_LAMBDA_FUNCTION_NAME"),
         }
         return cls.model_validate({k: v for k, v in values.items() if v is not None})
+
+
+def _runtime_config(opt: Callable[[str], str | None]) -> dict[str, str | None]:
+    """The settings of the runtime configuration (shared.runtime_config): where AppConfig's extension serves it."""
+    return {
+        "appconfig_application": opt("APPCONFIG_APPLICATION"),
+        "appconfig_environment": opt("APPCONFIG_ENVIRONMENT"),
+        "appconfig_profile": opt("APPCONFIG_PROFILE"),
+        "appconfig_extension_url": opt("APPCONFIG_EXTENSION_URL"),
+        "runtime_config_poll_s": opt("RUNTIME_CONFIG_POLL_S"),
+        "runtime_config_timeout_s": opt("RUNTIME_CONFIG_TIMEOUT_S"),
+    }
 
 
 def _comma_list(value: str | None) -> tuple[str, ...] | None:

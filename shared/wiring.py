@@ -22,7 +22,7 @@ from shared.models import ExecutorKind, Identity, Run
 from shared.ports import EventStream
 from shared.ports.model import ChatModel
 from shared.ports.store import RunStore
-from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileCatalog, load_catalog
+from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileChecks, Profiles, load_catalog
 from shared.runs.service import Executor, RunService
 from shared.settings import Settings
 from shared.tools.clock import make_clock_tool
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from shared.memory.trigger import RunCompletedPublisher
     from shared.models import RunStatus
     from shared.ports.automation import AutomationStore, TaskScheduler
+    from shared.ports.config import ConfigSource
     from shared.ports.memory import DueQueue, Embedder, MemoryStore, PendingExtractions
     from shared.run_results import ExecutionResult
     from shared.threads import ThreadService
@@ -77,7 +78,8 @@ class ServiceOverrides(NamedTuple):
     model: ChatModel | None = None
     tools: ToolRegistry | None = None
     mcp: McpToolbox | None = None
-    profiles: ProfileCatalog | None = None
+    profiles: Profiles | None = None
+    runtime_config: ConfigSource | None = None
     run_completed_publisher: RunCompletedPublisher | None = None
     memory_store: MemoryStore | None = None
     embedder: Embedder | None = None
@@ -206,16 +208,62 @@ class Services:
         return McpToolbox(parse_mcp_servers(self.settings.mcp_servers), header_value=_mcp_header_value)
 
     @cached_property
-    def profiles(self) -> ProfileCatalog:
+    def profiles(self) -> Profiles:
+        """The packaged profiles with ``PROFILE_ROLLOUT`` and ``WINDOW_N_OVERRIDE``; with runtime configuration, the
+        live profiles that build on them (shared.runtime_config; the packaged ones are the fallback)."""
         if self.overrides.profiles is not None:
             return self.overrides.profiles
-        mcp = self.mcp
-        return load_catalog(
+        checks = self.profile_checks()
+        settings = self.settings
+        packaged = load_catalog(
             PROFILES_DIR,
+            known_tools=checks.known_tools,
+            rollout_json=settings.profile_rollout,
+            window_n_override=settings.window_n_override,
+            known_mcp_servers=checks.known_mcp_servers,
+        )
+        source = self.runtime_config
+        if source is None:
+            return packaged
+        from shared.runtime_config import CatalogBase, LiveProfiles
+
+        base = CatalogBase(
+            {p.name: p for p in packaged}, checks, settings.profile_rollout, settings.window_n_override
+        )
+        return LiveProfiles(source, base, fallback=packaged, poll_interval_s=settings.runtime_config_poll_s)
+
+    def profile_checks(self) -> ProfileChecks:
+        """What this deployment's profiles are checked against: its tools (built-in, plugins, MCP, memory) and MCP
+        servers."""
+        mcp = self.mcp
+        return ProfileChecks(
             known_tools=self.tools.names | MEMORY_TOOL_NAMES | (mcp.known_tool_names() if mcp else frozenset()),
-            rollout_json=self.settings.profile_rollout,
-            window_n_override=self.settings.window_n_override,
-            known_mcp_servers=mcp.server_names if mcp else (),
+            known_mcp_servers=frozenset(mcp.server_names if mcp else ()),
+        )
+
+    @cached_property
+    def runtime_config(self) -> ConfigSource | None:
+        """The AppConfig configuration, read through its Lambda extension, when ``APPCONFIG_*`` name one."""
+        if self.overrides.runtime_config is not None:
+            return self.overrides.runtime_config
+        settings = self.settings
+        names = (settings.appconfig_application, settings.appconfig_environment, settings.appconfig_profile)
+        if not any(names):
+            return None
+        application, environment, profile = names
+        if not (application and environment and profile):
+            raise ConfigurationError(
+                "APPCONFIG_APPLICATION, APPCONFIG_ENVIRONMENT and APPCONFIG_PROFILE are set together or not at all",
+                code="runtime_config_incomplete",
+            )
+        from shared.adapters.appconfig_extension import AppConfigExtensionSource
+
+        return AppConfigExtensionSource(
+            application,
+            environment,
+            profile,
+            base_url=settings.appconfig_extension_url,
+            timeout_s=settings.runtime_config_timeout_s,
         )
 
     @cached_property
@@ -500,7 +548,8 @@ class Services:
             "memories": lambda: getattr(self.memories, "client", None),
             "stream": lambda: self.stream,
             "model": self._warm_model,
-            "profiles": lambda: self.profiles,
+            # With runtime configuration, the first read of it (from the extension's cache, filled by its prefetch).
+            "profiles": lambda: self.profiles.names,
             "runs": lambda: self.runs,
             "publisher": lambda: self.run_completed_publisher,
             "metrics": lambda: importlib.import_module("aws_lambda_powertools.metrics"),

@@ -33,7 +33,7 @@ from shared.models import (
 )
 from shared.ports import AuditLog, RunLedger
 from shared.ports.automation import AutomationStore
-from shared.profiles import ProfileCatalog
+from shared.profiles import Profiles
 from shared.runs.service import Executor, RunService
 
 logger = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ class AutomationRunner:
         runs: RunService,
         ledger: RunLedger,
         audit: AuditLog,
-        profiles: ProfileCatalog,
+        profiles: Profiles,
         executor_for: ExecutorFor,
         memory_leases: MemoryRunLeases | None = None,
     ) -> None:
@@ -195,14 +195,20 @@ class AutomationRunner:
 
     def _context(self, task: AutomationTask, fire_id: str) -> RunContext:
         """The run of this fire: the task's profile (after rollout), on the task's thread, hidden if the task is."""
-        profile = self._profiles.resolve(
-            task.execution_profile_name, tenant_id=task.tenant_id, task_type=task.task_type
+        choice = self._profiles.choose(
+            task.execution_profile_name,
+            tenant_id=task.tenant_id,
+            user_id=task.owner_user_id,
+            task_type=task.task_type,
         )
+        profile = choice.profile
         meta = ExecutionMeta(
             origin=Origin.AUTOMATION,
             executor=profile.executor,
             execution_profile_name=profile.name,
             hidden_from_user=task.hidden_from_user,
+            rollout_id=choice.rollout_id,
+            rollout_side=choice.rollout_side,
         )
         return RunContext(
             identity=Identity(tenant_id=task.tenant_id, user_id=task.owner_user_id),

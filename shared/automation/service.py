@@ -16,7 +16,7 @@ from shared.errors import InvalidRequest, NotFound
 from shared.models import ExecutorKind, Identity, utc_now
 from shared.ports import ConversationStore
 from shared.ports.automation import AutomationStore, TaskScheduler
-from shared.profiles import MEMORY_TOOL_NAMES, ProfileCatalog
+from shared.profiles import MEMORY_TOOL_NAMES, Profiles
 from shared.runs.intake import check_id
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class AutomationService:
         tasks: AutomationStore,
         scheduler: TaskScheduler,
         threads: ConversationStore,
-        profiles: ProfileCatalog,
+        profiles: Profiles,
         server_tools: frozenset[str],
     ) -> None:
         self._tasks = tasks

@@ -35,7 +35,7 @@ from shared.memory.job import MEMORY_PROFILE, ExtractionReport, MemoryExtraction
 from shared.memory.models import ExtractionDue as ExtractionDue  # the message body this module sends; re-exported
 from shared.models import ExecutorKind, Identity, digest, utc_now
 from shared.ports.memory import DueQueue, PendingExtractions
-from shared.profiles import MemoryPolicy, ProfileCatalog
+from shared.profiles import MemoryPolicy, Profiles
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class ExtractionCoalescer:
         extraction: MemoryExtraction,
         pending: PendingExtractions,
         queue: DueQueue,
-        profiles: ProfileCatalog,
+        profiles: Profiles,
         *,
         idle_s_override: int | None = None,
         lease_s: int = DEFAULT_LEASE_S,
@@ -65,8 +65,9 @@ class ExtractionCoalescer:
         self._lease_s = lease_s
         self._clock = clock
 
-    def policy(self, tenant_id: str) -> MemoryPolicy:
-        policy = self._profiles.resolve(MEMORY_PROFILE, tenant_id=tenant_id).memory_policy
+    def policy(self, tenant_id: str, user_id: str | None = None) -> MemoryPolicy:
+        """When the thread's extraction fires: the memory policy of the profile the user's runs get."""
+        policy = self._profiles.resolve(MEMORY_PROFILE, tenant_id=tenant_id, user_id=user_id).memory_policy
         if self._idle_override is not None:
             policy = policy.model_copy(update={"idle_s": self._idle_override})
         return policy
@@ -78,7 +79,7 @@ class ExtractionCoalescer:
         if not await self._extraction.owns_thread(identity, event.thread_id):
             return ExtractionReport("skipped", "thread_not_found")
         generation = await self._pending.note(event.tenant_id, event.user_id, event.thread_id, now=self._clock())
-        policy = self.policy(event.tenant_id)
+        policy = self.policy(event.tenant_id, event.user_id)
         waiting = await self._extraction.pending_user_messages(event.tenant_id, event.thread_id)
         due = ExtractionDue(
             tenant_id=event.tenant_id, user_id=event.user_id, thread_id=event.thread_id, generation=generation
@@ -101,7 +102,7 @@ class ExtractionCoalescer:
             return ExtractionReport("skipped", "user_cancelled")
         if marker.generation != due.generation:
             return ExtractionReport("skipped", "superseded_by_a_later_turn")
-        return await self._run(due, attempt=attempt, policy=self.policy(due.tenant_id))
+        return await self._run(due, attempt=attempt, policy=self.policy(due.tenant_id, due.user_id))
 
     async def _run(self, due: ExtractionDue, *, attempt: int, policy: MemoryPolicy) -> ExtractionReport:
         run_id = memory_run_id(due.tenant_id, due.thread_id, due.generation, attempt)

@@ -114,6 +114,10 @@ class MemoryExecutionResult(ExecutionResult):
     def decisions(self) -> dict[str, int]:
         return dict(Counter(o.decision for o in self.outcomes))
 
+    @property
+    def memory_rejections(self) -> int:
+        return sum(1 for o in self.outcomes if not o.persisted)
+
 
 def is_human_message(message: Message) -> bool:
     """A user message written by the person: the only kind of message a memory may come from."""

@@ -29,7 +29,7 @@ from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStat
 from shared.ports import AuditLog
 from shared.ports.memory import Embedder, MemoryStore
 from shared.ports.model import ChatModel
-from shared.profiles import ProfileCatalog
+from shared.profiles import Profiles
 from shared.runs.service import RunService
 from shared.tools.registry import ToolRegistry
 
@@ -87,7 +87,7 @@ class MemoryExtraction:
         store: _ThreadStore,
         memories: MemoryStore,
         model: ChatModel,
-        profiles: ProfileCatalog,
+        profiles: Profiles,
         confidence_threshold: float,
         tools: ToolRegistry | None = None,
         model_name: str | None = None,
@@ -118,6 +118,25 @@ class MemoryExtraction:
         new = await self._store.read_forward(tenant_id, thread_id, after_seq=cursor, limit=MAX_NEW_MESSAGES)
         return sum(1 for m in new if is_human_message(m))
 
+    def _context(self, identity: Identity, thread_id: str, run_id: str, request_summary: str) -> RunContext:
+        """The hidden memory run: the memory profile the user's runs get (after roll-out rules and ramps)."""
+        choice = self._profiles.choose(self._profile_name, tenant_id=identity.tenant_id, user_id=identity.user_id)
+        return RunContext(
+            identity=identity,
+            thread_id=thread_id,
+            run_id=run_id,
+            profile=choice.profile,
+            meta=ExecutionMeta(
+                origin=Origin.AUTOMATION,
+                executor=ExecutorKind.MEMORY,
+                execution_profile_name=choice.profile.name,
+                hidden_from_user=True,
+                rollout_id=choice.rollout_id,
+                rollout_side=choice.rollout_side,
+            ),
+            request_summary=request_summary,
+        )
+
     async def extract(
         self, identity: Identity, thread_id: str, *, run_id: str, request_summary: str = "memory extraction"
     ) -> ExtractionReport:
@@ -131,20 +150,7 @@ class MemoryExtraction:
             if new:  # only assistant, tool or automation text since the cursor: nothing to read again later
                 await self._memories.advance_cursor(tenant, thread_id, new[-1].seq)
             return ExtractionReport("skipped", "nothing_new")
-        profile = self._profiles.resolve(self._profile_name, tenant_id=tenant)
-        ctx = RunContext(
-            identity=identity,
-            thread_id=thread_id,
-            run_id=run_id,
-            profile=profile,
-            meta=ExecutionMeta(
-                origin=Origin.AUTOMATION,
-                executor=ExecutorKind.MEMORY,
-                execution_profile_name=profile.name,
-                hidden_from_user=True,
-            ),
-            request_summary=request_summary,
-        )
+        ctx = self._context(identity, thread_id, run_id, request_summary)
         executor = MemoryExecutor(
             self._model,
             self._store,

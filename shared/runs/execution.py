@@ -258,6 +258,8 @@ def _log_finished(ctx: RunContext, outcome: Outcome, watch: RunWatch, emitter: R
             "thread_id": ctx.thread_id,
             "tenant_id": ctx.identity.tenant_id,
             "profile": ctx.profile.name,
+            "rollout_id": ctx.meta.rollout_id,
+            "rollout_side": ctx.meta.rollout_side,
             "executor": ctx.meta.executor.value,
             "status": "taken_over" if watch.state.lost else outcome.status.value,
             "duration_ms": round((time.monotonic() - started) * 1000),

@@ -14,6 +14,10 @@ Notes that decide the rows:
   run chat/task runs (``RunService`` + ``WorkerExecutor``), the memory function runs a hidden memory run, the
   buffered API serves the JSON routes, the sweeper ends stale runs. Only the buffered API deletes (a memory, a
   task, a thread and its runs, a user's data); only it manages schedules, and only task schedules (``task-*``).
+- The runtime configuration is read by the AppConfig Lambda extension (a layer, only when its parameter is set), with
+  the function's role: the two ``appconfig`` calls are the layer's, granted by a conditional ``AWS::IAM::Policy``
+  attached to the four roles whose functions choose profiles; the code reads the extension on localhost. A grant
+  of such a policy counts as the role's.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +85,20 @@ GSI1 = "AgentTable/index/GSI1"
 GSI2 = "AgentTable/index/GSI2"
 DLQ = "AsyncDeadLetterQueue"
 
+ENVIRONMENT = "RuntimeConfigEnvironment"
+APPCONFIG = "shared.adapters.appconfig_extension:AppConfigExtensionSource.fetch"
+RUNTIME_CONFIG: dict[Grant, tuple[Need, ...]] = {
+    (action, "appconfig/RuntimeConfigApplication/RuntimeConfigEnvironment/RuntimeConfigProfile"): (
+        Code(APPCONFIG, "_OPENER.open("),
+        Service(
+            "the AppConfig Lambda extension reads the configuration with the function's role",
+            "RuntimeConfigProfile",
+            "AWS::AppConfig::ConfigurationProfile",
+        ),
+    )
+    for action in ("appconfig:StartConfigurationSession", "appconfig:GetLatestConfiguration")
+}
+
 LLM_KEY: dict[Grant, tuple[Need, ...]] = {
     ("secretsmanager:GetSecretValue", "LlmApiKeySecret"): (
         Code("shared.wiring:Services._llm_api_key", "parameters.get_secret("),
@@ -110,6 +129,7 @@ RUN: dict[Grant, tuple[Need, ...]] = {
         Code("shared.adapters.aws.eventbridge:EventBridgePublisher.publish", "put_events("),
     ),
     **LLM_KEY,
+    **RUNTIME_CONFIG,
 }
 
 GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
@@ -167,6 +187,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         ("scheduler:UpdateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.update", "update_schedule("),),
         ("scheduler:DeleteSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.delete", "delete_schedule("),),
         ("iam:PassRole", "SchedulerInvokeRole"): (Code(f"{SCHEDULER}._definition", '"RoleArn": self._role_arn'),),
+        **RUNTIME_CONFIG,
     },
     "MemoryRole": {
         ("dynamodb:GetItem", TABLE): (
@@ -211,6 +232,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         },
         ("sqs:SendMessage", "MemoryQueue"): (Code(f"{DUE_QUEUE}.send", "send_message("),),
         **LLM_KEY,
+        **RUNTIME_CONFIG,
     },
     "SweeperRole": {
         ("dynamodb:GetItem", TABLE): (Code(f"{STORE}._thread_item", "get_item("),),
@@ -244,6 +266,12 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Service("the canary's dead letters", "AutomationFunctionSchedulerCanary", "AWS::Scheduler::Schedule"),
         ),
     },
+    "RuntimeConfigMonitorRole": {
+        ("cloudwatch:DescribeAlarms", alarm): (
+            Service("AppConfig watches the alarm during a deployment", ENVIRONMENT, "AWS::AppConfig::Environment"),
+        )
+        for alarm in ("RunErrorsAlarm", "Api5xxAlarm")
+    },
     "SweeperInvokeRole": {
         ("lambda:InvokeFunction", "SweeperFunction"): (
             Service("the sweeper's schedule", "SweeperFunctionEvery5Minutes", "AWS::Scheduler::Schedule"),
@@ -262,6 +290,8 @@ def _resource_key(resource: Any) -> str:
     text = checks.flatten(resource)
     if ":schedule/" in text:
         return "schedule/" + text.rsplit("/", 1)[-1]
+    if ":appconfig:" in text:  # .../application/${App.ApplicationId}/environment/${Env.EnvironmentId}/...
+        return "appconfig/" + "/".join(re.findall(r"\$\{(\w+)\.\w+\}", text.partition(":application/")[2]))
     text = text.replace(".Arn}", "}")
     if text.startswith("${") and "}" in text:
         name, _, rest = text[2:].partition("}")
@@ -269,17 +299,27 @@ def _resource_key(resource: Any) -> str:
     return text
 
 
+def _statement_grants(statement: dict[str, Any]) -> set[Grant]:
+    assert statement.get("Effect", "Allow") == "Allow", statement
+    actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+    targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    return {(action, _resource_key(target)) for action in actions for target in targets}
+
+
 def granted(template: Template) -> dict[str, set[Grant]]:
-    """Per role: the (action, resource) pairs its inline policies allow."""
+    """Per role: the (action, resource) pairs its inline policies allow, and those of the ``AWS::IAM::Policy``
+    resources attached to it (a policy under a condition included: when it exists, the role has it)."""
     grants: dict[str, set[Grant]] = {}
     for role_id, role in checks.resources(template, "AWS::IAM::Role"):
         found = grants.setdefault(role_id, set())
         for policy in role["Properties"].get("Policies", []):
             for statement in policy["PolicyDocument"]["Statement"]:
-                assert statement.get("Effect", "Allow") == "Allow", (role_id, statement)
-                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-                targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-                found.update((action, _resource_key(target)) for action in actions for target in targets)
+                found |= _statement_grants(statement)
+    for _, policy in checks.resources(template, "AWS::IAM::Policy"):
+        attached = [str(role["Ref"]) for role in policy["Properties"].get("Roles", [])]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            for role_id in attached:
+                grants.setdefault(role_id, set()).update(_statement_grants(statement))
     return grants
 
 

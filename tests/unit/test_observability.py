@@ -52,7 +52,9 @@ async def test_one_emf_document_per_run_with_the_service_dimension(
     doc = lines[0]
     directive = doc["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == "AgentBackend"
-    assert directive["Dimensions"] == [["service"]]
+    # the alarms' set first, then the run's profile; no ramp covered this run, so no ramp set
+    assert directive["Dimensions"] == [["service"], ["service", "profile"]]
+    assert doc["profile"] == "chat_default"
     assert {m["Name"] for m in directive["Metrics"]} >= {"InputTokens", "RunErrors", "RunDurationMs", "ToolRefusals"}
     assert doc["service"] == "agent-backend-test"
     assert doc["InputTokens"] in (150, [150])
@@ -73,3 +75,34 @@ async def test_the_metric_document_names_each_models_logical_and_provider_id(
         {"model": "qwen3.5-30b-a3b", "providerModel": "qwen3.5-35b-a3b"},
         {"model": "qwen3.5-flash", "providerModel": "qwen3.5-flash"},
     ]
+
+
+async def test_a_ramped_run_is_counted_per_profile_and_per_ramp_side(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a run that ramp "trial-1" sent to its new side
+    ctx = a_context()._replace(meta=ExecutionMeta(rollout_id="trial-1", rollout_side="new"))
+    # WHEN its metrics are emitted
+    await emit_run_metrics(ctx, RunStatus.FAILED, a_result())
+    doc = next(json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{"))
+    # THEN the same figures are published per service, per profile and per side of the ramp
+    directive = doc["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Dimensions"] == [["service"], ["service", "profile"], ["service", "rollout", "side"]]
+    assert (doc["profile"], doc["rollout"], doc["side"]) == ("chat_default", "trial-1", "new")
+    assert doc["RunErrors"] in (1, [1]) and doc["InputTokens"] in (150, [150])
+
+
+def test_a_memory_run_counts_the_proposals_its_gate_rejected() -> None:
+    from shared.memory.executor import MemoryExecutionResult
+    from shared.memory.gate import GateOutcome
+    from shared.models import ExecutorKind
+
+    # GIVEN a memory run whose gate stored one proposal and rejected two
+    outcomes = [
+        GateOutcome("memory_write", "stored", "stored", "ok"),
+        GateOutcome("memory_write", "rejected", "evidence_not_found", "no quote"),
+        GateOutcome("memory_write", "rejected", "low_confidence", "unsure"),
+    ]
+    result = MemoryExecutionResult(outcomes=outcomes)
+    memory_ctx = a_context()._replace(meta=ExecutionMeta(executor=ExecutorKind.MEMORY))
+    # THEN its figures count the two rejections; a worker run has no such figure
+    assert run_metrics(memory_ctx, RunStatus.SUCCEEDED, result)["MemoryRejections"] == 2
+    assert "MemoryRejections" not in run_metrics(a_context(), RunStatus.SUCCEEDED, a_result())

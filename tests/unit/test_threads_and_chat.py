@@ -14,7 +14,7 @@ from shared.auth import AUDIT_SCOPE
 from shared.chat import CHAT_PROFILE, chat_context, chat_meta
 from shared.errors import Forbidden, InvalidRequest
 from shared.models import ExecutionMeta, Identity, Message, Role
-from shared.profiles import default_catalog
+from shared.profiles import ProfileChoice, default_catalog
 from shared.runs import intake
 from shared.runs.service import RunService
 from shared.threads import ThreadService, decode_cursor, encode_cursor
@@ -67,8 +67,8 @@ def test_a_chat_context_comes_from_the_request() -> None:
     }
     run_input = intake.parse_run_input(json.dumps(body).encode())
     profile = default_catalog().get(CHAT_PROFILE)
-    messages = intake.run_messages(run_input, chat_meta(profile))
-    ctx = chat_context(USER, run_input, profile, messages)
+    messages = intake.run_messages(run_input, chat_meta(ProfileChoice(profile)))
+    ctx = chat_context(USER, run_input, ProfileChoice(profile), messages)
     assert (ctx.thread_id, ctx.run_id, ctx.latest_user_text) == ("th", "r1", "last")
     assert ctx.meta.execution_profile_name == profile.name and not ctx.meta.hidden_from_user
     assert ctx.request_summary == "chat run, 2 messages from client" and len(ctx.context_notes) == 1

@@ -100,7 +100,8 @@ def message_to_item(tenant_id: str, msg: Message) -> dict[str, Any]:
             "tool_calls": json.dumps([tc.model_dump() for tc in msg.tool_calls]) if msg.tool_calls else None,
             "tool_call_id": msg.tool_call_id,
             "run_id": msg.run_id,
-            "meta": msg.meta.model_dump(mode="json"),
+            # Unset roll-out fields are left out: a message outside a ramp is stored exactly as before ramps existed.
+            "meta": msg.meta.model_dump(mode="json", exclude_none=True),
             "seq": msg.seq,
             "created_at": _iso(msg.created_at),
             "flags": json.dumps(flags) if flags else None,
