@@ -88,7 +88,7 @@ class Inputs:
     batch_fill: float = 1.0
     nat_gateways: int = 2
     interface_endpoints: int = 6
-    token_usd_per_1000: float = 1.5446
+    token_usd_per_1000: float = 2.4596
     prices: Mapping[str, float] = field(default_factory=lambda: {k: p.value for k, p in PRICES.items()})
 
     def price(self, name: str) -> float:
@@ -129,7 +129,9 @@ INPUT_SOURCES = {
     "batch_fill": "memory-queue records per memory-function invocation (BatchSize 2; 1 at low traffic)",
     "nat_gateways": "template.yaml: one NAT gateway per AZ in prod (2)",
     "interface_endpoints": "template.yaml: EventBridge, Scheduler, Secrets Manager endpoints in 2 AZs",
-    "token_usd_per_1000": "bench.bill: chat_default, memory runs included (docs/benchmarks.md), assumed prices",
+    "token_usd_per_1000": (
+        "bench.bill: chat_default (plain last 20, note last; 1.5446 on chat_cache_blocks), memory runs included"
+    ),
 }
 
 

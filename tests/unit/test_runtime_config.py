@@ -180,15 +180,15 @@ def test_the_documents_switches_replace_the_environments_only_where_it_has_them(
     env_rollout = json.dumps({"tenants": {"t1": {"chat_default": "chat_legacy_deepseek"}}})
     source, clock = InMemoryConfigSource("{}"), Clock()
     profiles = live(source, clock, base(env_rollout, 30))
-    packaged_n = default_catalog().get("chat_last_n20").history_policy.n
+    packaged_n = default_catalog().get("chat_cache_blocks").history_policy.n
     # THEN a document without those keys keeps both
     assert chosen(profiles) == "chat_legacy_deepseek"
-    assert profiles.resolve("chat_last_n20", tenant_id="t1").history_policy.n == max(30, packaged_n)
+    assert profiles.resolve("chat_cache_blocks", tenant_id="t1").history_policy.n == max(30, packaged_n)
     # AND one whose rollout is empty, with no window override, drops both
     source.deploy({"rollout": {}, "window_n_override": None})
     assert profiles.refresh() == "applied"
     assert chosen(profiles) == "chat_default"
-    assert profiles.resolve("chat_last_n20", tenant_id="t1").history_policy.n == packaged_n
+    assert profiles.resolve("chat_cache_blocks", tenant_id="t1").history_policy.n == packaged_n
 
 
 # ----------------------------------------------------------------------------------------------------------
