@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from shared.models import RunStatus
     from shared.ports.automation import AutomationStore, TaskScheduler
     from shared.ports.memory import DueQueue, Embedder, MemoryStore, PendingExtractions
-    from shared.ports.migrations import MigrationLog
+    from shared.ports.migrations import FunctionInvoker, MigrationLog
     from shared.run_results import ExecutionResult
     from shared.threads import ThreadService
     from shared.tools.mcp_servers import McpServerConfig, McpToolbox
@@ -89,6 +89,7 @@ class ServiceOverrides(NamedTuple):
     automation_store: AutomationStore | None = None
     automation_scheduler: TaskScheduler | None = None
     migration_log: MigrationLog | None = None
+    function_invoker: FunctionInvoker | None = None
 
 
 class Services:
@@ -329,6 +330,16 @@ class Services:
             rate_wcu=settings.migration_rate_wcu,
         )
         return MigrationRunner(settings.table_name, client(), options or defaults, owner=owner)
+
+    @cached_property
+    def function_invoker(self) -> FunctionInvoker:
+        """Asynchronous Lambda invocations (the migration function hands its remaining work to a new one)."""
+        if self.overrides.function_invoker is not None:
+            return self.overrides.function_invoker
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.function_invoker import LambdaInvoker
+
+        return LambdaInvoker(client_factory("lambda", region=self.settings.aws_region))
 
     @cached_property
     def embedder(self) -> Embedder:

@@ -1,11 +1,12 @@
-"""The migration port: the table's record of completed migrations.
+"""The migration ports: the table's record of completed migrations, and a function's asynchronous self-invocation.
 
 Their value types live in ``shared.migrations.model`` (which imports no port).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from shared.migrations.model import CompletedMigration
 
@@ -22,4 +23,16 @@ class MigrationLog(Protocol):
 
     async def record_completed(self, record: CompletedMigration) -> None:
         """Record a migration as completed (recording it again replaces the record)."""
+        ...
+
+
+class FunctionInvoker(Protocol):
+    """Starts a function again, asynchronously, with a payload: how the migration function hands its remaining work
+    to a fresh invocation before its own timeout.
+
+    Fake: ``RecordingInvoker`` (shared/adapters/in_memory_invoker.py); adapter: ``LambdaInvoker``
+    (shared/adapters/aws/function_invoker.py); contract: tests/contract/test_function_invoker_contract.py."""
+
+    async def invoke_async(self, function: str, payload: Mapping[str, Any]) -> None:
+        """Queue one invocation of ``function`` (a name or ARN) with ``payload`` as its event; do not wait for it."""
         ...
