@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
+from functools import cache
 from typing import Any, NamedTuple
 
 from shared.adapters.aws.migration_runner import RunnerOptions
@@ -86,8 +87,20 @@ async def _continue(
 
 
 def lambda_handler(event: Mapping[str, Any], context: Any, services: Services | None = None) -> dict[str, Any]:
-    """``services`` is for tests; Lambda passes only the event and the context."""
-    return run_in_container(handle(event, context, services or container_services()))
+    """``services`` is for tests; Lambda passes only the event and the context. The result is also logged: an
+    asynchronous invocation's result reaches nobody, so the log is where an operator follows a run."""
+    if services is None:
+        _json_logs()
+    result = run_in_container(handle(event, context, services or container_services()))
+    logger.info("migration invocation ended", extra={"result": result})
+    return result
+
+
+@cache
+def _json_logs() -> None:
+    from shared.observability import configure_logging
+
+    configure_logging()
 
 
 handler = lambda_handler
