@@ -91,6 +91,14 @@ class Settings(BaseModel):
     """A run ends with ``run_deadline`` this long before its invocation's deadline."""
     stream_deadline_margin_s: float = Field(default=5.0, ge=0)
     """A stream response closes this long before its invocation's deadline (the client resumes)."""
+    migration_status_ttl_s: float = Field(default=300.0, ge=0)
+    """How often a process reads which migrations the table has completed (``/healthz``, the memory reader)."""
+    migration_segments: int = Field(default=4, ge=1, le=64)
+    """Parallel scan segments (threads) of a migration's first run; its checkpoints are per segment."""
+    migration_page_size: int = Field(default=200, ge=1, le=1000)
+    """Items a migration's scan reads per page; a checkpoint is saved after each page."""
+    migration_rate_wcu: float = Field(default=100.0, gt=0)
+    """Write capacity units per second a migration run may spend (its writes and checkpoints together)."""
     embedded: bool = False
     playground_enabled: bool = False
     lambda_function_name: str | None = None
@@ -153,11 +161,16 @@ class Settings(BaseModel):
             "function_timeout_s": opt("FUNCTION_TIMEOUT_S"),
             "run_deadline_margin_s": opt("RUN_DEADLINE_MARGIN_S"),
             "stream_deadline_margin_s": opt("STREAM_DEADLINE_MARGIN_S"),
+            **{name: opt(name.upper()) for name in _NAMED_AS_FIELDS},
             "embedded": (opt("EMBEDDED") or "false").lower() == "true",
             "playground_enabled": (opt("PLAYGROUND_ENABLED") or "false").lower() == "true",
             "lambda_function_name": opt("AWS_LAMBDA_FUNCTION_NAME"),
         }
         return cls.model_validate({k: v for k, v in values.items() if v is not None})
+
+
+_NAMED_AS_FIELDS = ("migration_status_ttl_s", "migration_segments", "migration_page_size", "migration_rate_wcu")
+"""Fields read from the environment variable of the same name in capitals (``MIGRATION_RATE_WCU``...)."""
 
 
 def _runtime_config(opt: Callable[[str], str | None]) -> dict[str, str | None]:

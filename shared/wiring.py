@@ -30,6 +30,7 @@ from shared.tools.plugins import parse_plugin_paths
 from shared.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
+    from shared.adapters.aws.migration_runner import MigrationRunner, RunnerOptions
     from shared.auth import TokenVerifier
     from shared.automation.runner import AutomationRunner
     from shared.automation.service import AutomationService
@@ -39,10 +40,12 @@ if TYPE_CHECKING:
     from shared.memory.coalescing import ExtractionCoalescer
     from shared.memory.job import MemoryExtraction
     from shared.memory.trigger import RunCompletedPublisher
+    from shared.migrations.status import PendingMigrations
     from shared.models import RunStatus
     from shared.ports.automation import AutomationStore, TaskScheduler
     from shared.ports.config import ConfigSource
     from shared.ports.memory import DueQueue, Embedder, MemoryStore, PendingExtractions
+    from shared.ports.migrations import FunctionInvoker, MigrationLog
     from shared.run_results import ExecutionResult
     from shared.threads import ThreadService
     from shared.tools.mcp_servers import McpServerConfig, McpToolbox
@@ -87,6 +90,8 @@ class ServiceOverrides(NamedTuple):
     due_queue: DueQueue | None = None
     automation_store: AutomationStore | None = None
     automation_scheduler: TaskScheduler | None = None
+    migration_log: MigrationLog | None = None
+    function_invoker: FunctionInvoker | None = None
 
 
 class Services:
@@ -321,7 +326,68 @@ class Services:
         return DynamoDBMemoryStore(
             settings.table_name,
             client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+            index_complete=self._memory_index_complete,
         )
+
+    async def _memory_index_complete(self) -> bool:
+        """Whether every active memory is in the index (migration 1 recorded as completed); not known: False, and
+        the memory store reads the old shape too."""
+        from shared.migrations.memory_index import ACTIVE_MEMORY_INDEX
+
+        pending = self.pending_migrations
+        return pending is not None and await pending.completed(ACTIVE_MEMORY_INDEX.id)
+
+    @cached_property
+    def migration_log(self) -> MigrationLog | None:
+        """The table's record of completed migrations; None for a process given its own store and no log (tests
+        on fakes): there is no table of the deployment's to read."""
+        if self.overrides.migration_log is not None:
+            return self.overrides.migration_log
+        if self.overrides.store is not None:
+            return None
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.migration_state import DynamoDBMigrationLog
+
+        settings = self.settings
+        return DynamoDBMigrationLog(
+            settings.table_name,
+            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+        )
+
+    @cached_property
+    def pending_migrations(self) -> PendingMigrations | None:
+        """Which migrations this code expects and the table has not completed, read at most every
+        ``MIGRATION_STATUS_TTL_S`` (``/healthz``, the memory store's reader)."""
+        log = self.migration_log
+        if log is None:
+            return None
+        from shared.migrations.status import PendingMigrations
+
+        return PendingMigrations(log, ttl_s=self.settings.migration_status_ttl_s)
+
+    def migration_runner(self, options: RunnerOptions | None = None, *, owner: str | None = None) -> MigrationRunner:
+        """A runner of the registry's migrations on the table, with ``options`` or the ``MIGRATION_*`` settings."""
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.migration_runner import MigrationRunner, RunnerOptions
+
+        settings = self.settings
+        client = client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url)
+        defaults = RunnerOptions(
+            segments=settings.migration_segments,
+            page_size=settings.migration_page_size,
+            rate_wcu=settings.migration_rate_wcu,
+        )
+        return MigrationRunner(settings.table_name, client(), options or defaults, owner=owner)
+
+    @cached_property
+    def function_invoker(self) -> FunctionInvoker:
+        """Asynchronous Lambda invocations (the migration function hands its remaining work to a new one)."""
+        if self.overrides.function_invoker is not None:
+            return self.overrides.function_invoker
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.function_invoker import LambdaInvoker
+
+        return LambdaInvoker(client_factory("lambda", region=self.settings.aws_region))
 
     @cached_property
     def embedder(self) -> Embedder:

@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 
 from functions.agent_api.cors import install_cors
+from functions.agent_api.deps import services_of
 from functions.agent_api.errors import install_error_handlers
 from functions.agent_api.playground import page_router as playground_router
 from functions.agent_api.routes_automations import router as automations_router
@@ -108,8 +109,19 @@ def _lifespan(svc: Services, *, freeze_heap: bool) -> Callable[[FastAPI], Abstra
     return lifespan
 
 
-async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+async def healthz(request: Request) -> dict[str, Any]:
+    """The Web Adapter's readiness check, so it never fails and never waits long: ``status`` is always ``ok``;
+    ``migrations.pending`` lists the migrations this code expects that the table has not completed (read at most
+    once per ``MIGRATION_STATUS_TTL_S``, each read cut off after half a second; ``checked`` false until one read
+    succeeded). No ``migrations`` field in a process without the deployment's table (tests on fakes)."""
+    body: dict[str, Any] = {"status": "ok"}
+    try:
+        pending = services_of(request).pending_migrations
+        if pending is not None:
+            body["migrations"] = (await pending.status()).as_health()
+    except Exception:
+        logger.warning("healthz could not tell the migration status", exc_info=True)
+    return body
 
 
 def create_app(services: Services | None = None, *, freeze_heap: bool | None = None) -> FastAPI:

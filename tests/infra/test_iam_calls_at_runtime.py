@@ -30,7 +30,7 @@ from tests.integration import test_memory_extract_handler as memory_case
 from tests.reliability import test_function_death as death_case
 from tests.support.scripted_model import ScriptedModel, Turn
 
-from .test_iam_least_privilege import Grant, granted
+from .test_iam_least_privilege import MIGRATE_SELF, Grant, granted
 
 Template = dict[str, Any]
 BUS = "agent-test-bus"
@@ -71,6 +71,9 @@ def needs(service: str, operation: str, params: dict[str, Any]) -> set[Grant]:
         return {(f"sqs:{operation}", "MemoryQueue" if params.get("QueueUrl", "").endswith("/agent-memory") else "?")}
     if service == "secretsmanager":
         return {(f"secretsmanager:{operation}", "LlmApiKeySecret")}
+    if service == "lambda" and operation == "Invoke":
+        name = str(params.get("FunctionName", ""))
+        return {("lambda:InvokeFunction", MIGRATE_SELF if name.endswith(":function:agent-test-migrate") else name)}
     return {(f"{service}:{operation}", "?")}
 
 
@@ -307,3 +310,32 @@ def test_a_scheduled_fire_calls_only_what_the_automation_role_grants(
     assert outcome["status"] == "succeeded"
     assert ("events:PutEvents", "AgentEventBus") in calls.needed
     assert _denied(expanded_template, "AutomationRole", calls) == set()
+
+
+def test_a_migration_chain_calls_only_what_the_migration_role_grants(
+    expanded_template: Template, calls: CallLog, aws: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.core.config import default_user_config
+
+    from functions.migrate.handler import STOP_BEFORE_TIMEOUT_MS, lambda_handler
+    from shared.adapters.aws.clients import client_factory
+    from shared.adapters.aws.function_invoker import LambdaInvoker
+    from tests.contract.test_function_invoker_contract import lambda_function
+    from tests.integration.test_migration_function import LambdaContext
+    from tests.support.old_shapes import before_index, memory, seed
+
+    # GIVEN old-shape memories, and the function in moto's Lambda (which queues an invocation, running nothing)
+    monkeypatch.setitem(default_user_config, "lambda", {"use_docker": False})
+    seed(aws, TABLE, [before_index(memory(i, user="alice", active=True)) for i in range(30)])
+    arn = lambda_function("agent-test-migrate")
+    invoker = LambdaInvoker(client_factory("lambda", region=REGION))
+    services = Services(make_settings(), overrides=ServiceOverrides(function_invoker=invoker))
+    # WHEN an invocation runs out of time part-way (and invokes itself), and the next one finishes the migration
+    with recorded(calls):
+        event = {"action": "run", "page_size": 5, "rate_wcu": 10_000}
+        first = lambda_handler(event, LambdaContext(STOP_BEFORE_TIMEOUT_MS + 1_000, arn, step_ms=1_000), services)
+        second = lambda_handler({**event, "hop": 1}, LambdaContext(900_000, arn, aws_request_id="r2"), services)
+    # THEN it scanned, wrote, checkpointed and invoked itself, and every call is granted to MigrationRole
+    assert first["reinvoked"] and second["finished"]
+    assert {("dynamodb:Scan", "AgentTable"), ("lambda:InvokeFunction", MIGRATE_SELF)} <= calls.needed
+    assert _denied(expanded_template, "MigrationRole", calls) == set()

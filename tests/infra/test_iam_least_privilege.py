@@ -79,6 +79,10 @@ TASKS = "shared.adapters.aws.automation_store:DynamoDBAutomationStore"
 SCHEDULER = "shared.adapters.aws.scheduler:EventBridgeTaskScheduler"
 PENDING = "shared.adapters.aws.memory_pending:DynamoDBPendingExtractions"
 DUE_QUEUE = "shared.adapters.aws.sqs_due_queue:SqsDueQueue"
+MIGRATION_LOG = "shared.adapters.aws.migration_state:DynamoDBMigrationLog"
+MIGRATION_STATE = "shared.adapters.aws.migration_state:MigrationStateTable"
+SEGMENT = "shared.adapters.aws.migration_segment:SegmentWorker"
+MIGRATE_SELF = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-migrate"
 IDEMPOTENCY = "aws_lambda_powertools.utilities.idempotency.persistence.dynamodb:DynamoDBPersistenceLayer"
 TABLE = "AgentTable"
 GSI1 = "AgentTable/index/GSI1"
@@ -109,7 +113,12 @@ LLM_KEY: dict[Grant, tuple[Need, ...]] = {
 # A run as RunService and the worker drive it: admission, the transactional append, heartbeat, end, audit,
 # the user's memories in the prompt, and "run completed" for memory extraction.
 RUN: dict[Grant, tuple[Need, ...]] = {
-    ("dynamodb:GetItem", TABLE): (Code(f"{STORE}._thread_item", "get_item("), Code(f"{STORE}.get_run", "get_item(")),
+    ("dynamodb:GetItem", TABLE): (
+        Code(f"{STORE}._thread_item", "get_item("),
+        Code(f"{STORE}.get_run", "get_item("),
+        # which migrations completed: the memory store's choice of reader (and /healthz)
+        Code(f"{MIGRATION_LOG}.completed", "get_item("),
+    ),
     ("dynamodb:PutItem", TABLE): (
         Code(f"{STORE}.open_thread", "put_item("),
         Code(f"{STORE}._put_run_item", "put_item("),
@@ -151,6 +160,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{STORE}.get_run", "get_item("),
             Code(f"{TASKS}.get", "get_item("),
             Code(f"{PENDING}.get", "get_item("),
+            Code(f"{MIGRATION_LOG}.completed", "get_item("),  # /healthz: the pending migrations
         ),
         ("dynamodb:PutItem", TABLE): (
             Code(f"{TASKS}.create", '"Put": {'),
@@ -256,6 +266,31 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             ),
         ),
     },
+    "MigrationRole": {
+        ("dynamodb:Scan", TABLE): (Code(f"{SEGMENT}._scan", "self._client.scan("),),
+        ("dynamodb:GetItem", TABLE): (
+            Code(f"{MIGRATION_STATE}.completed", "get_item("),
+            Code(f"{MIGRATION_STATE}.load", "get_item("),
+            Code(f"{SEGMENT}._read", "get_item("),
+        ),
+        ("dynamodb:PutItem", TABLE): (Code(f"{SEGMENT}._put", "put_item("),),
+        ("dynamodb:UpdateItem", TABLE): (
+            Code(f"{MIGRATION_STATE}.begin", "update_item("),
+            Code(f"{MIGRATION_STATE}._owned_update", "update_item("),
+            Code(f"{MIGRATION_STATE}.record_completed", "update_item("),
+        ),
+        ("lambda:InvokeFunction", MIGRATE_SELF): (
+            Code("shared.adapters.aws.function_invoker:LambdaInvoker.invoke_async", 'InvocationType="Event"'),
+            Code("functions.migrate.handler:_continue", "context.invoked_function_arn"),
+        ),
+        ("sqs:SendMessage", DLQ): (
+            Service(
+                "on-failure destination of a failed migration invocation",
+                "MigrationFunctionEventInvokeConfig",
+                "AWS::Lambda::EventInvokeConfig",
+            ),
+        ),
+    },
     "SchedulerInvokeRole": {
         ("lambda:InvokeFunction", "AutomationFunction"): (
             Code(f"{SCHEDULER}._definition", '"Arn": self._target_arn'),
@@ -354,15 +389,18 @@ def test_every_call_in_the_table_exists(expanded_template: Template) -> None:
     assert problems == []
 
 
-def test_only_the_buffered_api_deletes_and_no_role_has_unused_actions(expanded_template: Template) -> None:
+def test_only_the_buffered_api_deletes_only_the_migration_role_scans_and_no_role_has_unused_actions(
+    expanded_template: Template,
+) -> None:
     grants = granted(expanded_template)
     for delete in ("dynamodb:DeleteItem", "dynamodb:BatchWriteItem"):
         deleters = {role for role, pairs in grants.items() if (delete, TABLE) in pairs}
         assert deleters == {"BufferedApiRole"}, delete
+    scanners = {role for role, pairs in grants.items() if ("dynamodb:Scan", TABLE) in pairs}
+    assert scanners == {"MigrationRole"}
     never_used = {
         "dynamodb:ConditionCheckItem",
         "dynamodb:DescribeTable",
-        "dynamodb:Scan",
         "secretsmanager:DescribeSecret",
         "scheduler:GetSchedule",
         "sqs:ChangeMessageVisibility",

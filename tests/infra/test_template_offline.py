@@ -61,6 +61,7 @@ HANDLERS = {
     "MemoryFunction": "functions.memory_extract.handler.handler",
     "AutomationFunction": "functions.automation.handler.handler",
     "SweeperFunction": "functions.agent_api.sweeper_handler.handler",
+    "MigrationFunction": "functions.migrate.handler.handler",
 }
 
 

@@ -70,3 +70,13 @@ async def test_two_hundred_sequential_turns_with_memory_runs_between_never_fail(
         await asyncio.sleep(0.1)
     assert len(memory) >= TURNS // 10
     assert all(r.status is RunStatus.SUCCEEDED for r in runs if r.meta.executor is ExecutorKind.WORKER)
+
+
+async def test_make_devs_new_table_has_its_migrations_completed(local_dev: tuple[str, Services]) -> None:
+    # GIVEN make dev started on a new table (as a new stack's first deploy)
+    url, _ = local_dev
+    # WHEN its health check is asked
+    async with httpx.AsyncClient(base_url=url, timeout=10) as client:
+        health = (await client.get("/healthz")).json()
+    # THEN the start ran the migrations on the empty table: none is pending, and the memory read takes the index
+    assert health == {"status": "ok", "migrations": {"pending": [], "checked": True}}

@@ -19,7 +19,14 @@ from tests.support import shipped_artifact
 
 pytestmark = [pytest.mark.slow]
 
-FUNCTIONS = ("StreamingApiFunction", "BufferedApiFunction", "MemoryFunction", "AutomationFunction", "SweeperFunction")
+FUNCTIONS = (
+    "StreamingApiFunction",
+    "BufferedApiFunction",
+    "MemoryFunction",
+    "AutomationFunction",
+    "SweeperFunction",
+    "MigrationFunction",
+)
 # Lambda's python3.12 on arm64, for the lock's environment markers (the universal lock also lists packages for
 # Windows, emscripten and older Pythons).
 LAMBDA_ARM64 = {

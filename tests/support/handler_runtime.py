@@ -5,7 +5,8 @@ event. For INIT and for each invocation the process reports how long it took, wh
 
 The child side is ``python -m tests.support.handler_runtime <job.json>``; the parent side is :func:`run_handler`.
 The scenarios (a fire of the automation function, a run-completed record of the memory function, a proxy event of
-the buffered API function) are built by :func:`prepare` against a moto server and a redis-server.
+the buffered API function, an operator's dry run of the migration function) are built by :func:`prepare` against a
+moto server and a redis-server.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ HANDLERS = {
     "memory": "functions.memory_extract.handler.handler",
     "buffered": "functions.agent_api.lambda_buffered.handler",
     "sweeper": "functions.agent_api.sweeper_handler.handler",
+    "migrate": "functions.migrate.handler.handler",
 }
 
 
@@ -378,6 +380,8 @@ def events_for(
         return [memory_event(seeds["thread"][0]["id"], n) for n in numbers]
     if function == "sweeper":
         return [sweeper_event(n) for n in numbers]
+    if function == "migrate":  # an operator's dry run: scans the whole table, writes nothing
+        return [{"action": "dry-run"} for _ in numbers]
     return [buffered_event() for _ in numbers]
 
 

@@ -23,13 +23,16 @@ from tests.support.import_graph import import_graph, module_files
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = ("shared", "functions", "tool_plugins")
-# What Lambda starts (template.yaml Handler, run.sh's app factory); plugins are loaded by name (TOOL_PLUGINS).
+# What Lambda starts (template.yaml Handler, run.sh's app factory) and the operators' migration command (it ships
+# with the functions); plugins are loaded by name (TOOL_PLUGINS).
 ENTRIES = (
     "functions.agent_api.app",
     "functions.agent_api.lambda_buffered",
     "functions.agent_api.sweeper_handler",
     "functions.memory_extract.handler",
     "functions.automation.handler",
+    "functions.migrate.handler",
+    "functions.migrate.cli",
 )
 
 

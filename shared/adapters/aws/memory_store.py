@@ -9,11 +9,17 @@ Keys:
 
 Because the user is part of the partition key, a memory id of another user is simply not found: there is no
 way to read or change someone else's memory through this adapter.
+
+Every memory item is written at the current schema version of its kind (``schema_v``, ``shared.migrations``).
+Items of the old shape (active memories written before the bounded read, without the index attributes) are still
+read right during the migration window: until migration 1 (``0001-active-memory-index``) is recorded as completed,
+``list_active`` reads the user's partition instead of the index (``_list_active_old_shape``, to be removed in the
+release after every deployment has completed it: docs/deployment.md "Upgrading: data migrations").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -21,13 +27,16 @@ from botocore.exceptions import ClientError
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.memory.models import Memory, MemoryStatus, deactivated
+from shared.migrations.model import SCHEMA_VERSION
+from shared.migrations.registry import current_version
 from shared.models import utc_now
 
 if TYPE_CHECKING:
-    pass
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 
 CURSOR_SK = "MEMCURSOR"
+MEMORY_KIND = "memory"
 
 
 def memory_pk(tenant_id: str, user_id: str) -> str:
@@ -35,6 +44,20 @@ def memory_pk(tenant_id: str, user_id: str) -> str:
 
 
 class DynamoDBMemoryStore(TableAdapter):
+    """``index_complete`` says whether every active memory of the table is in the index (migration 1 completed:
+    the wiring asks ``PendingMigrations``); None: the table was never written in the old shape (tests, a table
+    made by this version)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        client_factory: Callable[[], DynamoDBClient],
+        *,
+        index_complete: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        super().__init__(table_name, client_factory)
+        self._index_complete = index_complete
+
     # ---- memories ------------------------------------------------------------------------------------------
 
     async def list_memories(self, tenant_id: str, user_id: str, *, include_inactive: bool = False) -> list[Memory]:
@@ -61,7 +84,10 @@ class DynamoDBMemoryStore(TableAdapter):
     async def list_active(self, tenant_id: str, user_id: str, *, limit: int) -> list[Memory]:
         """The user's ``limit`` most recently updated active memories: one Query of the sparse index of active
         memories (``GSI1``, written only while a memory is active), so its cost does not grow with the user's
-        history of memories. Eventually consistent, as every index read."""
+        history of memories. Eventually consistent, as every index read. In the migration window (the index not
+        yet complete) the old-shape reader answers instead."""
+        if self._index_complete is not None and not await self._index_complete():
+            return await self._list_active_old_shape(tenant_id, user_id, limit=limit)
         resp = await self._call(
             lambda: self.client.query(
                 TableName=self._table,
@@ -73,6 +99,13 @@ class DynamoDBMemoryStore(TableAdapter):
             )
         )
         return [m for m in (_from_item(i) for i in resp.get("Items", [])) if m.is_active]
+
+    async def _list_active_old_shape(self, tenant_id: str, user_id: str, *, limit: int) -> list[Memory]:
+        """OLD-SHAPE READER (remove once migration 1 has completed on every deployment): the same answer as the
+        index read, from the user's whole partition, so it also finds active memories without index attributes.
+        Its cost grows with the user's history of memories, as the read before the bounded read did."""
+        active = await self.list_memories(tenant_id, user_id)
+        return sorted(active, key=lambda m: (m.updated_at, m.id), reverse=True)[:limit]
 
     async def get(self, tenant_id: str, user_id: str, memory_id: str) -> Memory | None:
         resp = await self._call(
@@ -182,9 +215,10 @@ def _to_item(memory: Memory) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "PK": memory_pk(memory.tenant_id, memory.user_id),
         "SK": memory.id,
-        "kind": "memory",
+        "kind": MEMORY_KIND,
         "status": memory.status.value,
         "data": memory.model_dump_json(),
+        SCHEMA_VERSION: current_version(MEMORY_KIND),
     }
     if memory.is_active:
         # Sparse: a deactivated memory is written without these and leaves the index.

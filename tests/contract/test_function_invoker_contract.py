@@ -1,0 +1,80 @@
+"""Contract of the ``FunctionInvoker`` port: the in-memory fake and the Lambda adapter (moto's Lambda, which accepts
+an asynchronous invocation without running the function) record the same invocation: that function, queued
+(``InvocationType=Event``), with that payload as its event."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from shared.adapters.aws.function_invoker import LambdaInvoker
+from shared.adapters.in_memory_invoker import RecordingInvoker
+from shared.ports.migrations import FunctionInvoker
+from tests.conftest import REGION
+
+
+@dataclass
+class Backend:
+    invoker: FunctionInvoker
+    function: str
+    invocations: list[tuple[str, dict[str, Any]]]
+
+
+def lambda_function(name: str) -> str:
+    """A function in moto's Lambda (its code never runs: ``use_docker`` is off), returns its ARN."""
+    role = boto3.client("iam", region_name=REGION).create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
+    created = boto3.client("lambda", region_name=REGION).create_function(
+        FunctionName=name,
+        Runtime="python3.12",
+        Role=role["Role"]["Arn"],
+        Handler="handler.handler",
+        Code={"ZipFile": code.getvalue()},
+    )
+    arn: str = created["FunctionArn"]
+    return arn
+
+
+def record_invocations(client: Any) -> list[tuple[str, dict[str, Any]]]:
+    """What the client sent, as Lambda receives it (an asynchronous invocation only; anything else fails)."""
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def sent(params: dict[str, Any], **_: Any) -> None:
+        assert params["InvocationType"] == "Event"
+        seen.append((params["FunctionName"], json.loads(params["Payload"])))
+
+    client.meta.events.register("before-parameter-build.lambda.Invoke", sent)
+    return seen
+
+
+@pytest.fixture(params=["memory", "lambda"])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    if request.param == "memory":
+        fake = RecordingInvoker()
+        yield Backend(fake, "arn:aws:lambda:us-east-1:123456789012:function:migrate", fake.invocations)
+        return
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        arn = lambda_function("migrate")
+        client = boto3.client("lambda", region_name=REGION)
+        yield Backend(LambdaInvoker(lambda: client), arn, record_invocations(client))
+
+
+async def test_an_invocation_is_queued_with_its_payload(backend: Backend) -> None:
+    await backend.invoker.invoke_async(backend.function, {"action": "run", "hop": 1, "rate_wcu": 50.0})
+    assert backend.invocations == [(backend.function, {"action": "run", "hop": 1, "rate_wcu": 50.0})]
+
+
+async def test_invocations_are_recorded_in_order(backend: Backend) -> None:
+    for hop in (1, 2, 3):
+        await backend.invoker.invoke_async(backend.function, {"hop": hop})
+    assert [payload["hop"] for _, payload in backend.invocations] == [1, 2, 3]
