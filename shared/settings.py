@@ -2,7 +2,7 @@
 template.yaml (and the local runner, which sets defaults)."""
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -135,7 +135,6 @@ class Settings(BaseModel):
             "embeddings_base_url": opt("EMBEDDINGS_BASE_URL"),
             "memory_duplicate_similarity": opt("MEMORY_DUPLICATE_SIMILARITY"),
             "profile_rollout": opt("PROFILE_ROLLOUT"),
-            **_runtime_config(opt),
             "tool_plugins": opt("TOOL_PLUGINS"),
             "mcp_servers": opt("MCP_SERVERS"),
             "event_bus_name": opt("EVENT_BUS_NAME"),
@@ -169,20 +168,19 @@ class Settings(BaseModel):
         return cls.model_validate({k: v for k, v in values.items() if v is not None})
 
 
-_NAMED_AS_FIELDS = ("migration_status_ttl_s", "migration_segments", "migration_page_size", "migration_rate_wcu")
+_NAMED_AS_FIELDS = (
+    "appconfig_application",
+    "appconfig_environment",
+    "appconfig_profile",
+    "appconfig_extension_url",
+    "runtime_config_poll_s",
+    "runtime_config_timeout_s",
+    "migration_status_ttl_s",
+    "migration_segments",
+    "migration_page_size",
+    "migration_rate_wcu",
+)
 """Fields read from the environment variable of the same name in capitals (``MIGRATION_RATE_WCU``...)."""
-
-
-def _runtime_config(opt: Callable[[str], str | None]) -> dict[str, str | None]:
-    """The settings of the runtime configuration (shared.runtime_config): where AppConfig's extension serves it."""
-    return {
-        "appconfig_application": opt("APPCONFIG_APPLICATION"),
-        "appconfig_environment": opt("APPCONFIG_ENVIRONMENT"),
-        "appconfig_profile": opt("APPCONFIG_PROFILE"),
-        "appconfig_extension_url": opt("APPCONFIG_EXTENSION_URL"),
-        "runtime_config_poll_s": opt("RUNTIME_CONFIG_POLL_S"),
-        "runtime_config_timeout_s": opt("RUNTIME_CONFIG_TIMEOUT_S"),
-    }
 
 
 def _comma_list(value: str | None) -> tuple[str, ...] | None:

@@ -612,6 +612,8 @@ class Services:
         common: dict[str, Callable[[], object]] = {
             "store": lambda: getattr(self.store, "client", None),
             "memories": lambda: getattr(self.memories, "client", None),
+            # The memory read and /healthz ask which migrations the table completed (read later, built now).
+            "pending migrations": lambda: self.pending_migrations and getattr(self.migration_log, "client", None),
             "stream": lambda: self.stream,
             "model": self._warm_model,
             # With runtime configuration, the first read of it (from the extension's cache, filled by its prefetch).
