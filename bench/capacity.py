@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
 from bench.capacity_model import (
@@ -26,10 +26,6 @@ from bench.capacity_model import (
     CpuFigures,
     Figures,
     Inputs,
-    Line,
-    Load,
-    Platform,
-    SizeRow,
     at_users,
     bill,
     binding,
@@ -41,47 +37,13 @@ from bench.capacity_model import (
 )
 from bench.capacity_prices import PRICES
 from bench.capacity_recorded import RECORDED_CPU, RECORDED_FIGURES
+from bench.capacity_report import markdown as report
+from bench.capacity_result import (
+    TOLERANCE as TOLERANCE,  # re-exported: the drift test and the recorded figures name it here
+)
+from bench.capacity_result import CapacityResult, Drift
 
 STEPS = (1_000, 10_000, 100_000)
-TOLERANCE = 0.05
-"""How far a measured per-turn count may be from the recorded one before the model is out of date."""
-
-
-@dataclass
-class Drift:
-    figure: str
-    recorded: float
-    measured: float
-
-    @property
-    def off(self) -> float:
-        if self.recorded == self.measured:
-            return 0.0
-        return abs(self.measured - self.recorded) / max(abs(self.recorded), 1.0)
-
-
-@dataclass
-class CapacityResult:
-    inputs: Inputs
-    figures: Figures
-    cpu: CpuFigures
-    measured: bool
-    per_turn: dict[str, float]
-    lines: list[Line]
-    loads: dict[float, list[Load]]
-    sizes: list[SizeRow]
-    platforms: dict[float, list[Platform]]
-    crossovers: dict[str, float | None]
-    drift: list[Drift] = field(default_factory=list)
-
-    @property
-    def usd_per_1000(self) -> float:
-        return sum(line.usd_per_1000 for line in self.lines)
-
-    def drifted(self, tolerance: float = TOLERANCE) -> list[Drift]:
-        return [d for d in self.drift if d.off > tolerance]
-
-
 def model(figures: Figures, cpu: CpuFigures, inputs: Inputs, *, measured: bool) -> CapacityResult:
     steps = sorted({*STEPS, inputs.dau})
     names = [p.name for p in platforms(figures, cpu, inputs)][1:]
@@ -115,9 +77,7 @@ def drift(recorded: Figures, measured: Figures, cpu: CpuFigures, inputs: Inputs)
 
 def markdown(result: CapacityResult) -> str:
     """The whole report (``bench.capacity_report`` writes each section)."""
-    from bench import capacity_report
-
-    return capacity_report.markdown(result)
+    return report(result)
 
 
 # ---------------------------------------------------------------------------------------------------------------

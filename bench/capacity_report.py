@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING
 
 from bench.capacity_model import (
     FIRST_TEXT_BUDGET_MS,
@@ -19,10 +18,8 @@ from bench.capacity_model import (
 )
 from bench.capacity_prices import AS_OF, PRICES, QUOTAS
 from bench.capacity_recorded import RECORDED_ON
+from bench.capacity_result import TOLERANCE, CapacityResult
 from bench.stats import machine, markdown_table
-
-if TYPE_CHECKING:
-    from bench.capacity import CapacityResult
 
 
 def _usd(value: float) -> str:
@@ -157,8 +154,6 @@ def _platforms(result: CapacityResult) -> str:
 def _drift(result: CapacityResult) -> str:
     if not result.drift:
         return ""
-    from bench.capacity import TOLERANCE
-
     bad = result.drifted()
     return "\n".join([
         f"Measured now against recorded ({RECORDED_ON}), per turn:",
