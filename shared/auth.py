@@ -20,6 +20,8 @@ from shared.settings import Settings
 
 AUDIT_SCOPE = "agent:audit"
 ERASE_SCOPE = "agent:erase"
+ADMIN_SCOPE = "agent:admin"
+"""A tenant administrator: reads and sets the limits of the users of their own tenant, reads its usage."""
 """Needed to delete the caller's own account data (``DELETE /api/v1/me``): a token an app holds for chatting
 cannot wipe the user out; the identity provider grants it to the account-settings client only."""
 

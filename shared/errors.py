@@ -7,6 +7,7 @@
     ├── NotFound (404)              absent, or belonging to someone else (never say which)
     ├── Conflict (409)              run id reused with another body, thread busy, concurrent writer
     ├── PayloadTooLarge (413)
+    ├── TooManyRequests (429)       over a limit (quota_exceeded, too_many_runs); says when to retry
     ├── ServiceUnavailable (503)    a dependency (scheduler, stream store) is down; retry later
     │   └── RuntimeConfigUnavailable    the runtime configuration cannot be read (the last good one stays in use)
     ├── ModelError                  the model failed after retries; ends a run with RUN_ERROR
@@ -54,6 +55,17 @@ class Conflict(AgentError):
 
 class PayloadTooLarge(AgentError):
     code = "payload_too_large"
+
+
+class TooManyRequests(AgentError):
+    """Over a limit (``shared.limits``): nothing was stored; ``retry_after_s`` is when trying again can succeed
+    (the ``Retry-After`` header)."""
+
+    code = "quota_exceeded"
+
+    def __init__(self, message: str, *, code: str, details: Any, retry_after_s: int) -> None:
+        super().__init__(message, code=code, details=details)
+        self.retry_after_s = retry_after_s
 
 
 class ServiceUnavailable(AgentError):

@@ -79,6 +79,14 @@ class Settings(BaseModel):
     jwt_tenant_claim: str = "tenant_id"
     jwt_scope_claim: str = "scope"
 
+    limits: str | None = None
+    """``LIMITS``: JSON of the deployment's limits (shared.limits.config); unset: nothing counted or refused."""
+    model_prices: str | None = None
+    """``MODEL_PRICES``: JSON price table for the usage API's estimated cost (shared.limits.usage); unset: the dated
+    table of bench/capacity_prices.py."""
+    usage_retention_days: int = Field(default=400, ge=1)
+    """DynamoDB TTL (``expires_at``) of a user's daily and monthly usage records."""
+
     max_body_bytes: int = 1024 * 1024
     sse_ping_interval_s: float = 15.0
     run_lease_s: float = Field(default=30.0, gt=0)
@@ -179,6 +187,9 @@ _NAMED_AS_FIELDS = (
     "migration_segments",
     "migration_page_size",
     "migration_rate_wcu",
+    "limits",
+    "model_prices",
+    "usage_retention_days",
 )
 """Fields read from the environment variable of the same name in capitals (``MIGRATION_RATE_WCU``...)."""
 

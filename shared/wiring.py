@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from shared.chat import ChatService
     from shared.erasure import Erasure
     from shared.executors.context import RunContext
+    from shared.limits.gate import LimitGate
+    from shared.limits.usage import UsageReports
     from shared.memory.coalescing import ExtractionCoalescer
     from shared.memory.job import MemoryExtraction
     from shared.memory.trigger import RunCompletedPublisher
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from shared.models import RunStatus
     from shared.ports.automation import AutomationStore, TaskScheduler
     from shared.ports.config import ConfigSource
+    from shared.ports.limits import UsageCounters
     from shared.ports.memory import DueQueue, Embedder, MemoryStore, PendingExtractions
     from shared.ports.migrations import FunctionInvoker, MigrationLog
     from shared.run_results import ExecutionResult
@@ -92,6 +95,7 @@ class ServiceOverrides(NamedTuple):
     automation_scheduler: TaskScheduler | None = None
     migration_log: MigrationLog | None = None
     function_invoker: FunctionInvoker | None = None
+    usage_counters: UsageCounters | None = None
 
 
 class Services:
@@ -289,7 +293,41 @@ class Services:
             run_deadline_margin_s=self.settings.run_deadline_margin_s,
             tail_deadline_margin_s=self.settings.stream_deadline_margin_s,
             on_run_finished=self._on_run_finished,
+            limits=self.limits,
         )
+
+    @cached_property
+    def usage_counters(self) -> UsageCounters:
+        """The limits' counters and usage records: DynamoDB, on the main table."""
+        if self.overrides.usage_counters is not None:
+            return self.overrides.usage_counters
+        from shared.adapters.aws.clients import client_factory
+        from shared.adapters.aws.usage_counters import DynamoDBUsageCounters
+
+        settings = self.settings
+        return DynamoDBUsageCounters(
+            settings.table_name,
+            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+            usage_retention=timedelta(days=settings.usage_retention_days),
+        )
+
+    @cached_property
+    def limits(self) -> LimitGate | None:
+        """The limits (``LIMITS``; a bad value is a ``ConfigurationError`` naming it); None when ``LIMITS`` is
+        unset: nothing is counted and nothing refused."""
+        if self.settings.limits is None:
+            return None
+        from shared.limits.config import parse_limits
+        from shared.limits.gate import LimitGate
+
+        return LimitGate(self.usage_counters, parse_limits(self.settings.limits))
+
+    @cached_property
+    def usage_reports(self) -> UsageReports:
+        """The usage API's views (a caller's day and month, a tenant's month) and the per-user limits' changes."""
+        from shared.limits.usage import UsageReports, parse_prices
+
+        return UsageReports(self.limits, self.usage_counters, parse_prices(self.settings.model_prices))
 
     @cached_property
     def chat(self) -> ChatService:
@@ -619,6 +657,7 @@ class Services:
             # With runtime configuration, the first read of it (from the extension's cache, filled by its prefetch).
             "profiles": lambda: self.profiles.names,
             "runs": lambda: self.runs,
+            "limits": lambda: self.limits and getattr(self.usage_counters, "client", None),
             "publisher": lambda: self.run_completed_publisher,
             "metrics": lambda: importlib.import_module("aws_lambda_powertools.metrics"),
             "tokenizer": lambda: importlib.import_module("shared.tokens").tokenizer_name(),

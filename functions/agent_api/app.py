@@ -22,6 +22,7 @@ from functions.agent_api.routes_erasure import router as erasure_router
 from functions.agent_api.routes_memories import router as memories_router
 from functions.agent_api.routes_runs import router as runs_router
 from functions.agent_api.routes_threads import router as threads_router
+from functions.agent_api.routes_usage import router as usage_router
 from shared.settings import Settings
 from shared.startup_heap import freeze_startup_heap
 from shared.wiring import Services
@@ -139,6 +140,7 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
         configure_logging()
     svc = services or Services(Settings.from_env())
     _ = svc.tools  # server tools (plugins included) register at start: a duplicate or broken one stops it here
+    _ = svc.usage_reports  # LIMITS and MODEL_PRICES are checked at start: a malformed one stops it, named
     app = FastAPI(
         title="Agent backend",
         version="1.0.0",
@@ -149,7 +151,7 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
     install_error_handlers(app)
     install_cors(app, svc.settings.cors_allowed_origins)
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
-    for router in (runs_router, threads_router, automations_router, memories_router, erasure_router):
+    for router in (runs_router, threads_router, automations_router, memories_router, erasure_router, usage_router):
         app.include_router(router)
     if svc.settings.playground_enabled:
         app.include_router(playground_router)

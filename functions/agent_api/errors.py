@@ -21,6 +21,7 @@ STATUS_BY_TYPE: tuple[tuple[type[errors.AgentError], int], ...] = (
     (errors.NotFound, 404),
     (errors.Conflict, 409),
     (errors.PayloadTooLarge, 413),
+    (errors.TooManyRequests, 429),
     (errors.ServiceUnavailable, 503),
     (errors.ModelError, 502),
     (errors.ConfigurationError, 500),
@@ -46,6 +47,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _agent_error(_request: Request, exc: errors.AgentError) -> JSONResponse:
         status = status_for(exc)
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        if isinstance(exc, errors.TooManyRequests):
+            headers = {"Retry-After": str(exc.retry_after_s)}
         return JSONResponse(error_body(exc.code, exc.message, exc.details), status_code=status, headers=headers)
 
     @app.exception_handler(RequestValidationError)

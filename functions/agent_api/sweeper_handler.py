@@ -20,7 +20,11 @@ logger = logging.getLogger(__name__)
 
 
 async def handle(services: Services, *, stale_after: timedelta = DEFAULT_STALE_AFTER) -> dict[str, Any]:
-    report = await RunSweeper(services.store, services.stream, stale_after=stale_after).sweep()
+    limits = services.limits
+    on_run_ended = limits.ended if limits is not None else None
+    report = await RunSweeper(
+        services.store, services.stream, stale_after=stale_after, on_run_ended=on_run_ended
+    ).sweep()
     return report.as_dict()
 
 

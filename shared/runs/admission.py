@@ -14,6 +14,11 @@ the same body attaches to the existing run; with another body it is a conflict.
 
 Admission only stores: starting the run is ``shared.runs.execution``'s, and the facade (``shared.runs.service``)
 joins the two.
+
+Limits (``shared.limits``): with a ``LimitGate``, the run's reservation (tokens, and for a chat run a concurrency
+slot and a run of the minute) is sent in the first round trip, beside the claim. Refused (``429``), the claim is
+given back as for any refusal, so nothing is stored; taken, it is held for settlement once the run is stored, and
+given back when the admission fails later or attaches to a run admitted before.
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ from shared.context_window import PAGE_SIZE, KnownHistory
 from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.gather_inline import gather_inline
-from shared.models import Message, Run, ThreadClaim, ThreadTakeover, utc_now
+from shared.limits.gate import LimitGate, estimate_tokens
+from shared.limits.models import ReserveRequest
+from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import EventStream, ProbedStream
 from shared.ports.store import RunStore
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
+from shared.runs.slots import StaleSlots
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +73,7 @@ class _Attempt:
         self.ctx = ctx
         self.claim_thread = claim_thread
         self.claim: ThreadClaim | None = None
+        self.reservation: ReserveRequest | None = None
 
     @property
     def holds_new_claim(self) -> bool:
@@ -84,10 +93,14 @@ def recent_is_stale(recent: Sequence[Message], last_seq: int) -> bool:
 class Admitter:
     """Stores a run, or refuses it with nothing stored (the module docstring says how)."""
 
-    def __init__(self, store: RunStore, stream: EventStream, *, lease: timedelta) -> None:
+    def __init__(
+        self, store: RunStore, stream: EventStream, *, lease: timedelta, limits: LimitGate | None = None
+    ) -> None:
         self._store = store
         self._stream = stream
         self._lease = lease
+        self._limits = limits
+        self._stale_slots = StaleSlots(limits, store, stream, lease=lease) if limits is not None else None
 
     async def admit(
         self,
@@ -113,12 +126,14 @@ class Admitter:
         except AgentError as exc:
             await self._give_back(attempt)
             existing = await self._existing_for_retry(ctx, exc)
+            await self._release_reservation(attempt, existing)
             if existing is not None:
                 return self._attach(existing, ctx, body_digest)
             raise
         except Exception as exc:
             logger.exception("admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id})
             await self._give_back(attempt)
+            await self._release_reservation(attempt, None)
             raise ServiceUnavailable(
                 "the run could not be stored; retry the same request", code="service_unavailable"
             ) from exc
@@ -156,6 +171,8 @@ class Admitter:
             ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
         )
         if created:
+            if self._limits is not None and attempt.reservation is not None:
+                self._limits.hold(attempt.reservation)
             history = None
             if recent is not None:
                 history = KnownHistory.after_admission(
@@ -164,6 +181,7 @@ class Admitter:
             return Admission(run=stored_run, created=True, history=history)
         if attempt.holds_new_claim:
             await self._release_unless_run_exists(ctx, known_to_exist=True)
+        await self._release_reservation(attempt, stored_run)
         return self._attach(stored_run, ctx, body_digest)
 
     async def _claim_and_read(
@@ -172,15 +190,16 @@ class Admitter:
         """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the messages to store,
         and (for ``settle``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
-        claimed, probed, known_ids, recent = await gather_inline(
+        claimed, probed, known_ids, recent, reserved = await gather_inline(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
             self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
             self._recent(ctx) if settle is not None else _nothing(),
+            self._reserve(attempt),
         )
         if isinstance(claimed, ThreadClaim):
             attempt.claim = claimed
-        for outcome in (probed, claimed, known_ids, recent):
+        for outcome in (probed, claimed, known_ids, recent, reserved):
             if isinstance(outcome, BaseException):
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
@@ -191,6 +210,35 @@ class Admitter:
             # The thread moved between the read and the claim (a run ended just then): read it again.
             recent = await self._recent(ctx)
         return claimed, await settle(fresh, recent), recent
+
+    async def _reserve(self, attempt: _Attempt) -> None:
+        """The run's reservation (``shared.limits``), recorded on ``attempt``; refused for want of a slot, the
+        slots of runs that no longer run are freed first (``shared.runs.slots``) and it is asked once more."""
+        if self._limits is None or self._stale_slots is None:
+            return
+        ctx = attempt.ctx
+        interactive = ctx.meta.origin is Origin.CHAT and ctx.meta.executor is ExecutorKind.WORKER
+        estimate = estimate_tokens(ctx.profile)
+        try:
+            attempt.reservation = await self._limits.reserve(
+                ctx.identity, ctx.run_id, interactive=interactive, estimate=estimate
+            )
+        except AgentError as exc:
+            if exc.code != "too_many_runs" or not await self._stale_slots.free(ctx.identity):
+                raise
+            attempt.reservation = await self._limits.reserve(
+                ctx.identity, ctx.run_id, interactive=interactive, estimate=estimate
+            )
+
+    async def _release_reservation(self, attempt: _Attempt, existing: Run | None) -> None:
+        """Give back the reservation of a run that will not run from this admission; a retry that attaches to its
+        running run leaves the slot they share with that run."""
+        if self._limits is None or attempt.reservation is None:
+            return
+        mine = existing is not None and existing.user_id == attempt.ctx.identity.user_id
+        keep_slot = mine and existing is not None and not existing.status.is_terminal
+        reservation, attempt.reservation = attempt.reservation, None
+        await self._limits.release(reservation, keep_slot=keep_slot)
 
     async def _give_back(self, attempt: _Attempt) -> None:
         """After a refused admission: a thread it created (the claim runs beside the stream probe) is deleted,
@@ -273,7 +321,8 @@ class Admitter:
         from shared.runs.sweeper import RunSweeper, SweepReport
 
         try:
-            await RunSweeper(self._store, self._stream).end_run(previous, cutoff, SweepReport(), reason="lease_expired")
+            sweeper = RunSweeper(self._store, self._stream, on_run_ended=self._limits.ended if self._limits else None)
+            await sweeper.end_run(previous, cutoff, SweepReport(), reason="lease_expired")
         except Exception:
             # The context window still repairs dangling calls at read time, and the sweeper ends the run later.
             logger.exception("could not close the run taken over", extra={"run_id": takeover.previous_run_id})

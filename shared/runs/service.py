@@ -20,6 +20,7 @@ from datetime import timedelta
 from shared.errors import NotFound
 from shared.executors.context import RunContext
 from shared.gather_inline import gather_inline
+from shared.limits.gate import LimitGate
 from shared.models import Identity, Message, Run
 from shared.ports import EventStream, StreamEntry
 from shared.ports.store import RunStore
@@ -59,19 +60,21 @@ class RunService:
         function_timeout_s: float = FUNCTION_TIMEOUT_S,
         run_deadline_margin_s: float = RUN_DEADLINE_MARGIN_S,
         tail_deadline_margin_s: float = TAIL_DEADLINE_MARGIN_S,
+        limits: LimitGate | None = None,
     ) -> None:
         if heartbeat_s >= lease_s:
             raise ValueError("the heartbeat must renew the lease before it expires (heartbeat_s < lease_s)")
         self._store = store
         self._stream = stream
         self._function_timeout_s = function_timeout_s
-        self._admitter = Admitter(store, stream, lease=timedelta(seconds=lease_s))
+        self._admitter = Admitter(store, stream, lease=timedelta(seconds=lease_s), limits=limits)
         settlement = Settlement(
             store,
             stream,
             flush_timeout_s=flush_timeout_s,
             after_run_timeout_s=after_run_timeout_s,
             on_run_finished=on_run_finished,
+            limits=limits,
         )
         self.background = BackgroundRuns(
             store, stream, settlement, heartbeat_s=heartbeat_s, run_deadline_margin_s=run_deadline_margin_s

@@ -3,7 +3,9 @@
 On Lambda an execution environment is frozen as soon as the invocation's response ends, and a reader ends its
 response at the terminal event. So a run settles in this order (``Settlement.settle``): its events are flushed, the
 ledger records the outcome, the thread is released, the stream's retention is set, the run's metrics and the
-run-completed publish go out, and only then is the terminal event (RUN_FINISHED or RUN_ERROR) appended. Each step is
+run-completed publish go out, and only then is the terminal event (RUN_FINISHED or RUN_ERROR) appended. With
+limits, the run's reservation is settled with what it used right after the ledger entry, so the next request of
+its user, sent once the terminal event is read, is judged on it. Each step is
 tried even if another fails.
 """
 
@@ -18,6 +20,7 @@ from ag_ui.core import BaseEvent, RunErrorEvent, RunFinishedEvent, StepFinishedE
 
 from shared.errors import ModelError
 from shared.executors.context import RunContext
+from shared.limits.gate import LimitGate
 from shared.models import RunStatus, merge_usage
 from shared.ports import EventStream
 from shared.ports.store import SweepStore
@@ -86,8 +89,10 @@ class Settlement:
         flush_timeout_s: float,
         after_run_timeout_s: float = AFTER_RUN_TIMEOUT_S,
         on_run_finished: RunFinishedHook | None = None,
+        limits: LimitGate | None = None,
     ) -> None:
         self._store = store
+        self._limits = limits
         self._stream = stream
         self._flush_timeout_s = flush_timeout_s
         self._after_run_timeout_s = after_run_timeout_s
@@ -194,6 +199,10 @@ class Settlement:
         except Exception:
             # The run stays "running" with a heartbeat that stops: a takeover or the sweeper ends it.
             logger.exception("could not record the end of the run", extra={"run_id": ctx.run_id})
+        if self._limits is not None:
+            # After the ledger: a retry that reads the run as ended gives back the slot it re-took (admission).
+            usage = outcome.result.usage if outcome.result else []
+            await self._limits.settle(tenant, ctx.run_id, usage, ctx.meta.executor.value)
         if claim_thread:
             try:
                 await self._store.release_thread(tenant, ctx.thread_id, ctx.run_id)

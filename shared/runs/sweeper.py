@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -146,9 +147,12 @@ class RunSweeper:
         *,
         stale_after: timedelta = DEFAULT_STALE_AFTER,
         batch: int = 100,
+        on_run_ended: Callable[[Run], Awaitable[None]] | None = None,
     ) -> None:
+        """``on_run_ended``: called for each run this sweeper ended (its concurrency slot is freed there)."""
         self._store = store
         self._stream = stream
+        self._on_run_ended = on_run_ended
         self._stale_after = stale_after
         self._batch = batch
 
@@ -190,6 +194,11 @@ class RunSweeper:
         if streamed.readable and not streamed.terminal:
             await self._close_stream(run, streamed, results)
         await self._store.release_thread(run.tenant_id, run.thread_id, run.run_id)
+        if self._on_run_ended is not None:
+            try:
+                await self._on_run_ended(run)
+            except Exception:
+                logger.exception("could not free the slot of a swept run", extra={"run_id": run.run_id})
         await self._store.record(
             AuditRecord(
                 kind="run_swept",
