@@ -215,4 +215,3 @@ async def test_the_usage_view_counts_tokens_by_model_with_cached_input_apart_and
     assert body["day"]["tokens"] == {"qwen3.5-30b-a3b": {"input": 1_000_000, "cachedInput": 0, "output": 0}}
     assert body["day"]["runs"] == {"worker": 1} and body["month"]["estimatedCostUsd"] == pytest.approx(0.20)
     assert body["remaining"]["user"] == {"tokensPerDay": 1_000_000}
-
