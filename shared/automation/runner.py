@@ -1,5 +1,9 @@
 """Runs a fired automation task: the task's profile, on the task's thread, as an ``origin: automation`` run.
 
+A fire over a token budget (its run's admission refused with ``quota_exceeded``: ``shared.limits``) is skipped: an
+``automation_fire_skipped`` audit record and an ``AutomationFiresSkipped`` metric, no run, no error (a retry would
+be refused the same way); the task's next fire runs normally.
+
 Exactly-once per fire: the run id is derived from (task id, fire id), and the run ledger keeps one run per id, so
 a fire delivered twice (a Scheduler retry, a Lambda async retry) attaches to the first run instead of running again.
 The fire id is the Scheduler's scheduled time when the input carries it: it is the same for every attempt of one
@@ -17,8 +21,9 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from shared.automation.models import AutomationTask, TaskRef
-from shared.errors import Conflict, InvalidRequest
+from shared.errors import Conflict, InvalidRequest, TooManyRequests
 from shared.executors.context import RunContext
+from shared.limits.metrics import AUTOMATION_FIRES_SKIPPED, emit_limit_metric
 from shared.models import (
     AuditRecord,
     ExecutionMeta,
@@ -185,7 +190,12 @@ class AutomationRunner:
         is_worker = ctx.profile.executor is ExecutorKind.WORKER
         new_messages = [self._prompt_message(task, ctx.run_id, fire_id, ctx.meta)] if is_worker else []
         duplicate = await self._ledger.get_run(task.tenant_id, ctx.run_id) is not None
-        run = await self._run(ctx, digest(f"{task.task_id}|{fire_id}"), new_messages)
+        try:
+            run = await self._run(ctx, digest(f"{task.task_id}|{fire_id}"), new_messages)
+        except TooManyRequests as exc:
+            await self._record_skipped(task, fire_id, ctx, exc)
+            logger.warning("automation fire skipped over a limit", extra={**log, "code": exc.code})
+            return FireOutcome(task_id=task.task_id, status="skipped_over_limit", run_id=None)
         await self._record_fire(task, ref, fire_id, ctx, run, duplicate=duplicate)
         logger.info(
             "automation fire handled",
@@ -244,6 +254,20 @@ class AutomationRunner:
                     "duplicate_delivery": duplicate,
                     "run_status": run.status.value,
                 },
+            )
+        )
+
+    async def _record_skipped(self, task: AutomationTask, fire_id: str, ctx: RunContext, exc: TooManyRequests) -> None:
+        details = exc.details if isinstance(exc.details, dict) else {}
+        emit_limit_metric(AUTOMATION_FIRES_SKIPPED, limit=str(details.get("kind")), scope=str(details.get("scope")))
+        await self._audit.record(
+            AuditRecord(
+                kind="automation_fire_skipped",
+                tenant_id=task.tenant_id,
+                thread_id=task.thread_id,
+                run_id=ctx.run_id,
+                user_id=task.owner_user_id,
+                details={"task_id": task.task_id, "fire_id": fire_id, "code": exc.code, "limit": details},
             )
         )
 

@@ -20,6 +20,11 @@ The run reads after the cursor and moves it only when it succeeds, so two runs n
 messages, whatever the order or the number of copies in which events arrive; the memory run's id is derived from
 the thread and generation, so two copies of the same due message attach to one run.
 
+Over a token budget (``shared.limits``: the memory run's admission is refused with ``quota_exceeded``), the
+extraction is deferred, not dropped: the marker and the cursor stay as they are (the messages stay pending), and
+the due message is sent again for when the budget resets (at most ``DEFER_MAX_S`` later, the queue's longest
+delay, and again until then). Counted as ``MemoryExtractionsDeferred``.
+
 Nothing here waits: every step is a few store calls and one queue send, done inside the invocation that handles
 the event (no background work after a Lambda response).
 """
@@ -31,6 +36,8 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from shared.errors import TooManyRequests
+from shared.limits.metrics import MEMORY_EXTRACTIONS_DEFERRED, emit_limit_metric
 from shared.memory.job import MEMORY_PROFILE, ExtractionReport, MemoryExtraction, RunCompleted
 from shared.memory.models import ExtractionDue as ExtractionDue  # the message body this module sends; re-exported
 from shared.models import ExecutorKind, Identity, digest, utc_now
@@ -43,6 +50,8 @@ DEFAULT_LEASE_S = 900
 """How long a memory run holds its thread: above the memory function's timeout, so a crashed run's lease ends."""
 BUSY_RETRY_S = 30
 """When a due message finds a run in flight, it is sent again after this long (or T, if shorter)."""
+DEFER_MAX_S = 900
+"""The longest delay of a due message deferred over a budget (SQS ``DelaySeconds`` allows 15 minutes)."""
 
 
 class ExtractionCoalescer:
@@ -127,8 +136,22 @@ class ExtractionCoalescer:
                 run_id=run_id,
                 request_summary=f"memory extraction, generation {due.generation}"[:160],
             )
+        except TooManyRequests as exc:
+            return await self._defer(due, exc)
         finally:
             await self._pending.release(due.tenant_id, due.thread_id, run_id)
+
+    async def _defer(self, due: ExtractionDue, refused: TooManyRequests) -> ExtractionReport:
+        """Over a budget: the messages stay pending and the due message comes back when the budget resets."""
+        delay = max(1, min(refused.retry_after_s, DEFER_MAX_S))
+        await self._queue.send(due.model_copy(update={"id": f"due_{uuid.uuid4().hex}"}), delay_s=delay)
+        details = refused.details if isinstance(refused.details, dict) else {}
+        logger.info(
+            "memory extraction deferred over a budget",
+            extra={"thread_id": due.thread_id, "limit": details.get("kind"), "retry_in_s": delay},
+        )
+        emit_limit_metric(MEMORY_EXTRACTIONS_DEFERRED, limit=str(details.get("kind")), scope=str(details.get("scope")))
+        return ExtractionReport("scheduled", "deferred_over_budget", decisions={"retry_in_s": delay})
 
 
 def memory_run_id(tenant_id: str, thread_id: str, generation: int, attempt: int) -> str:
