@@ -36,6 +36,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 from typing import Any
 
 import uvicorn
@@ -269,6 +270,8 @@ def run_ours(args: argparse.Namespace) -> None:
     from functions.agent_api.app import create_app
     from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
     from shared.adapters.aws.memory_store import DynamoDBMemoryStore
+    from shared.adapters.aws.usage_counters import DynamoDBUsageCounters
+    from shared.adapters.in_memory_usage import InMemoryUsageCounters
     from shared.adapters.redis_stream import RedisEventStream, connect
     from shared.memory.store import InMemoryMemoryStore
     from shared.settings import Settings
@@ -283,15 +286,18 @@ def run_ours(args: argparse.Namespace) -> None:
     with mock_aws() if in_process_moto else contextlib.nullcontext():
         store: Any = None
         memories: Any = None
+        counters: Any = None  # None: the wiring's (the moto server's endpoint, or an in-memory store's run)
         if args.memory_store_ms >= 0:
             store = _latency_store(args.memory_store_ms / 1000)
             memories = _delayed(InMemoryMemoryStore(), args.memory_store_ms / 1000)
+            counters = _delayed(InMemoryUsageCounters(), args.memory_store_ms / 1000)
         elif in_process_moto:
             raw_client = boto3.client("dynamodb", region_name=REGION)
             create_table(raw_client, TABLE)
             locked: Any = OneRequestAtATime(raw_client)  # moto in-process is not thread-safe (as in the tests)
             store = DynamoDBStore(TABLE, lambda: locked)
             memories = DynamoDBMemoryStore(TABLE, lambda: locked)
+            counters = DynamoDBUsageCounters(TABLE, lambda: locked, usage_retention=timedelta(days=400))
         settings = Settings(
             table_name=TABLE,
             aws_region=REGION,
@@ -302,6 +308,7 @@ def run_ours(args: argparse.Namespace) -> None:
             llm_api_key="none",
             redis_url=args.redis_url,
             llm_max_retries=0,
+            limits=os.environ.get("LIMITS") or None,  # ``LIMITS=... python -m bench.server_overhead``: limits on
         )
 
         class LazyStream:
@@ -321,7 +328,8 @@ def run_ours(args: argparse.Namespace) -> None:
             store = timings.wrap(store, "store")
             stream = timings.wrap(stream, "stream")
             memories = timings.wrap(memories, "memories")
-        services = Services(settings, overrides=ServiceOverrides(store=store, stream=stream, memory_store=memories))
+        overrides = ServiceOverrides(store=store, stream=stream, memory_store=memories, usage_counters=counters)
+        services = Services(settings, overrides=overrides)
         port = _free_port()
         app = create_app(services, freeze_heap=True)  # a server process, as deployed
         if profiler is not None:
