@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -28,6 +29,7 @@ import pytest
 
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.aws.memory_store import DynamoDBMemoryStore
+from shared.adapters.aws.usage_counters import DynamoDBUsageCounters
 from shared.llm.types import ChatChunk, ChatRequest
 from shared.wiring import ServiceOverrides, Services
 from tests.conftest import TABLE, bearer, make_settings
@@ -161,16 +163,23 @@ def recorder() -> Recorder:
     return Recorder()
 
 
-@pytest.fixture
-def counted_services(aws: Any, redis_stream: Any, recorder: Recorder) -> Services:
+LIMITS_ON = (
+    '{"user": {"concurrentRuns": 2, "runsPerMinute": 100, "tokensPerDay": 10000000}, "tenant": {"concurrentRuns": 50}}'
+)
+"""With limits on, the reservation (the user's counter and the tenant's, concurrently) goes beside the claim."""
+
+
+@pytest.fixture(params=[None, LIMITS_ON], ids=["limits-off", "limits-on"])
+def counted_services(aws: Any, redis_stream: Any, recorder: Recorder, request: pytest.FixtureRequest) -> Services:
     client = CountedDynamoDB(OneRequestAtATime(aws), recorder)
     return Services(
-        make_settings(),
+        make_settings(limits=request.param),
         overrides=ServiceOverrides(
             store=DynamoDBStore(TABLE, lambda: client),
             memory_store=DynamoDBMemoryStore(TABLE, lambda: client),
             stream=CountedStream(redis_stream, recorder),
             model=TimedModel(recorder),
+            usage_counters=DynamoDBUsageCounters(TABLE, lambda: client, usage_retention=timedelta(days=400)),
         ),
     )
 
@@ -213,6 +222,9 @@ async def test_a_run_on_a_new_thread_reaches_the_model_within_two_round_trips_wi
     assert len(trips) <= MAX_ROUND_TRIPS, trips
     # AND it did not wait for the transaction that stores the run
     assert "dynamodb.transact_write_items" not in recorder.waited_for(), (recorder.waited_for(), trips)
+    if counted_services.limits is not None:
+        # AND with limits on, the reservations (user and tenant) were in the first round trip, beside the claim
+        assert trips[0].count("dynamodb.update_item") >= 3, trips
 
 
 def test_the_counting_rule_merges_only_requests_in_flight_together() -> None:
