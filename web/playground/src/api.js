@@ -42,11 +42,24 @@ function fieldOf(loc) {
   return Array.isArray(loc) ? loc.join(".") : String(loc ?? "");
 }
 
+/** What a 429 means for the person in front of the page (docs/protocols/agent/errors.md §2.2). */
+function limitHint(code, details) {
+  const d = details && typeof details === "object" && !Array.isArray(details) ? details : {};
+  const who = d.scope === "tenant" ? "your organisation's" : "your";
+  if (code === "too_many_runs") {
+    return `Nothing was started: ${who} runs in progress are at the limit (${d.used} of ${d.limit}). ` +
+      "Send again when one ends (the server suggests waiting a few seconds).";
+  }
+  const resets = d.resetAt ? ` It resets at ${d.resetAt}.` : "";
+  return `Nothing was started: ${who} ${d.kind} limit is reached (${d.used} of ${d.limit}` +
+    `${d.reserve ? `; a run reserves ${d.reserve} tokens` : ""}).${resets} See Usage.`;
+}
+
 /** {title, lines[], hint} for the error banner. */
 export function describe(error) {
   const { status, code, message, details } = error;
   const lines = [];
-  if (Array.isArray(details)) {
+  if (status !== 429 && Array.isArray(details)) {
     for (const d of details) {
       if (d && typeof d === "object" && "loc" in d) lines.push(`${fieldOf(d.loc)}: ${d.msg}`);
       else lines.push(JSON.stringify(d));
@@ -63,6 +76,8 @@ export function describe(error) {
     hint = "This run id was used with another body; send again (a new run id is generated).";
   } else if (status === 422) {
     hint = lines.length ? "Fix the field named above and send again." : "The request was refused as invalid.";
+  } else if (status === 429) {
+    hint = limitHint(code, details);
   } else if (status === 503) {
     hint = "Nothing was started; retry in a moment.";
   } else if (status === 0) {

@@ -239,6 +239,32 @@ async function refreshHistory() {
   }
 }
 
+/** The caller's usage today and this month, their limits and what remains (GET /api/v1/usage). */
+async function refreshUsage() {
+  if (!state.token) return;
+  const box = $("usage");
+  try {
+    const usage = await api("/api/v1/usage");
+    const tokens = (period) =>
+      Object.entries(period.tokens).map(([model, t]) => `${model}: ${t.input} in, ${t.cachedInput} cached, ${t.output} out`);
+    const rows = [
+      h("div", { "data-testid": "usage-day" }, `today: ${usage.day.totalTokens} tokens, ${Object.values(usage.day.runs).reduce((a, b) => a + b, 0)} runs, ~$${usage.day.estimatedCostUsd}`),
+      ...tokens(usage.day).map((line) => h("div", { class: "muted" }, line)),
+      h("div", { "data-testid": "usage-month" }, `this month: ${usage.month.totalTokens} tokens, ~$${usage.month.estimatedCostUsd}`),
+    ];
+    if (usage.limitsEnabled) {
+      const limits = Object.entries(usage.limits.user).map(([k, v]) => `${k} ${usage.remaining.user[k]} left of ${v}`);
+      rows.push(h("div", { "data-testid": "usage-limits" }, limits.length ? `limits: ${limits.join(" · ")}` : "no limits on you"));
+      rows.push(h("div", { class: "muted" }, `counted: ${usage.counted.tokensToday} tokens today, ${usage.counted.activeRuns} runs active`));
+    } else {
+      rows.push(h("div", { class: "muted", "data-testid": "usage-limits" }, "limits off (LIMITS unset)"));
+    }
+    box.replaceChildren(...rows);
+  } catch (error) {
+    box.replaceChildren(h("div", { class: "muted" }, describe(error).title));
+  }
+}
+
 async function refreshMemories() {
   if (!state.token) return;
   const list = $("memories");
@@ -658,6 +684,7 @@ async function runOnce({ userMessageId = null } = {}) {
     }
     await Promise.all([refreshHistory(), refreshMemories(), loadThreads()]);
   }
+  await refreshUsage();
   setBusy(false);
   return terminal?.type === "RUN_FINISHED" ? [...pending.entries()] : [];
 }
@@ -757,6 +784,7 @@ function wire() {
     }
   });
   $("refresh-memories").addEventListener("click", refreshMemories);
+  $("refresh-usage").addEventListener("click", refreshUsage);
   $("load-audit").addEventListener("click", loadAudit);
 }
 
@@ -766,7 +794,7 @@ async function afterToken() {
   if (wanted) await selectThread(wanted);
   else if (threads.length) await selectThread(threads[0].threadId);
   else newThread("");
-  await refreshMemories();
+  await Promise.all([refreshMemories(), refreshUsage()]);
 }
 
 async function main() {
