@@ -42,4 +42,5 @@ def test_usage_is_shown_and_a_429_says_which_limit_and_when(playground: Any, ope
         hint = str(view.page.locator("[data-testid=error-hint]").text_content())
         assert "runsPerMinute limit is reached (1 of 1)" in hint and "Nothing was started" in hint
         assert "resets at" in hint
+        assert "null" not in str(view.page.locator("[data-testid=errors]").text_content())
         assert "unsent" in str(view.page.locator("[data-testid=messages] .msg.user").last.get_attribute("class"))

@@ -56,11 +56,13 @@ const api = (path, options = {}) => apiJson(path, { token: state.token, ...optio
 function showError(error, context = "") {
   const { title, lines, hint } = describe(error instanceof ApiError ? error : fromAgentError(error));
   const box = $("errors");
-  box.replaceChildren(
+  // replaceChildren would write a null child as the text "null": leave the absent parts out.
+  const parts = [
     h("div", { class: "title", "data-testid": "error-title" }, context ? `${context}: ${title}` : title),
     lines.length ? h("ul", { "data-testid": "error-fields" }, lines.map((line) => h("li", {}, line))) : null,
     hint ? h("div", { class: "hint", "data-testid": "error-hint" }, hint) : null,
-  );
+  ];
+  box.replaceChildren(...parts.filter(Boolean));
 }
 
 function clearError() {
