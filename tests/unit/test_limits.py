@@ -6,7 +6,7 @@ rules through the app as Lambda starts it, under 64 concurrent requests: tests/l
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -14,16 +14,17 @@ import pytest
 from shared.adapters.in_memory_store import InMemoryStore
 from shared.adapters.in_memory_stream import InMemoryEventStream
 from shared.adapters.in_memory_usage import InMemoryUsageCounters
-from shared.errors import ConfigurationError, InvalidRequest, NotFound, TooManyRequests
+from shared.errors import ConfigurationError, Conflict, InvalidRequest, NotFound, TooManyRequests
 from shared.executors.context import RunContext
 from shared.executors.worker import WorkerExecutor
 from shared.limits.config import parse_limits
 from shared.limits.gate import LimitGate, estimate_tokens
 from shared.limits.usage import UsageReports, parse_prices
 from shared.limits.windows import Windows
-from shared.models import ExecutionMeta, Identity, Message, Origin, Role, RunStatus
+from shared.models import ExecutionMeta, Identity, Message, Origin, Role, Run, RunStatus, utc_now
 from shared.profiles import default_catalog
 from shared.runs.service import RunService
+from shared.runs.sweeper import RunSweeper
 from shared.tools.registry import ToolRegistry
 from tests.support.scripted_model import ScriptedModel, Turn
 
@@ -215,3 +216,31 @@ async def test_the_usage_view_counts_tokens_by_model_with_cached_input_apart_and
     assert body["day"]["tokens"] == {"qwen3.5-30b-a3b": {"input": 1_000_000, "cachedInput": 0, "output": 0}}
     assert body["day"]["runs"] == {"worker": 1} and body["month"]["estimatedCostUsd"] == pytest.approx(0.20)
     assert body["remaining"]["user"] == {"tokensPerDay": 1_000_000}
+
+
+async def test_a_run_refused_for_a_busy_thread_gives_its_reservation_back() -> None:
+    rig = Rig({"user": {"concurrentRuns": 5, "tokensPerDay": 10 * ESTIMATE}}, Turn(text=["a"], delay_s=0.3))
+    await rig.admit("run-1", "th-1")
+    with pytest.raises(Conflict):
+        await rig.admit("run-2", "th-1")  # the same thread, busy with run-1
+    view = await rig.counters.counters("t1", "user", "u1", rig.gate_windows())
+    assert view.active_runs == frozenset({"run-1"}) and view.day_tokens == ESTIMATE
+    await rig.runs.wait_idle()
+
+
+async def test_the_sweeper_frees_the_slot_of_a_run_whose_process_stopped() -> None:
+    rig = Rig({"user": {"concurrentRuns": 1}})
+    # GIVEN a run admitted by a process that then died: its reservation holds the user's only slot
+    request = await rig.gate.reserve(USER, "run-dead", interactive=True, estimate=ESTIMATE)
+    rig.gate.hold(request)
+    await rig.store.open_and_claim(USER, "th-dead", "run-dead", stale_before=utc_now())
+    await rig.store.create_run(Run(run_id="run-dead", thread_id="th-dead", tenant_id="t1", user_id="u1"))
+    with pytest.raises(TooManyRequests):
+        await rig.gate.reserve(USER, "run-next", interactive=True, estimate=ESTIMATE)
+    # WHEN the scheduled sweep finds its heartbeat stale
+    sweeper = RunSweeper(rig.store, rig.stream, stale_after=timedelta(seconds=30), on_run_ended=rig.gate.ended)
+    report = await sweeper.sweep(now=utc_now() + timedelta(minutes=5))
+    # THEN the run is ended and its slot is free for the next run
+    assert report.ended == ["run-dead"]
+    assert (await rig.counters.counters("t1", "user", "u1", rig.gate_windows())).active_runs == frozenset()
+    await rig.gate.reserve(USER, "run-next", interactive=True, estimate=ESTIMATE)
