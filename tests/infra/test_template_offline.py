@@ -445,10 +445,12 @@ RESERVED_CONCURRENCY = {
     "MemoryFunction": ("MemoryReservedConcurrency", "5"),
     "AutomationFunction": ("AutomationReservedConcurrency", "10"),
     "SweeperFunction": ("SweeperReservedConcurrency", "1"),
+    # A cap rather than a reservation (a reservation is both): empty by default, so a low quota can deploy.
+    "StreamingApiFunction": ("StreamingMaxConcurrency", ""),
 }
 
 
-def test_background_functions_reserve_concurrency_from_parameters_and_the_chat_functions_do_not(
+def test_background_functions_reserve_concurrency_and_the_streaming_function_is_capped_from_parameters(
     expanded_template: Template,
 ) -> None:
     parameters = expanded_template["Parameters"]
