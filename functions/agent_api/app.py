@@ -24,6 +24,7 @@ from functions.agent_api.routes_runs import router as runs_router
 from functions.agent_api.routes_threads import router as threads_router
 from shared.settings import Settings
 from shared.startup_heap import freeze_startup_heap
+from shared.tracing.asgi import TraceRequests
 from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
     app.state.services = svc
     install_error_handlers(app)
     install_cors(app, svc.settings.cors_allowed_origins)
+    app.add_middleware(TraceRequests)  # outermost: the request span covers CORS and the error handlers too
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     for router in (runs_router, threads_router, automations_router, memories_router, erasure_router):
         app.include_router(router)

@@ -54,6 +54,7 @@ from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionFailed, ExecutionResult
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.registry import ToolRegistry
+from shared.tracing.runs import link_read_messages
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,7 @@ class MemoryExecutor:
         context = await self._preceding_context(tenant, thread, new[0].seq)
         shown = sorted({m.id: m for m in [*context, *new]}.values(), key=lambda m: (m.seq, m.id))
         new_ids = frozenset(m.id for m in new)
+        link_read_messages(shown)  # the memory run's trace links to the runs that wrote what it reads
         scope = ExtractionScope(tenant, user, thread, ctx.run_id, tuple(shown), new_ids)
         query = "\n".join(m.content for m in new if is_human_message(m))
         related = await self._related(await self._memories.list_memories(tenant, user), query)

@@ -31,6 +31,7 @@ from shared.models import Message, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import EventStream, ProbedStream
 from shared.ports.store import RunStore
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
+from shared.tracing.api import span
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,8 @@ class Admitter:
         before_commit: BeforeCommit | None,
     ) -> Admission:
         ctx = attempt.ctx
-        claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, settle)
+        with span("agent.admission.claim"):
+            claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, settle)
         if before_commit is not None and recent is not None and fresh and claimed.newly_claimed:
             # A retry starts nothing ahead: of a stored run, it brings nothing new; of a run being admitted (the
             # same request twice at once), the thread was claimed for it already. (Copies racing can still store the
@@ -152,9 +154,10 @@ class Admitter:
             body_digest=body_digest,
         )
         # Round trip 2: a run that exists already (a retry, or a conflicting body) stores nothing.
-        stored_run, created, stored = await self._store.admit_messages(
-            ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
-        )
+        with span("agent.admission.store", {"agent.admission.messages": len(fresh)}):
+            stored_run, created, stored = await self._store.admit_messages(
+                ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
+            )
         if created:
             history = None
             if recent is not None:
