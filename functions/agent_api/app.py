@@ -24,7 +24,7 @@ from functions.agent_api.routes_runs import router as runs_router
 from functions.agent_api.routes_threads import router as threads_router
 from shared.settings import Settings
 from shared.startup_heap import freeze_startup_heap
-from shared.tracing.asgi import TraceRequests
+from shared.tracing.asgi import UNSAMPLED_PARENT, TraceRequests
 from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ async def _request_itself(app: FastAPI, method: str, path: str, body: bytes = b"
             (b"host", b"start-up"),
             (b"content-type", b"application/json"),
             (b"content-length", b"%d" % len(body)),
+            (b"traceparent", UNSAMPLED_PARENT.encode()),  # runs the traced path at start-up, exports nothing
         ],
         "client": ("127.0.0.1", 0),
         "server": ("start-up", 80),

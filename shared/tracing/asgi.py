@@ -51,6 +51,13 @@ def api_gateway_request_id(scope: Scope) -> str | None:
     return request_id if isinstance(request_id, str) else None
 
 
+UNTRACED_PATHS = frozenset({"/healthz"})
+"""The Web Adapter's readiness check: polled at every start-up, it would fill a trace backend with nothing."""
+UNSAMPLED_PARENT = "00-00000000000000000000000000000001-0000000000000001-00"
+"""A ``traceparent`` that asks not to be sampled: the app's requests to itself at start-up carry it, so they run the
+traced path (its imports) without exporting a span."""
+
+
 class TraceRequests:
     """ASGI middleware: one server span per HTTP request, exported before the response ends."""
 
@@ -59,7 +66,7 @@ class TraceRequests:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         current = tracer()
-        if scope.get("type") != "http" or not current.enabled:
+        if scope.get("type") != "http" or not current.enabled or scope.get("path") in UNTRACED_PATHS:
             await self.app(scope, receive, send)
             return
         method = str(scope.get("method", "GET"))

@@ -43,7 +43,7 @@ def by_name(spans: Any) -> dict[str, ReadableSpan]:
 def parent_name(span: ReadableSpan, spans: Any) -> str | None:
     if span.parent is None:
         return None
-    ids = {s.context.span_id: s.name for s in spans}
+    ids: dict[int, str] = {s.context.span_id: s.name for s in spans}
     return ids.get(span.parent.span_id, "(remote)")
 
 
