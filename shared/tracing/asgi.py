@@ -58,6 +58,17 @@ UNSAMPLED_PARENT = "00-00000000000000000000000000000001-0000000000000001-00"
 traced path (its imports) without exporting a span."""
 
 
+def xray_trace_id(scope: Scope) -> str | None:
+    """The X-Ray trace id API Gateway gave the request (``X-Amzn-Trace-Id: Root=1-...``): its access log's
+    ``traceId``."""
+    header = _header(scope, b"x-amzn-trace-id") or ""
+    for part in header.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "Root" and value:
+            return value
+    return None
+
+
 class TraceRequests:
     """ASGI middleware: one server span per HTTP request, exported before the response ends."""
 
@@ -74,6 +85,7 @@ class TraceRequests:
             "http.request.method": method,
             "url.path": str(scope.get("path", "")),
             "aws.api_gateway.request_id": api_gateway_request_id(scope),
+            "aws.xray.trace_id": xray_trace_id(scope),
         }
         with current.remote_parent(_header(scope, b"traceparent"), _header(scope, b"tracestate")):
             span = current.start(method, attributes, kind="server")
