@@ -154,19 +154,21 @@ def build_tracer(
     *,
     capture_content: bool,
     service_name: str | None = None,
+    endpoint: str | None = None,
     exporter: SpanExporter | None = None,
     processor: SpanProcessor | None = None,
     flush_timeout_s: float = FLUSH_TIMEOUT_S,
 ) -> OtelTracer:
-    """A tracer exporting over OTLP/HTTP as the standard variables say (tests pass their own exporter or
-    processor). ``service_name``: ``OTEL_SERVICE_NAME``; without it, ``agent-backend``."""
+    """A tracer exporting over OTLP/HTTP to ``endpoint`` (the full traces URL), with the headers and timeout the
+    standard variables give (tests pass their own exporter or processor). ``service_name``: ``OTEL_SERVICE_NAME``;
+    without it, ``agent-backend``."""
     resource = Resource.create({"service.name": service_name or DEFAULT_SERVICE_NAME})
     provider = TracerProvider(resource=resource)  # the sampler: OTEL_TRACES_SAMPLER / _ARG, read by the SDK
     if processor is None:
         if exporter is None:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            exporter = OTLPSpanExporter()
+            exporter = OTLPSpanExporter(endpoint=endpoint)  # headers, timeout: from the standard variables
         processor = BatchSpanProcessor(exporter)
     provider.add_span_processor(processor)
     return OtelTracer(provider, capture_content=capture_content, flush_timeout_s=flush_timeout_s)
