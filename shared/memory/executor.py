@@ -54,6 +54,7 @@ from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionFailed, ExecutionResult
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.registry import ToolRegistry
+from shared.tracing.genai import tool_call
 from shared.tracing.runs import link_read_messages
 
 logger = logging.getLogger(__name__)
@@ -283,14 +284,19 @@ class MemoryExecutor:
         arguments_as_sent: str,
     ) -> str:
         result.tool_calls += 1
-        decision = tool_gate.authorize(call.name, arguments_as_sent, gate_ctx)
-        await self._audit.record(decision.audit)
-        if not decision.allowed:
-            result.tool_refusals += 1
-            return decision.model_error()
-        outcome = await self.gate.review(call.name, call.arguments, scope)
-        result.outcomes.append(outcome)
-        return outcome.tool_result()
+        with tool_call(call.name, call.id, arguments_as_sent) as traced:
+            decision = tool_gate.authorize(call.name, arguments_as_sent, gate_ctx)
+            traced.decided(decision)
+            await self._audit.record(decision.audit)
+            if not decision.allowed:
+                result.tool_refusals += 1
+                traced.outcome("refused")
+                return decision.model_error()
+            outcome = await self.gate.review(call.name, call.arguments, scope)
+            result.outcomes.append(outcome)
+            traced.outcome("executed")
+            traced.result(outcome.tool_result())
+            return outcome.tool_result()
 
     async def _record_summary(self, ctx: RunContext, result: MemoryExecutionResult) -> None:
         await self._audit.record(

@@ -13,9 +13,11 @@ import httpx
 import pytest
 
 from functions.agent_api.app import create_app
+from shared.adapters.in_memory_scheduler import InMemoryTaskScheduler
 from shared.adapters.in_memory_store import InMemoryStore
 from shared.adapters.in_memory_stream import InMemoryEventStream
 from shared.auth import mint_local_token
+from shared.automation.store import InMemoryAutomationStore
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity
 from shared.settings import Settings
@@ -34,7 +36,12 @@ def services_with(*turns: Turn) -> tuple[Services, InMemoryStore]:
     store = InMemoryStore()
     settings = Settings(jwt_secret=SECRET, auth_mode="hs256", embedded=True, aws_region="us-east-1")
     overrides = ServiceOverrides(
-        store=store, stream=InMemoryEventStream(), memory_store=InMemoryMemoryStore(), model=ScriptedModel(*turns)
+        store=store,
+        stream=InMemoryEventStream(),
+        memory_store=InMemoryMemoryStore(),
+        model=ScriptedModel(*turns),
+        automation_store=InMemoryAutomationStore(),
+        automation_scheduler=InMemoryTaskScheduler(),
     )
     return Services(settings, overrides=overrides), store
 
@@ -190,3 +197,23 @@ def test_an_unsupported_protocol_leaves_traces_off(protocol: str) -> None:
 
     settings = Settings(otel_exporter_otlp_endpoint="http://127.0.0.1:9", otel_exporter_otlp_protocol=protocol)
     assert configure_tracing(settings).enabled is False and tracer().enabled is False
+
+
+async def test_an_automation_run_on_a_thread_is_a_trace_of_its_own_linked_to_the_chat_run_it_read() -> None:
+    from shared.automation.models import AutomationTaskSpec, TaskRef
+
+    with in_memory_traces() as exported:
+        services, _ = services_with(Turn(text=["hello"]), Turn(text=["a summary"]))
+        await chat(services, "remember the meeting")
+        owner = Identity(tenant_id=TENANT, user_id=USER)
+        spec = AutomationTaskSpec(name="Brief", schedule_expression="rate(1 day)", prompt="summarise", thread_id="th")
+        task = await services.automation_service.create(owner, spec)
+        outcome = await services.automation_runner.fire(TaskRef(task_id=task.task_id), "fire-1")
+        spans = exported.get_finished_spans()
+    assert outcome.status == "succeeded"
+    runs = {s.attributes["agent.run.id"]: s for s in spans if s.name.startswith("invoke_agent ")}
+    chat_run, automation = runs["run-1"], runs[outcome.run_id]
+    assert automation.parent is None and automation.attributes["agent.origin"] == "automation"
+    assert [(link.context.trace_id, link.context.span_id) for link in automation.links] == [
+        (chat_run.context.trace_id, chat_run.context.span_id)
+    ]
