@@ -116,7 +116,7 @@ class ModelTurn:
                     self.result.usage = chunk.usage
                     trace.finished(chunk.reason, chunk.usage)
             await self.close()
-            trace.answered(self.result.text, self.result.tool_calls)
+            trace.answered(self.result)
         return self.result
 
     def _mark_first(self) -> None:

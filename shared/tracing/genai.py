@@ -81,6 +81,14 @@ class _Call(Protocol):
     def arguments(self) -> str: ...
 
 
+class _Answer(Protocol):
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def tool_calls(self) -> Sequence[_Call]: ...
+
+
 def _message_parts(message: _Message) -> dict[str, Any]:
     parts: list[dict[str, Any]] = []
     if message.content:
@@ -120,10 +128,11 @@ class ChatTrace:
         self.span.set("gen_ai.usage.reasoning.output_tokens", usage.reasoning_tokens)
         self.span.set("agent.usage.estimated", usage.estimated)
 
-    def answered(self, text: str, calls: Sequence[_Call]) -> None:
-        """The answer, recorded only when content capture is on."""
+    def answered(self, answer: _Answer) -> None:
+        """The answer, recorded only when content capture is on (read only then: reading joins its parts)."""
         if not self._capture:
             return
+        text, calls = answer.text, answer.tool_calls
         parts: list[dict[str, Any]] = [{"type": "text", "content": redacted(text)}] if text else []
         parts += [{"type": "tool_call", "id": c.id, "name": c.name, "arguments": redacted(c.arguments)} for c in calls]
         self.span.set("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": parts}]))
