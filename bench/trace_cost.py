@@ -1,6 +1,8 @@
 """What traces cost: ``python -m bench.trace_cost``.
 
-1. **INIT with traces on**: in fresh interpreters, the time ``configure_tracing`` takes with an endpoint set (it
+All figures are CPU time (``time.process_time``: steadier than wall time on a shared machine).
+
+1. **INIT with traces on**: in fresh interpreters, the CPU time ``configure_tracing`` takes with an endpoint set (it
    imports the SDK's trace module, the OTLP/HTTP exporter with ``requests`` and ``protobuf``, and builds the
    provider); with no endpoint it imports nothing and takes microseconds.
 2. **redis-py and the SDK**: redis-py imports ``opentelemetry.sdk.metrics`` by itself whenever the SDK is installed
@@ -31,16 +33,16 @@ _CONFIGURE = """
 import time
 from shared.settings import Settings
 from shared.tracing.setup import configure_tracing
-t = time.perf_counter()
+t = time.process_time()
 configure_tracing(Settings(otel_exporter_otlp_endpoint={endpoint!r}))
-print((time.perf_counter() - t) * 1000)
+print((time.process_time() - t) * 1000)
 """
 _REDIS = """
 import sys, time
 {hide}
-t = time.perf_counter()
+t = time.process_time()
 import redis.asyncio
-print((time.perf_counter() - t) * 1000)
+print((time.process_time() - t) * 1000)
 """
 
 
@@ -134,15 +136,16 @@ def per_run_costs(repeats: int, count: int) -> dict[str, float]:
     return {"cpu_ms_per_run_off": _median(off), "cpu_ms_per_run_on": _median(on), "spans_received": spans}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--runs", type=int, default=50, help="chat runs per process")
     parser.add_argument("--smoke", action="store_true")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     repeats, runs = (1, 3) if args.smoke else (args.repeats, args.runs)
     figures = {**init_costs(repeats), **per_run_costs(repeats, runs)}
     print(json.dumps(figures, indent=2))
+    return figures
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ configuration with an endpoint wins, as OpenTelemetry's global provider does.
 from __future__ import annotations
 
 import logging
+import sys
 
 from shared.settings import Settings
 from shared.tracing.api import Tracer, install, tracer
@@ -27,8 +28,19 @@ def traces_endpoint(settings: Settings) -> str | None:
     return None
 
 
+def keep_redis_from_importing_the_metrics_sdk() -> None:
+    """redis-py imports OpenTelemetry's metrics SDK as it is imported, whenever the SDK is installed (for its optional
+    command metrics, which nothing here turns on): with the SDK shipped for traces, that would be part of every cold
+    start, traces on or off (docs/observability.md, "What it costs"). A module set to None in ``sys.modules`` fails to
+    import, so redis-py finds the SDK "not installed". The traces need only the SDK's trace part."""
+    if "opentelemetry.sdk.metrics" not in sys.modules:
+        sys.modules["opentelemetry.sdk.metrics"] = None  # type: ignore[assignment]
+
+
 def configure_tracing(settings: Settings) -> Tracer:
-    """The tracer the settings ask for, installed as the process's; the no-op one when traces are off."""
+    """The tracer the settings ask for, installed as the process's; the no-op one when traces are off. Runs first in
+    the warm-up, before the Redis client is built (``keep_redis_from_importing_the_metrics_sdk``)."""
+    keep_redis_from_importing_the_metrics_sdk()
     current = tracer()
     if current.enabled:
         return current
