@@ -57,6 +57,12 @@ audit:
 dev: install playground
 	PORT=$(PORT) $(PY) -m devtools.local.runner
 
+## A trace viewer on this machine for `make dev`'s traces: Arize Phoenix (PyPI) in a venv of its own, OTLP over HTTP on
+## port 6006, data kept in .tools/phoenix-data; works offline. Then: OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:6006 make dev
+traces-viewer:
+	@test -x .tools/phoenix-venv/bin/phoenix || ($(PYTHON) -m venv .tools/phoenix-venv && .tools/phoenix-venv/bin/pip install --quiet "arize-phoenix==20.26.1")
+	PHOENIX_WORKING_DIR=.tools/phoenix-data PHOENIX_PORT=6006 .tools/phoenix-venv/bin/phoenix serve
+
 ## Print a local token for `make dev` (USER_ID, TENANT_ID, SCOPES choose its claims).
 token: install
 	@$(PY) -m devtools.local.token

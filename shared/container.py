@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from shared.settings import Settings
 from shared.startup_heap import freeze_startup_heap
+from shared.tracing.api import tracer
 
 if TYPE_CHECKING:
     from shared.wiring import LambdaFunction, Services
@@ -61,4 +62,9 @@ def container_loop() -> asyncio.AbstractEventLoop:
 
 
 def run_in_container(coro: Coroutine[Any, Any, T]) -> T:
-    return container_loop().run_until_complete(coro)
+    loop = container_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        # The invocation's spans leave before the handler returns: Lambda may freeze the environment right after.
+        loop.run_until_complete(tracer().flush())

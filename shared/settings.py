@@ -112,6 +112,14 @@ class Settings(BaseModel):
     lambda_function_name: str | None = None
     """Set by the Lambda runtime (``AWS_LAMBDA_FUNCTION_NAME``): the process is a Lambda execution environment, so
     a handler module builds its services while it is imported (the INIT phase), not on its first invocation."""
+    # Traces (shared/tracing, docs/observability.md "Traces"): off unless an OTLP endpoint is set. The SDK reads the
+    # other standard variables itself (headers, timeout, sampler).
+    otel_exporter_otlp_endpoint: str | None = None
+    otel_exporter_otlp_traces_endpoint: str | None = None
+    otel_exporter_otlp_protocol: str | None = None
+    otel_exporter_otlp_traces_protocol: str | None = None
+    otel_service_name: str | None = None
+    otel_instrumentation_genai_capture_message_content: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -190,6 +198,12 @@ _NAMED_AS_FIELDS = (
     "limits",
     "model_prices",
     "usage_retention_days",
+    "otel_exporter_otlp_endpoint",
+    "otel_exporter_otlp_traces_endpoint",
+    "otel_exporter_otlp_protocol",
+    "otel_exporter_otlp_traces_protocol",
+    "otel_service_name",
+    "otel_instrumentation_genai_capture_message_content",
 )
 """Fields read from the environment variable of the same name in capitals (``MIGRATION_RATE_WCU``...)."""
 

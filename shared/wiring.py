@@ -28,6 +28,7 @@ from shared.settings import Settings
 from shared.tools.clock import make_clock_tool
 from shared.tools.plugins import parse_plugin_paths
 from shared.tools.registry import ToolRegistry
+from shared.tracing.setup import configure_tracing
 
 if TYPE_CHECKING:
     from shared.adapters.aws.migration_runner import MigrationRunner, RunnerOptions
@@ -648,6 +649,8 @@ class Services:
         import importlib
 
         common: dict[str, Callable[[], object]] = {
+            # First: the spans of everything after it go to the exporter (off, importing nothing, without an endpoint).
+            "tracing": lambda: configure_tracing(self.settings),
             "store": lambda: getattr(self.store, "client", None),
             "memories": lambda: getattr(self.memories, "client", None),
             # The memory read and /healthz ask which migrations the table completed (read later, built now).

@@ -25,6 +25,7 @@ from functions.agent_api.routes_threads import router as threads_router
 from functions.agent_api.routes_usage import router as usage_router
 from shared.settings import Settings
 from shared.startup_heap import freeze_startup_heap
+from shared.tracing.asgi import UNSAMPLED_PARENT, TraceRequests
 from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ async def _request_itself(app: FastAPI, method: str, path: str, body: bytes = b"
             (b"host", b"start-up"),
             (b"content-type", b"application/json"),
             (b"content-length", b"%d" % len(body)),
+            (b"traceparent", UNSAMPLED_PARENT.encode()),  # runs the traced path at start-up, exports nothing
         ],
         "client": ("127.0.0.1", 0),
         "server": ("start-up", 80),
@@ -150,6 +152,7 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
     app.state.services = svc
     install_error_handlers(app)
     install_cors(app, svc.settings.cors_allowed_origins)
+    app.add_middleware(TraceRequests)  # outermost: the request span covers CORS and the error handlers too
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     for router in (runs_router, threads_router, automations_router, memories_router, erasure_router, usage_router):
         app.include_router(router)

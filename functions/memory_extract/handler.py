@@ -42,6 +42,7 @@ from shared.memory.job import RunCompleted
 from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
 from shared.runs.deadline import deadline_from_context, invocation_deadline
 from shared.settings import Settings
+from shared.tracing.api import tracer
 from shared.wiring import Services
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,8 @@ class MemoryExtractHandler:
             )
         finally:
             invocation_deadline.reset(token)
+            # The memory runs' spans leave before the handler returns: Lambda may freeze the environment after it.
+            self._loop.run_until_complete(tracer().flush())
         return dict(response)
 
     def close(self) -> None:

@@ -25,6 +25,7 @@ from shared.models import ToolCall, Usage
 from shared.models import new_id as new_id  # re-exported: it lived here, and the memory modules import it from here
 from shared.ports.model import ChatModel
 from shared.run_events.emitter import RunEmitter
+from shared.tracing import genai as tracing
 
 
 class _PendingCall:
@@ -101,17 +102,21 @@ class ModelTurn:
         self.first_event_at: float | None = None  # time.monotonic() of the first content event
 
     async def run(self, model: ChatModel, request: ChatRequest) -> TurnResult:
-        async for chunk in model.stream(request):
-            if isinstance(chunk, TextDelta):
-                await self._on_text(chunk.text)
-            elif isinstance(chunk, ReasoningDelta):
-                self.result.reasoning_chars += len(chunk.text)
-            elif isinstance(chunk, ToolCallDelta):
-                await self._on_tool_delta(chunk)
-            elif isinstance(chunk, Finished):
-                self.result.finish_reason = chunk.reason
-                self.result.usage = chunk.usage
-        await self.close()
+        with tracing.chat(request, model.provider) as trace:
+            async for chunk in model.stream(request):
+                trace.saw()
+                if isinstance(chunk, TextDelta):
+                    await self._on_text(chunk.text)
+                elif isinstance(chunk, ReasoningDelta):
+                    self.result.reasoning_chars += len(chunk.text)
+                elif isinstance(chunk, ToolCallDelta):
+                    await self._on_tool_delta(chunk)
+                elif isinstance(chunk, Finished):
+                    self.result.finish_reason = chunk.reason
+                    self.result.usage = chunk.usage
+                    trace.finished(chunk.reason, chunk.usage)
+            await self.close()
+            trace.answered(self.result)
         return self.result
 
     def _mark_first(self) -> None:

@@ -32,6 +32,9 @@ from shared.tool_gate import GateContext, ToolGate
 from shared.tools.arguments import argument_errors
 from shared.tools.registry import ToolContext, ToolRegistry
 from shared.tools.runner import run_tool, tool_error
+from shared.tracing.api import span
+from shared.tracing.genai import tool_call
+from shared.tracing.runs import link_read_messages
 
 if TYPE_CHECKING:
     from shared.tools.mcp_servers import McpToolbox
@@ -223,9 +226,11 @@ class WorkerExecutor:
                     if call.id in handed:
                         # The client runs it and answers in its next run; the decision is audited like any other.
                         result.tool_calls += 1
-                        await self._audit.record(
-                            gate.authorize(call.name, call.arguments, self._gate_context(ctx)).audit
-                        )
+                        with tool_call(call.name, call.id, call.arguments) as traced:
+                            decision = gate.authorize(call.name, call.arguments, self._gate_context(ctx))
+                            traced.decided(decision)
+                            traced.outcome("pending_client")
+                            await self._audit.record(decision.audit)
                     else:
                         await self._run_tool(ctx, emitter, gate, registry, turn_result, call, result)
                     unanswered.pop(0)
@@ -291,15 +296,19 @@ class WorkerExecutor:
             reserve_tokens: int | Awaitable[int] = base_reserve + count(result.memory_note or "")
         else:
             reserve_tokens = reserve()
-        window = await resolve_window(
-            self._history_reader(ctx, result),
-            ctx.identity.tenant_id,
-            ctx.thread_id,
-            ctx.profile.history_policy,
-            now=now,
-            count_tokens=message_counter_for(ctx.profile.model.name),
-            reserve_tokens=reserve_tokens,
-        )
+        reader = self._history_reader(ctx, result)
+        with span("agent.window.read", {"agent.window.from_admission": reader is not self._store}) as traced:
+            window = await resolve_window(
+                reader,
+                ctx.identity.tenant_id,
+                ctx.thread_id,
+                ctx.profile.history_policy,
+                now=now,
+                count_tokens=message_counter_for(ctx.profile.model.name),
+                reserve_tokens=reserve_tokens,
+            )
+            traced.set("agent.window.messages", len(window.messages))
+        link_read_messages(window.messages)
         memory_note = result.memory_note
         if record_repairs:
             await self._record_repairs(ctx, result, window.repairs)
@@ -407,32 +416,28 @@ class WorkerExecutor:
     ) -> None:
         result.tool_calls += 1
         call_id = call.id
-        decision = gate.authorize(call.name, turn.arguments_as_sent(call), self._gate_context(ctx))
-        await self._audit.record(decision.audit)
-        tool = registry.get(decision.canonical_name) if decision.allowed and decision.canonical_name else None
-        if decision.allowed and decision.kind == "frontend":
-            # A front-end call whose arguments break the client's schema: the model gets to try again.
-            specs = {spec.name: spec for spec in ctx.client_tools}
-            problems = (
-                ["arguments were not valid JSON"]
-                if call_id in turn.malformed_call_ids
-                else argument_errors(specs[call.name].parameters, json.loads(call.arguments))
-            )
-            content = tool_error("invalid_arguments", "; ".join(problems))
-        elif tool is None:
-            result.tool_refusals += 1
-            content = decision.model_error()
-        elif call_id in turn.malformed_call_ids:
-            content = tool_error("invalid_arguments", "arguments were not valid JSON")
-        else:
-            content = await run_tool(
-                tool,
-                call.arguments,
-                ToolContext(
-                    tenant_id=ctx.identity.tenant_id,
-                    user_id=ctx.identity.user_id,
-                    thread_id=ctx.thread_id,
-                    run_id=ctx.run_id,
-                ),
-            )
+        with tool_call(call.name, call_id, turn.arguments_as_sent(call)) as traced:
+            decision = gate.authorize(call.name, turn.arguments_as_sent(call), self._gate_context(ctx))
+            traced.decided(decision)
+            await self._audit.record(decision.audit)
+            tool = registry.get(decision.canonical_name) if decision.allowed and decision.canonical_name else None
+            if decision.allowed and decision.kind == "frontend":
+                # A front-end call whose arguments break the client's schema: the model gets to try again.
+                specs = {spec.name: spec for spec in ctx.client_tools}
+                problems = (
+                    ["arguments were not valid JSON"]
+                    if call_id in turn.malformed_call_ids
+                    else argument_errors(specs[call.name].parameters, json.loads(call.arguments))
+                )
+                content, outcome = tool_error("invalid_arguments", "; ".join(problems)), "invalid_arguments"
+            elif tool is None:
+                result.tool_refusals += 1
+                content, outcome = decision.model_error(), "refused"
+            elif call_id in turn.malformed_call_ids:
+                content, outcome = tool_error("invalid_arguments", "arguments were not valid JSON"), "invalid_arguments"
+            else:
+                where = ToolContext(ctx.identity.tenant_id, ctx.identity.user_id, ctx.thread_id, ctx.run_id)
+                content, outcome = await run_tool(tool, call.arguments, where), "executed"
+            traced.outcome(outcome)
+            traced.result(content)
         await store_and_emit(self._store, emitter, ctx, call_id, content)

@@ -54,6 +54,7 @@ from shared.llm.types import (
 )
 from shared.models import Usage
 from shared.tokens import estimate_tokens
+from shared.tracing.genai import model_retry
 
 logger = logging.getLogger(__name__)
 
@@ -258,7 +259,9 @@ class OpenAIChatModel:
                 error = self._error(exc, streaming=False, model=request.model)
                 if not _retryable(exc, error) or attempt >= self.max_retries:
                     raise error from exc
-                await asyncio.sleep(_retry_delay(exc, attempt, self.retry_base_s))
+                delay = _retry_delay(exc, attempt, self.retry_base_s)
+                model_retry(attempt + 1, error.code, delay)
+                await asyncio.sleep(delay)
                 attempt += 1
 
     def _error(self, exc: Exception, *, streaming: bool, model: str) -> ModelError:

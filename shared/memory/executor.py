@@ -54,6 +54,8 @@ from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionFailed, ExecutionResult
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.registry import ToolRegistry
+from shared.tracing.genai import tool_call
+from shared.tracing.runs import link_read_messages
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +187,7 @@ class MemoryExecutor:
         context = await self._preceding_context(tenant, thread, new[0].seq)
         shown = sorted({m.id: m for m in [*context, *new]}.values(), key=lambda m: (m.seq, m.id))
         new_ids = frozenset(m.id for m in new)
+        link_read_messages(shown)  # the memory run's trace links to the runs that wrote what it reads
         scope = ExtractionScope(tenant, user, thread, ctx.run_id, tuple(shown), new_ids)
         query = "\n".join(m.content for m in new if is_human_message(m))
         related = await self._related(await self._memories.list_memories(tenant, user), query)
@@ -281,14 +284,19 @@ class MemoryExecutor:
         arguments_as_sent: str,
     ) -> str:
         result.tool_calls += 1
-        decision = tool_gate.authorize(call.name, arguments_as_sent, gate_ctx)
-        await self._audit.record(decision.audit)
-        if not decision.allowed:
-            result.tool_refusals += 1
-            return decision.model_error()
-        outcome = await self.gate.review(call.name, call.arguments, scope)
-        result.outcomes.append(outcome)
-        return outcome.tool_result()
+        with tool_call(call.name, call.id, arguments_as_sent) as traced:
+            decision = tool_gate.authorize(call.name, arguments_as_sent, gate_ctx)
+            traced.decided(decision)
+            await self._audit.record(decision.audit)
+            if not decision.allowed:
+                result.tool_refusals += 1
+                traced.outcome("refused")
+                return decision.model_error()
+            outcome = await self.gate.review(call.name, call.arguments, scope)
+            result.outcomes.append(outcome)
+            traced.outcome("executed")
+            traced.result(outcome.tool_result())
+            return outcome.tool_result()
 
     async def _record_summary(self, ctx: RunContext, result: MemoryExecutionResult) -> None:
         await self._audit.record(

@@ -14,6 +14,7 @@ from shared.memory.models import Memory
 from shared.memory.text import relevance, tokens
 from shared.models import Identity, Message
 from shared.ports.memory import MemoryStore
+from shared.tracing.api import span
 
 MEMORY_INJECTION_SENTINEL = "[memory-injection]"
 MEMORY_INJECTION_END = "[/memory-injection]"
@@ -66,7 +67,9 @@ class ActiveMemories:
     async def note(self, identity: Identity, query: str, *, limit: int) -> str:
         """The worker's note: the memories chosen by relevance, listed in a stable order (oldest first), so the
         note only changes when the chosen memories do; empty when there are none."""
-        memories = await self.relevant_active(identity, query, limit=limit)
+        with span("agent.memory.read") as traced:
+            memories = await self.relevant_active(identity, query, limit=limit)
+            traced.set("agent.memory.count", len(memories))
         return render_memories(memories, stable_order=True) if memories else ""
 
 

@@ -39,6 +39,7 @@ from shared.ports import EventStream, ProbedStream
 from shared.ports.store import RunStore
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.slots import StaleSlots
+from shared.tracing.api import span
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +148,8 @@ class Admitter:
         before_commit: BeforeCommit | None,
     ) -> Admission:
         ctx = attempt.ctx
-        claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, settle)
+        with span("agent.admission.claim"):
+            claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, settle)
         if before_commit is not None and recent is not None and fresh and claimed.newly_claimed:
             # A retry starts nothing ahead: of a stored run, it brings nothing new; of a run being admitted (the
             # same request twice at once), the thread was claimed for it already. (Copies racing can still store the
@@ -167,9 +169,10 @@ class Admitter:
             body_digest=body_digest,
         )
         # Round trip 2: a run that exists already (a retry, or a conflicting body) stores nothing.
-        stored_run, created, stored = await self._store.admit_messages(
-            ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
-        )
+        with span("agent.admission.store", {"agent.admission.messages": len(fresh)}):
+            stored_run, created, stored = await self._store.admit_messages(
+                ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
+            )
         if created:
             if self._limits is not None and attempt.reservation is not None:
                 self._limits.hold(attempt.reservation)

@@ -29,6 +29,7 @@ from shared.runs.local_feed import RunFeed
 from shared.runs.settlement import Outcome, Settlement, finished, shutdown_outcome
 from shared.runs.watch import RunWatch
 from shared.stream_keys import run_stream_key, thread_stream_key
+from shared.tracing.runs import finish_run
 
 logger = logging.getLogger(__name__)
 
@@ -199,6 +200,7 @@ class BackgroundRuns:
             if watch.state.lost:
                 # The takeover ended this run and closed its stream; nothing of this process may follow.
                 emitter.discard()
+                finish_run("taken_over", None, outcome.result.usage if outcome.result else [])
             else:
                 await self._settlement.settle(ctx, emitter, claim_thread, outcome)
             self._remember_settled(tenant, ctx.run_id)

@@ -32,6 +32,8 @@ from shared.runs.settlement import AFTER_RUN_TIMEOUT_S, RunFinishedHook, Settlem
 from shared.runs.tailing import SETTLE_GRACE_S, TAIL_DEADLINE_MARGIN_S, StreamTail
 from shared.runs.watch import CANCEL_SIGNAL
 from shared.stream_keys import run_control_key
+from shared.tracing.api import span
+from shared.tracing.runs import begin_run
 
 logger = logging.getLogger(__name__)
 
@@ -101,18 +103,39 @@ class RunService:
         settle: SettleMessages | None = None,
     ) -> Admission:
         """Store the run and the caller's new messages (``shared.runs.admission``), then start the executor in the
-        background. A retry of an admitted run attaches to it and starts nothing."""
-        if isinstance(executor, Prefetching):
-            admission = await self._admit_prefetching(ctx, executor, body_digest, new_messages, claim_thread, settle)
-        else:
-            admission = await self._admitter.admit(
-                ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, settle=settle
-            )
-        if admission.created:
+        background. A retry of an admitted run attaches to it and starts nothing. The run's span (shared.tracing.runs)
+        is current from here on, in the run's tasks too."""
+        trace = begin_run(ctx)
+        new_messages = trace.stamp(new_messages)
+        with trace.active():
+            try:
+                with span("agent.admission"):
+                    admission = await self._admit(ctx, executor, body_digest, new_messages, claim_thread, settle)
+            except BaseException as exc:
+                trace.refused(exc)
+                raise
+            if not admission.created:
+                trace.attached()
+                return admission
             if admission.history is not None:
                 ctx = ctx._replace(known_history=admission.history)
             await self.background.start(ctx, executor, claim_thread=claim_thread, deadline=self.invocation_deadline())
         return admission
+
+    async def _admit(
+        self,
+        ctx: RunContext,
+        executor: Executor,
+        body_digest: str,
+        new_messages: Sequence[Message],
+        claim_thread: bool,
+        settle: SettleMessages | None,
+    ) -> Admission:
+        if isinstance(executor, Prefetching):
+            return await self._admit_prefetching(ctx, executor, body_digest, new_messages, claim_thread, settle)
+        return await self._admitter.admit(
+            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, settle=settle
+        )
 
     async def _admit_prefetching(
         self,

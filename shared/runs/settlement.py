@@ -36,6 +36,8 @@ from shared.runs.outcomes import (
     usage_to_agui,
 )
 from shared.stream_keys import run_stream_key
+from shared.tracing.api import span
+from shared.tracing.runs import finish_run
 
 logger = logging.getLogger(__name__)
 
@@ -172,9 +174,12 @@ class Settlement:
         The ledger records the end only after the stream has every event but the terminal one, so a reader that
         sees an ended run and no terminal event waits for it, then rebuilds it from the ledger (``tail_run``).
         """
-        on_stream = await emitter.flush(self._flush_timeout_s) if emitter.pending else True
-        await self._record(ctx, emitter, claim_thread, outcome)
-        await self._after_run(ctx, outcome)
+        with span("agent.settle"):
+            on_stream = await emitter.flush(self._flush_timeout_s) if emitter.pending else True
+            await self._record(ctx, emitter, claim_thread, outcome)
+            await self._after_run(ctx, outcome)
+        # The run's span ends before its terminal event: the response (and the invocation) may end right after it.
+        finish_run(outcome.status.value, outcome.error_code, outcome.result.usage if outcome.result else [])
         if outcome.terminal is None:  # pragma: no cover - every outcome has one
             return
         try:

@@ -158,15 +158,22 @@ def test_every_function_has_a_log_group_with_retention(expanded_template: Templa
 
 ACCESS_LOG_FIELDS = {
     "requestId",
+    "extendedRequestId",
     "ip",
-    "caller",
-    "user",
+    "tenantId",
+    "userId",
     "requestTime",
     "httpMethod",
-    "resourcePath",
+    "route",
+    "path",
     "status",
     "protocol",
     "responseLength",
+    "latencyMs",
+    "integrationLatencyMs",
+    "integrationStatus",
+    "integrationRequestId",
+    "traceId",
 }
 
 
@@ -177,7 +184,7 @@ def test_the_api_stage_writes_json_access_logs_to_a_log_group_with_retention(exp
     assert setting["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogGroup", "Arn"]}
     group = _resource(expanded_template, "ApiAccessLogGroup")
     assert group["Type"] == "AWS::Logs::LogGroup"
-    assert group["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    assert group["Properties"]["RetentionInDays"] == {"Ref": "AccessLogRetentionDays"}
     # One JSON object per request, each field a $context variable.
     fields = json.loads(setting["Format"])
     assert set(fields) == ACCESS_LOG_FIELDS
