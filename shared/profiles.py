@@ -591,10 +591,12 @@ def _load_files(
 
 
 def default_known_tools() -> frozenset[str]:
-    """The tool names the shipped profiles are validated against: built-in server tools and memory tools."""
+    """The tool names the shipped profiles are validated against: built-in server tools, the worker's own
+    ``update_state`` and memory tools."""
+    from shared.thread_state.tool import UPDATE_STATE
     from shared.tools.clock import SPEC as CLOCK_SPEC
 
-    return frozenset({CLOCK_SPEC.name}) | MEMORY_TOOL_NAMES
+    return frozenset({CLOCK_SPEC.name, UPDATE_STATE}) | MEMORY_TOOL_NAMES
 
 
 def default_catalog(known_tools: Iterable[str] | None = None) -> ProfileCatalog:

@@ -25,6 +25,7 @@ from shared.ports.store import RunStore
 from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileChecks, Profiles, load_catalog
 from shared.runs.service import Executor, RunService
 from shared.settings import Settings
+from shared.thread_state.tool import WORKER_TOOL_NAMES
 from shared.tools.clock import make_clock_tool
 from shared.tools.plugins import parse_plugin_paths
 from shared.tools.registry import ToolRegistry
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from shared.ports.config import ConfigSource
     from shared.ports.memory import DueQueue, Embedder, MemoryStore, PendingExtractions
     from shared.ports.migrations import FunctionInvoker, MigrationLog
+    from shared.ports.thread_state import ThreadStateStore
     from shared.run_results import ExecutionResult
     from shared.threads import ThreadService
     from shared.tools.mcp_servers import McpServerConfig, McpToolbox
@@ -92,6 +94,7 @@ class ServiceOverrides(NamedTuple):
     automation_scheduler: TaskScheduler | None = None
     migration_log: MigrationLog | None = None
     function_invoker: FunctionInvoker | None = None
+    thread_states: ThreadStateStore | None = None
 
 
 class Services:
@@ -125,6 +128,21 @@ class Services:
                 run=timedelta(days=settings.run_retention_days), audit=timedelta(days=settings.audit_retention_days)
             ),
         )
+
+    @cached_property
+    def thread_states(self) -> ThreadStateStore:
+        """Each thread's shared state: DynamoDB, on the store's table (an in-memory store gets the in-memory fake)."""
+        if self.overrides.thread_states is not None:
+            return self.overrides.thread_states
+        from shared.adapters.aws.table_adapter import TableAdapter
+        from shared.adapters.aws.thread_state import DynamoDBThreadStates
+
+        store = self.store
+        if isinstance(store, TableAdapter):
+            return DynamoDBThreadStates(store.table_name, lambda: store.client)
+        from shared.adapters.in_memory_thread_state import InMemoryThreadStates
+
+        return InMemoryThreadStates()
 
     @cached_property
     def stream(self) -> EventStream:
@@ -242,7 +260,10 @@ class Services:
         servers."""
         mcp = self.mcp
         return ProfileChecks(
-            known_tools=self.tools.names | MEMORY_TOOL_NAMES | (mcp.known_tool_names() if mcp else frozenset()),
+            known_tools=self.tools.names
+            | MEMORY_TOOL_NAMES
+            | WORKER_TOOL_NAMES
+            | (mcp.known_tool_names() if mcp else frozenset()),
             known_mcp_servers=frozenset(mcp.server_names if mcp else ()),
         )
 
@@ -303,7 +324,7 @@ class Services:
         """What a caller may read of a thread: history, list, audit view, live events."""
         from shared.threads import ThreadService
 
-        return ThreadService(self.store, self.runs)
+        return ThreadService(self.store, self.runs, self.thread_states)
 
     async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
         """After every run, before its terminal event: its metrics; after a worker run, the "run completed" event
@@ -543,6 +564,7 @@ class Services:
             self.memories,
             self.automation_store,
             lambda: self.automation_service,
+            states=self.thread_states,
         )
 
     @cached_property
@@ -680,7 +702,13 @@ class Services:
         from shared.memory.injection import ActiveMemories
 
         return WorkerExecutor(
-            self.model, self.store, self.store, self.tools, memories=ActiveMemories(self.memories), mcp=self.mcp
+            self.model,
+            self.store,
+            self.store,
+            self.tools,
+            memories=ActiveMemories(self.memories),
+            mcp=self.mcp,
+            states=self.thread_states,
         )
 
 
