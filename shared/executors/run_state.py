@@ -28,7 +28,8 @@ from shared.ports.thread_state import ThreadStateStore
 from shared.run_events.emitter import RunEmitter
 from shared.thread_state.json_patch import PatchError
 from shared.thread_state.models import EMPTY_STATE, StoredState
-from shared.thread_state.tool import applied_result, state_note, state_update
+from shared.thread_state.tool import UPDATE_STATE_SPEC, applied_result, state_note, state_update
+from shared.tools.arguments import argument_errors
 from shared.tools.runner import tool_error
 
 logger = logging.getLogger(__name__)
@@ -104,11 +105,16 @@ class RunState:
             arguments: Any = json.loads(arguments_json)
         except ValueError:
             return tool_error("invalid_arguments", "arguments were not valid JSON")
+        problems = argument_errors(UPDATE_STATE_SPEC.parameters, arguments) if isinstance(arguments, dict) else [
+            "arguments must be a JSON object"
+        ]
+        if problems:
+            return tool_error("invalid_arguments", "; ".join(problems))
         current = await self.settle()
         if current is None:
             return tool_error("state_unavailable", "the thread's state could not be stored; it was not changed")
         try:
-            update = state_update(current.state, arguments if isinstance(arguments, dict) else {})
+            update = state_update(current.state, arguments)
         except PatchError as exc:
             return tool_error("invalid_patch", f"{exc}; the state was not changed"[:1_000])
         ctx = self._ctx

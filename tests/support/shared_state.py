@@ -1,0 +1,21 @@
+"""Helpers of the shared-state and Dojo feature tests: tokens minted with the app's own secret, run bodies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.auth import mint_local_token
+from shared.wiring import Services
+
+
+def bearer_for(services: Services, user: str = "user-1", tenant: str = "tenant-1") -> dict[str, str]:
+    """An ``Authorization`` header the app built from ``services`` accepts (local HS256 tokens)."""
+    secret = services.settings.jwt_secret
+    assert secret, "the services need a JWT secret (auth_mode hs256)"
+    return {"Authorization": f"Bearer {mint_local_token(secret, user_id=user, tenant_id=tenant)}"}
+
+
+def run_body(thread: str, run: str, text: str, **extra: Any) -> dict[str, Any]:
+    """A ``RunAgentInput`` with one user message."""
+    messages = [{"id": f"{run}-user", "role": "user", "content": text}]
+    return {"threadId": thread, "runId": run, "messages": messages, "tools": [], "context": [], **extra}
