@@ -55,7 +55,7 @@ def check_client_state(state: Any) -> dict[str, Any] | None:
     if problem is None:
         assert isinstance(state, dict)
         return state
-    code = "invalid_state" if not isinstance(state, dict) else "state_too_large"
-    raise InvalidRequest(
-        problem, code=code, details=[{"loc": ["body", "state"], "msg": problem, "type": "value_error"}]
-    )
+    details = [{"loc": ["body", "state"], "msg": problem, "type": "value_error"}]
+    if not isinstance(state, dict):
+        raise InvalidRequest(problem, code="invalid_state", details=details)
+    raise InvalidRequest(problem, code="state_too_large", details=details)
