@@ -25,7 +25,6 @@ from shared.ports.store import RunStore
 from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileChecks, Profiles, load_catalog
 from shared.runs.service import Executor, RunService
 from shared.settings import Settings
-from shared.thread_state.tool import WORKER_TOOL_NAMES
 from shared.tools.clock import make_clock_tool
 from shared.tools.plugins import parse_plugin_paths
 from shared.tools.registry import ToolRegistry
@@ -260,10 +259,7 @@ class Services:
         servers."""
         mcp = self.mcp
         return ProfileChecks(
-            known_tools=self.tools.names
-            | MEMORY_TOOL_NAMES
-            | WORKER_TOOL_NAMES
-            | (mcp.known_tool_names() if mcp else frozenset()),
+            known_tools=self.tools.names | MEMORY_TOOL_NAMES | (mcp.known_tool_names() if mcp else frozenset()),
             known_mcp_servers=frozenset(mcp.server_names if mcp else ()),
         )
 

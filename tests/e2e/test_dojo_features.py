@@ -143,7 +143,8 @@ def test_human_in_the_loop(dojo: tuple[str, dict[str, str]], model_server: Model
 
 GENERATE_HAIKU = frontend_tool(
     "generate_haiku",
-    {"japanese": {"type": "array", "items": {"type": "string"}}, "english": {"type": "array", "items": {"type": "string"}}},
+    {"japanese": {"type": "array", "items": {"type": "string"}},
+     "english": {"type": "array", "items": {"type": "string"}}},
     ["japanese", "english"],
 )
 
@@ -151,7 +152,8 @@ GENERATE_HAIKU = frontend_tool(
 def test_tool_based_generative_ui(dojo: tuple[str, dict[str, str]], model_server: ModelServer) -> None:
     """A front-end tool the page renders from its arguments, streamed as they come."""
     url, headers = dojo
-    haiku = {"japanese": ["古池や", "蛙飛び込む", "水の音"], "english": ["An old pond", "a frog jumps in", "water's sound"]}
+    haiku = {"japanese": ["古池や", "蛙飛び込む", "水の音"],
+             "english": ["An old pond", "a frog jumps in", "water's sound"]}
     model_server.enqueue(ScriptedTurn(tool_calls=[call("generate_haiku", haiku, "call_haiku")]))
     report = run_js_agent(f"{url}/api/v1/agent", headers, "dojo-haiku", [
         {"runId": "haiku-1", "userMessage": {"id": "u1", "content": "A haiku about a pond"},
