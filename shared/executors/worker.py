@@ -95,12 +95,9 @@ class WorkerExecutor:
         the message): the model request then waits for one round trip less. A failure is logged and the read done
         again in :meth:`execute`; a refused admission leaves them unused."""
         self._prefetched = prefetched = asyncio.Event()
+        state = self._run_state(ctx)
         try:
-            state = self._run_state(ctx)
-            if state is None:
-                await self._prefetch_note(ctx)
-            else:
-                await gather_inline(self._prefetch_note(ctx), state.prefetch())
+            await gather_inline(self._prefetch_note(ctx), *([state.prefetch()] if state is not None else []))
         finally:
             prefetched.set()
 
@@ -117,9 +114,7 @@ class WorkerExecutor:
 
     def _run_state(self, ctx: RunContext) -> RunState | None:
         """This run's state (one per executor instance, as an executor runs one run)."""
-        if self._states is None:
-            return None
-        if self._state is None:
+        if self._state is None and self._states is not None:
             self._state = RunState(self._states, ctx)
         return self._state
 
