@@ -51,6 +51,7 @@ def chat_context(
         context_notes=intake.context_notes(run_input),
         request_summary=f"chat run, {len(run_input.messages)} messages from client",
         latest_user_text=users[-1] if users else "",
+        client_state=intake.client_state(run_input),
     )
 
 

@@ -7,8 +7,8 @@ or automation worker run is admitted while it deletes; a thread with an active r
 thread_busy``), and so is one whose memory run is in flight (the pending-extraction marker's lease). Then:
 
 1. the pending extraction is cancelled (the marker is deleted: a due message finds nothing and drops itself);
-2. the store deletes the thread's messages (pending tool calls are messages), message-id markers, memory cursor,
-   runs, and the thread item last;
+2. the thread's shared state is deleted, then the store deletes the thread's messages (pending tool calls are
+   messages), message-id markers, memory cursor, runs, and the thread item last;
 3. the thread's and its runs' Redis streams are deleted.
 
 Audit records are kept until their retention ends (``AUDIT_RETENTION_DAYS``, 400 days by default): they are the
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from shared.automation.service import AutomationService
     from shared.ports.automation import AutomationStore
     from shared.ports.memory import MemoryStore, PendingExtractions
+    from shared.ports.thread_state import ThreadStateStore
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +91,10 @@ class Erasure:
         memories: MemoryStore,
         tasks: AutomationStore,
         automations: Callable[[], AutomationService],
+        states: ThreadStateStore | None = None,
     ) -> None:
         self._store = store
+        self._states = states
         self._streams = streams
         self._pending = pending
         self._memories = memories
@@ -115,6 +118,8 @@ class Erasure:
             await self._store.release_thread(caller.tenant_id, thread_id, holder)
             raise Conflict("a memory run is active on this thread", code="thread_busy")
         await self._pending.cancel_thread(caller.tenant_id, thread_id)
+        if self._states is not None:
+            await self._states.delete(caller.tenant_id, thread_id)
         run_ids = await self._store.delete_thread(caller, thread_id, holder=holder)
         tenant = caller.tenant_id
         keys = [thread_stream_key(tenant, thread_id)]

@@ -31,6 +31,7 @@ from shared.errors import ConfigurationError
 from shared.models import ExecutorKind, RolloutSide
 from shared.profile_problems import ProfileProblem, fail, loc, raise_if_any
 from shared.rollouts import RolloutRules, parse_rollout, parse_window_override
+from shared.thread_state.tool import WORKER_TOOL_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -406,6 +407,7 @@ def _check_model(
 def _check_allowlist(source: str, profile: ExecutionProfile, known_tools: frozenset[str]) -> list[ProfileProblem]:
     """Every allowed tool exists, and memory tools are allowed in memory profiles only (and nothing else there)."""
     problems: list[ProfileProblem] = []
+    known_tools = known_tools | WORKER_TOOL_NAMES  # the worker's own tools exist in every deployment
     for index, tool in enumerate(profile.tool_policy.allowlist or []):
         field = f"tool_policy.allowlist[{index}]"
         if tool not in known_tools:

@@ -4,21 +4,28 @@ its live events. The routes of ``functions/agent_api/routes_threads.py`` transla
 from __future__ import annotations
 
 import base64
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from shared.auth import AUDIT_SCOPE
 from shared.errors import Forbidden, InvalidRequest
-from shared.models import AuditRecord, Identity, Message, Run, Thread
+from shared.gather_inline import gather_inline
+from shared.message_snapshot import SNAPSHOT_MESSAGES, messages_snapshot
+from shared.models import AuditRecord, Identity, Message, Role, Run, Thread
 from shared.ports import AuditLog, ConversationStore, StreamEntry
+from shared.ports.thread_state import ThreadStateStore
 from shared.runs.intake import check_stream_id
 from shared.stream_keys import thread_stream_key
+from shared.thread_state.models import EMPTY_STATE, StoredState
 
 
 # A role, not a port: the store ports plus the run list, as ThreadService reads them (the store adapters have it).
 class ThreadStore(ConversationStore, AuditLog, Protocol):
     async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]: ...
+
+    async def get_run(self, tenant_id: str, run_id: str) -> Run | None: ...
 
 
 # A role, not a port: RunService implements it, no adapter does.
@@ -35,6 +42,8 @@ class HistoryPage:
     messages: list[Message]
     """The visible messages of the page (hidden runs' messages left out), oldest first."""
     next_cursor: str | None
+    state: StoredState = EMPTY_STATE
+    """The thread's shared state now (``{}`` and version 0 when it never had one)."""
 
 
 @dataclass(frozen=True)
@@ -64,16 +73,25 @@ def decode_cursor(cursor: str) -> int:
 class ThreadService:
     """The caller's threads; another user's or tenant's thread is ``NotFound`` (the store's ``get_thread``)."""
 
-    def __init__(self, store: ThreadStore, runs: StreamTailer) -> None:
+    def __init__(self, store: ThreadStore, runs: StreamTailer, states: ThreadStateStore | None = None) -> None:
         self._store = store
         self._runs = runs
+        self._states = states
 
     async def history(self, caller: Identity, thread_id: str, *, limit: int, cursor: str | None) -> HistoryPage:
+        """A page of the caller's visible history, and the thread's state (read beside the page)."""
         await self._store.get_thread(caller, thread_id)
         after = decode_cursor(cursor) if cursor else 0
-        page = await self._store.read_forward(caller.tenant_id, thread_id, after_seq=after, limit=limit)
+        page, state = await gather_inline(
+            self._store.read_forward(caller.tenant_id, thread_id, after_seq=after, limit=limit),
+            self._states.read(caller, thread_id) if self._states is not None else _no_state(),
+        )
+        for outcome in (page, state):
+            if isinstance(outcome, BaseException):
+                raise outcome
         visible = [m for m in page if not m.meta.hidden_from_user]
-        return HistoryPage(visible, encode_cursor(page[-1].seq) if len(page) == limit else None)
+        next_cursor = encode_cursor(page[-1].seq) if len(page) == limit else None
+        return HistoryPage(visible, next_cursor, state or EMPTY_STATE)
 
     async def list(self, caller: Identity, *, limit: int, cursor: str | None) -> tuple[list[Thread], str | None]:
         return await self._store.list_threads(caller, limit=limit, cursor=cursor)
@@ -91,10 +109,58 @@ class ThreadService:
         )
 
     async def events(
-        self, caller: Identity, thread_id: str, *, after: str | None, deadline: float | None
+        self,
+        caller: Identity,
+        thread_id: str,
+        *,
+        after: str | None,
+        deadline: float | None,
+        snapshot: bool = False,
     ) -> AsyncIterator[StreamEntry | None]:
-        """The live events of every run of the caller's thread after the stream id ``after`` (all when None)."""
-        await self._store.get_thread(caller, thread_id)
-        cursor = check_stream_id(after or "0-0")
+        """The live events of every run of the caller's thread after the stream id ``after`` (all when None).
+
+        ``snapshot``: first a ``MESSAGES_SNAPSHOT`` of the visible stored conversation, then the events from where
+        it was taken (without ``after``: from the start of the run active on the thread, whose messages the
+        snapshot leaves out but for its input, else from now); its SSE id is that cursor."""
+        thread = await self._store.get_thread(caller, thread_id)
         key = thread_stream_key(caller.tenant_id, thread_id)
-        return self._runs.tail(key, after=cursor, until_terminal=False, deadline=deadline)
+        if not snapshot:
+            cursor = check_stream_id(after or "0-0")
+            return self._runs.tail(key, after=cursor, until_terminal=False, deadline=deadline)
+        opening = await self._snapshot(caller, thread, after)
+        return _after(opening, self._runs.tail(key, after=opening.id, until_terminal=False, deadline=deadline))
+
+    async def _snapshot(self, caller: Identity, thread: Thread, after: str | None) -> StreamEntry:
+        """The ``MESSAGES_SNAPSHOT`` entry, its id the cursor the live events go on from."""
+        tenant = caller.tenant_id
+        active = await self._store.get_run(tenant, thread.active_run_id) if thread.active_run_id else None
+        if active is not None and active.status.is_terminal:
+            active = None
+        if after is not None:
+            cursor = check_stream_id(after)
+        elif active is not None:
+            cursor = f"{int(active.created_at.timestamp() * 1000)}-0"
+        else:
+            cursor = f"{int(time.time() * 1000)}-0"
+        newest = await self._store.read_back(tenant, thread.thread_id, before_seq=None, limit=SNAPSHOT_MESSAGES)
+        skipped = active.run_id if active is not None and after is None else None
+        stored = [m for m in reversed(newest) if skipped is None or not _said_by_run(m, skipped)]
+        event = messages_snapshot(stored).model_dump(mode="json", by_alias=True, exclude_none=True)
+        return StreamEntry(id=cursor, event=event)
+
+
+def _said_by_run(msg: Message, run_id: str) -> bool:
+    """What a run's own events carry (its answers and server tool results), which the live events replay; its
+    input (the user's message, front-end tool results) is on no stream, so the snapshot keeps it."""
+    return msg.run_id == run_id and msg.role is not Role.USER and not msg.flags.get("frontend_result")
+
+
+async def _no_state() -> StoredState | None:
+    return None
+
+
+async def _after(first: StreamEntry, rest: AsyncIterator[StreamEntry | None]) -> AsyncIterator[StreamEntry | None]:
+    yield first
+    async for entry in rest:
+        yield entry
+

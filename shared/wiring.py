@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from shared.ports.limits import UsageCounters
     from shared.ports.memory import DueQueue, Embedder, MemoryStore, PendingExtractions
     from shared.ports.migrations import FunctionInvoker, MigrationLog
+    from shared.ports.thread_state import ThreadStateStore
     from shared.run_results import ExecutionResult
     from shared.threads import ThreadService
     from shared.tools.mcp_servers import McpServerConfig, McpToolbox
@@ -97,6 +98,7 @@ class ServiceOverrides(NamedTuple):
     migration_log: MigrationLog | None = None
     function_invoker: FunctionInvoker | None = None
     usage_counters: UsageCounters | None = None
+    thread_states: ThreadStateStore | None = None
 
 
 class Services:
@@ -130,6 +132,21 @@ class Services:
                 run=timedelta(days=settings.run_retention_days), audit=timedelta(days=settings.audit_retention_days)
             ),
         )
+
+    @cached_property
+    def thread_states(self) -> ThreadStateStore:
+        """Each thread's shared state: DynamoDB, on the store's table (an in-memory store gets the in-memory fake)."""
+        if self.overrides.thread_states is not None:
+            return self.overrides.thread_states
+        from shared.adapters.aws.table_adapter import TableAdapter
+        from shared.adapters.aws.thread_state import DynamoDBThreadStates
+
+        store = self.store
+        if isinstance(store, TableAdapter):
+            return DynamoDBThreadStates(store.table_name, lambda: store.client)
+        from shared.adapters.in_memory_thread_state import InMemoryThreadStates
+
+        return InMemoryThreadStates()
 
     @cached_property
     def stream(self) -> EventStream:
@@ -342,7 +359,7 @@ class Services:
         """What a caller may read of a thread: history, list, audit view, live events."""
         from shared.threads import ThreadService
 
-        return ThreadService(self.store, self.runs)
+        return ThreadService(self.store, self.runs, self.thread_states)
 
     async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
         """After every run, before its terminal event: its metrics; after a worker run, the "run completed" event
@@ -582,6 +599,7 @@ class Services:
             self.memories,
             self.automation_store,
             lambda: self.automation_service,
+            states=self.thread_states,
         )
 
     @cached_property
@@ -722,7 +740,13 @@ class Services:
         from shared.memory.injection import ActiveMemories
 
         return WorkerExecutor(
-            self.model, self.store, self.store, self.tools, memories=ActiveMemories(self.memories), mcp=self.mcp
+            self.model,
+            self.store,
+            self.store,
+            self.tools,
+            memories=ActiveMemories(self.memories),
+            mcp=self.mcp,
+            states=self.thread_states,
         )
 
 

@@ -5,7 +5,7 @@ HTTP to ``shared.threads.ThreadService`` calls and back; the views here are the 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
@@ -66,7 +66,12 @@ async def history(
 ) -> dict[str, Any]:
     intake.check_id("threadId", threadId, where="path")
     page = await threads.history(caller, threadId, limit=limit, cursor=cursor)
-    return {"items": [message_view(m) for m in page.messages], "nextCursor": page.next_cursor}
+    return {
+        "items": [message_view(m) for m in page.messages],
+        "nextCursor": page.next_cursor,
+        "state": page.state.state,
+        "stateVersion": page.state.version,
+    }
 
 
 @router.get("")
@@ -97,9 +102,12 @@ async def thread_events(
     threadId: str,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     lastEventId: Annotated[str | None, Query()] = None,
+    snapshot: Annotated[Literal["messages"] | None, Query()] = None,
 ) -> StreamingResponse:
     intake.check_id("threadId", threadId, where="path")
-    entries = await threads.events(caller, threadId, after=last_event_id or lastEventId, deadline=deadline)
+    entries = await threads.events(
+        caller, threadId, after=last_event_id or lastEventId, deadline=deadline, snapshot=snapshot == "messages"
+    )
     return StreamingResponse(frames(entries), media_type="text/event-stream", headers=SSE_HEADERS)
 
 

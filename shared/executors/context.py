@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from shared.context_window import KnownHistory
 from shared.llm.types import ToolSpec
@@ -32,3 +32,5 @@ class RunContext(NamedTuple):
     latest_user_text: str = ""
     # The thread's newest messages as admission left them (chat runs): the first context window is read from here.
     known_history: KnownHistory | None = None
+    # RunAgentInput.state as intake bounded it; None when the client sent none (the thread's stored state is used).
+    client_state: dict[str, Any] | None = None

@@ -18,15 +18,19 @@ from shared.errors import AgentError
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult
 from shared.executors.opened_turn import OpenedTurn
+from shared.executors.run_state import RunState
 from shared.executors.transcript import one_leading_system, to_chat_messages, with_run_notes
+from shared.gather_inline import gather_inline
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
 from shared.ports import AuditLog, ConversationStore, MessageHistoryReader
 from shared.ports.model import ChatModel
+from shared.ports.thread_state import ThreadStateStore
 from shared.run_events.emitter import RunEmitter
 from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
 from shared.run_results import ExecutionFailed, ExecutionResult
+from shared.thread_state.tool import UPDATE_STATE, UPDATE_STATE_SPEC
 from shared.tokens import counter_for, message_counter_for
 from shared.tool_gate import GateContext, ToolGate
 from shared.tools.arguments import argument_errors
@@ -68,6 +72,7 @@ class WorkerExecutor:
         memories: MemoryReader | None = None,
         memory_limit: int = 20,
         mcp: McpToolbox | None = None,
+        states: ThreadStateStore | None = None,
     ) -> None:
         self._model = model
         self._store = store
@@ -78,6 +83,9 @@ class WorkerExecutor:
         self._memories = memories
         self._memory_limit = memory_limit
         self._mcp = mcp
+        self._states = states
+        self._state: RunState | None = None
+        """The run's shared state (``update_state``, ``STATE_SNAPSHOT``), when the worker has a state store."""
         self._prefetched_note: tuple[str, str] | None = None
         """(run id, note) read by :meth:`prefetch` beside admission."""
         self._prefetched: asyncio.Event | None = None
@@ -86,10 +94,17 @@ class WorkerExecutor:
         """The first model request, opened by :meth:`preopen` while admission stores the run."""
 
     async def prefetch(self, ctx: RunContext) -> None:
-        """The memory note, read beside admission (it needs only the caller and the message): the model request
-        then waits for one round trip less. A failure is logged and the note read again in :meth:`execute`; a
-        refused admission leaves the note unused."""
+        """The memory note and the thread's state, read beside admission (they need only the caller, the thread and
+        the message): the model request then waits for one round trip less. A failure is logged and the read done
+        again in :meth:`execute`; a refused admission leaves them unused."""
         self._prefetched = prefetched = asyncio.Event()
+        state = self._run_state(ctx)
+        try:
+            await gather_inline(self._prefetch_note(ctx), *([state.prefetch()] if state is not None else []))
+        finally:
+            prefetched.set()
+
+    async def _prefetch_note(self, ctx: RunContext) -> None:
         try:
             if self._memories is None or not ctx.latest_user_text:
                 return
@@ -99,8 +114,12 @@ class WorkerExecutor:
             logger.warning(
                 "memory note not read beside admission; read again", extra={"run_id": ctx.run_id}, exc_info=True
             )
-        finally:
-            prefetched.set()
+
+    def _run_state(self, ctx: RunContext) -> RunState | None:
+        """This run's state (one per executor instance, as an executor runs one run)."""
+        if self._state is None and self._states is not None:
+            self._state = RunState(self._states, ctx)
+        return self._state
 
     def preopen(self, ctx: RunContext) -> None:
         """Send the first model request now, while admission stores the run (shared/executors/opened_turn.py):
@@ -128,6 +147,9 @@ class WorkerExecutor:
             if prefetched is None or prefetched[0] != ctx.run_id:
                 return None
             result.memory_note = prefetched[1]
+        state = self._run_state(ctx)
+        if state is not None and state.known is None:
+            return None
         return await self._build_request(ctx, self.gate(ctx).effective_tools(), result, record_repairs=False)
 
     async def _model_for(self, request: ChatRequest) -> ChatModel:
@@ -143,7 +165,13 @@ class WorkerExecutor:
 
     def gate(self, ctx: RunContext, tools: ToolRegistry | None = None) -> ToolGate:
         """``declared ∩ profile allowlist ∩ system``, plus the offered front-end tools: see docs/policy.md."""
-        return ToolGate(tools or self._tools, ctx.profile, ctx.declared_tools, frontend=ctx.client_tools)
+        return ToolGate(
+            tools or self._tools,
+            ctx.profile,
+            ctx.declared_tools,
+            executor_tools=(UPDATE_STATE_SPEC,) if self._states is not None else (),
+            frontend=ctx.client_tools,
+        )
 
     async def _run_registry(self, ctx: RunContext) -> ToolRegistry:
         """The system layer of this run: the registry, plus the tools of the profile's reachable MCP servers."""
@@ -189,9 +217,15 @@ class WorkerExecutor:
             return await self._execute(ctx, emitter)
         finally:
             await self.discard_opened()
+            state = self._run_state(ctx)
+            if state is not None:
+                await state.settle()
 
     async def _execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
         result = ExecutionResult()
+        state = self._run_state(ctx)
+        if state is not None:
+            await state.begin(emitter)
         # Written with the first event after the model request (one round trip less before it).
         await emitter.emit(StepStartedEvent(step_name=self.step_name), defer=True)
         registry = await self._run_registry(ctx)
@@ -315,6 +349,9 @@ class WorkerExecutor:
         notes: list[str] = []
         if memory_note:
             notes.append(memory_note)
+        state_note = self._state.note() if self._state is not None else ""
+        if state_note:
+            notes.append(state_note)
         if ctx.context_notes:
             note = "\n".join(ctx.context_notes)[:MAX_CONTEXT_NOTE_CHARS]
             notes.append(f"Client context (informational):\n{note}")
@@ -421,7 +458,9 @@ class WorkerExecutor:
             traced.decided(decision)
             await self._audit.record(decision.audit)
             tool = registry.get(decision.canonical_name) if decision.allowed and decision.canonical_name else None
-            if decision.allowed and decision.kind == "frontend":
+            if decision.allowed and decision.kind == "executor" and call.name == UPDATE_STATE and self._state:
+                content, outcome = await self._state.update(turn.arguments_as_sent(call), emitter), "executed"
+            elif decision.allowed and decision.kind == "frontend":
                 # A front-end call whose arguments break the client's schema: the model gets to try again.
                 specs = {spec.name: spec for spec in ctx.client_tools}
                 problems = (

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from typing import Any, Protocol
 
-from ag_ui.core import BaseEvent, EventType, RunStartedEvent
+from ag_ui.core import PROTOCOL_VERSION, BaseEvent, EventType, RunStartedEvent
 
 from shared.event_json import EncodedEvent, encode_event
 from shared.models import ExecutionMeta
@@ -55,10 +55,12 @@ def event_to_dict(event: BaseEvent) -> dict[str, Any]:
 
 
 def run_started(thread_id: str, run_id: str, meta: ExecutionMeta) -> RunStartedEvent:
-    """RUN_STARTED with the run's execution metadata (docs/protocols/agent/sse-events.md)."""
+    """RUN_STARTED with the run's execution metadata and the AG-UI version it speaks (``protocolVersion: "1.0"``,
+    which AG-UI 1.0 asks a producer to declare; docs/protocols/agent/sse-events.md)."""
     return RunStartedEvent(
         thread_id=thread_id,
         run_id=run_id,
+        protocol_version=PROTOCOL_VERSION,
         metadata={
             "origin": meta.origin.value,
             "executor": meta.executor.value,

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from shared.errors import InvalidRequest
 from shared.llm.types import ToolSpec
 from shared.models import ExecutionMeta, Message, Role, digest
+from shared.thread_state.limits import check_client_state
 from shared.tools.arguments import json_depth, schema_problem
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
@@ -265,6 +266,12 @@ def client_tools(run_input: RunAgentInput) -> tuple[ToolSpec, ...]:
             raise _bad_tool(index, name, "parameters", f"not a valid JSON Schema: {problem}")
         out.append(ToolSpec(name=name, description=tool.description or "", parameters=schema))
     return tuple(out)
+
+
+def client_state(run_input: RunAgentInput) -> dict[str, Any] | None:
+    """``RunAgentInput.state``: None when the client sent none (absent, ``null`` or ``{}``: the thread's stored state
+    is used), else the object, bounded like tool schemas (``shared.thread_state.limits``; 422 beyond them)."""
+    return check_client_state(run_input.state)
 
 
 def context_notes(run_input: RunAgentInput) -> tuple[str, ...]:

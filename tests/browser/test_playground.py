@@ -41,6 +41,7 @@ OpenPage = Callable[[str], BrowserPage]
 
 CLOCK_RUN = [
     "RUN_STARTED",
+    "STATE_SNAPSHOT",
     "STEP_STARTED",
     "TOOL_CALL_START",
     "TOOL_CALL_ARGS",

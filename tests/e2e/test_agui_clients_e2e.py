@@ -127,7 +127,7 @@ def test_model_requests_carry_thinking_off_and_the_stored_context(live: str, mod
     first, second = model_server.requests[:2]
     assert first["model"] == "qwen3.5-30b-a3b"
     assert first["chat_template_kwargs"] == {"enable_thinking": False} or first.get("enable_thinking") is False
-    assert [t["function"]["name"] for t in first["tools"]] == ["get_current_time"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["get_current_time", "update_state"]
     assert [m["role"] for m in second["messages"]][-3:] == ["user", "assistant", "tool"]
 
 
@@ -196,7 +196,7 @@ def test_js_client_round_trip_of_a_front_end_tool(live_frontend: str, model_serv
     tail = [m for m in request["messages"] if m["role"] != "system"]
     assert [m["role"] for m in tail] == ["user", "assistant", "tool"]
     assert tail[1]["tool_calls"][0]["id"] == "call_confirm" and tail[2]["tool_call_id"] == "call_confirm"
-    assert [t["function"]["name"] for t in request["tools"]] == ["confirm_booking", "get_current_time"]
+    assert [t["function"]["name"] for t in request["tools"]] == ["confirm_booking", "get_current_time", "update_state"]
     # AND the run answered, and both streams pass ag-ui-validate
     text = "".join(e["event"].get("delta", "") for e in second["events"] if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "Booked: two nights at the Ritz."

@@ -31,6 +31,7 @@ from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 from shared.adapters.aws.usage_counters import DynamoDBUsageCounters
 from shared.llm.types import ChatChunk, ChatRequest
+from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
 from tests.conftest import TABLE, bearer, make_settings
 from tests.support.moto_lock import OneRequestAtATime
@@ -225,6 +226,27 @@ async def test_a_run_on_a_new_thread_reaches_the_model_within_two_round_trips_wi
     if counted_services.limits is not None:
         # AND with limits on, the reservations (user and tenant) were in the first round trip, beside the claim
         assert trips[0].count("dynamodb.update_item") >= 3, trips
+
+
+async def test_a_run_with_a_client_state_reaches_the_model_within_two_round_trips_and_stores_the_state_beside_it(
+    counted_services: Services, asgi_client: Any, recorder: Recorder
+) -> None:
+    # GIVEN a thread with one finished turn and a stored state
+    async with asgi_client(counted_services) as client:
+        await post(client, {**body("th-st", "run-1", ["Plan my trip"]), "state": {"steps": ["book"]}})
+        await counted_services.runs.wait_idle()
+        recorder.reset()
+        # WHEN the next run sends the client's changed state
+        state = {"steps": ["book", "pack"]}
+        await post(client, {**body("th-st", "run-2", ["Plan my trip", "And then?"]), "state": state})
+        await counted_services.runs.wait_idle()
+    # THEN the model request still left after at most 2 round trips, without waiting for the state's write
+    trips = recorder.round_trips()
+    assert len(trips) <= MAX_ROUND_TRIPS, trips
+    assert "dynamodb.transact_write_items" not in recorder.waited_for(), (recorder.waited_for(), trips)
+    # AND the state was stored (one more version)
+    stored = await counted_services.thread_states.read(Identity(tenant_id="tenant-1", user_id="user-1"), "th-st")
+    assert stored is not None and (stored.state, stored.version) == (state, 2)
 
 
 def test_the_counting_rule_merges_only_requests_in_flight_together() -> None:

@@ -42,6 +42,7 @@ async def test_run_with_tool_call_streams_the_agui_sequence(make_services: Any, 
     types = [f.json()["type"] for f in frames]
     assert types == [
         "RUN_STARTED",
+        "STATE_SNAPSHOT",
         "STEP_STARTED",
         "TOOL_CALL_START",
         "TOOL_CALL_ARGS",

@@ -86,11 +86,11 @@ async def test_a_front_end_tool_call_is_streamed_not_executed_and_ends_the_run(
         # WHEN the client declares the tool and runs
         events = await first_run(client)
         stored = await history(client)
-    # THEN the model was offered the client's tool, next to the server's clock
-    assert sorted(t.name for t in model.requests[0].tools) == ["confirm_booking", "get_current_time"]
+    # THEN the model was offered the client's tool, next to the server's clock and update_state
+    assert sorted(t.name for t in model.requests[0].tools) == ["confirm_booking", "get_current_time", "update_state"]
     # AND the run streamed the call, did not execute it (no result) and ended with RUN_FINISHED success
     types = [e["type"] for e in events]
-    assert types == ["RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
+    assert types == ["RUN_STARTED", "STATE_SNAPSHOT", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
                      "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED",
                      "RUN_FINISHED"]
     assert events[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["call_confirm_1"]}
@@ -218,7 +218,7 @@ async def test_client_tools_that_shadow_server_tools_or_are_not_allowed_are_refu
     assert status == 200
     # THEN only the server clock and the allowed client tool are offered; the clock is the server's
     offered = {t.name: t.description for t in model.requests[0].tools}
-    assert sorted(offered) == ["confirm_booking", "get_current_time"]
+    assert sorted(offered) == ["confirm_booking", "get_current_time", "update_state"]
     assert offered["get_current_time"] != "evil clock"
     # AND the model's call of get_current_time ran on the server
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
@@ -239,7 +239,7 @@ async def test_without_a_frontend_allowlist_no_client_tool_is_offered(services: 
     async with asgi_client(services(model, frontend_allowlist=[])) as client:
         status, events = await post(client, body("run-1", [user("u1", "book")]))
     assert status == 200
-    assert [t.name for t in model.requests[0].tools] == ["get_current_time"]
+    assert [t.name for t in model.requests[0].tools] == ["get_current_time", "update_state"]
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
     assert json.loads(result["content"])["error"]["code"] == "tool_not_allowed"
 

@@ -48,6 +48,7 @@ class Turn(TypedDict):
     tools: NotRequired[list[dict[str, Any]]]
     context: NotRequired[list[dict[str, Any]]]
     forwardedProps: NotRequired[dict[str, Any]]
+    state: NotRequired[dict[str, Any]]
 
 
 class ClientEvent(TypedDict):
@@ -80,6 +81,7 @@ class TurnReport(TypedDict):
     newMessages: list[dict[str, Any]] | None
     result: Any
     messages: list[dict[str, Any]]
+    state: Any
     requests: list[RecordedRequest]
     logs: list[dict[str, str]]
     unhandled: list[ClientError]

@@ -26,6 +26,10 @@ class TableAdapter:
         """Requests sent to DynamoDB (benchmarks and the window's cost tests count them)."""
 
     @property
+    def table_name(self) -> str:
+        return self._table
+
+    @property
     def client(self) -> DynamoDBClient:
         if self._client is None:
             self._client = self._client_factory()

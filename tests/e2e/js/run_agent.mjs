@@ -6,11 +6,14 @@
 // Input:
 //   { "url": "...", "headers": {...}, "threadId": "...",
 //     "turns": [ { "runId": "...", "userMessage": { "id": "...", "content": "..." },
-//                  "tools": [...]?, "context": [...]?, "forwardedProps": {...}? } ] }
+//                  "tools": [...]?, "context": [...]?, "forwardedProps": {...}?, "state": {...}? } ] }
 //
 // Instead of userMessage a turn may carry "toolResult": { "id": "...", "content": "..." }: the
 // client answers the front-end tool call of the newest assistant message (as a human-in-the-loop
 // UI does after the user confirmed), adding a role "tool" message, and runs again.
+//
+// A turn's "state" is set on the agent (agent.setState) before it runs, as a page that edits the shared
+// state does; without it the agent keeps the state the previous turns left it with.
 //
 // All turns run in order on the SAME HttpAgent, so turn N re-sends the messages of turns 1..N-1
 // exactly as a browser client does. Per turn the report holds:
@@ -21,6 +24,7 @@
 //   newMessages     the newMessages of the runAgent result (null when it rejected)
 //   result          the `result` of the runAgent result (null when it rejected)
 //   messages        agent.messages after the turn
+//   state           agent.state after the turn
 //   requests        what was POSTed (body parsed) and the response: status, headers, and the
 //                   raw body text as received on the wire
 //   logs            what the library wrote to the console during the turn
@@ -153,6 +157,7 @@ async function runTurn(agent, spec) {
     newMessages: null,
     result: null,
     messages: null,
+    state: null,
     requests: [],
     logs: [],
     unhandled: [],
@@ -167,6 +172,7 @@ async function runTurn(agent, spec) {
   } else {
     agent.addMessage({ id: spec.userMessage.id, role: "user", content: spec.userMessage.content });
   }
+  if (spec.state !== undefined) agent.setState(spec.state);
   const subscriber = {
     onEvent: ({ event }) => {
       turn.events.push({ type: event.type, event: plain(event) });
@@ -202,6 +208,7 @@ async function runTurn(agent, spec) {
   // Let fire-and-forget callbacks (onFinalize, late rejections) land in this turn's record.
   await new Promise((resolve) => setTimeout(resolve, 0));
   turn.messages = plain(agent.messages);
+  turn.state = plain(agent.state);
   currentTurn = null;
   return turn;
 }

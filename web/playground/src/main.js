@@ -28,6 +28,7 @@ const state = {
   threadStarted: false, // the current thread exists on the server (history and thread stream can be read)
   threadFollow: null, // AbortController of the thread stream
   memoryRuns: new Map(),
+  threadState: { state: {}, version: 0 }, // the thread's shared state as the history API returned it
 };
 
 function h(tag, attrs = {}, ...children) {
@@ -169,6 +170,7 @@ async function readHistory(threadId) {
       throw error;
     }
     items.push(...body.items);
+    if (page === 0) state.threadState = { state: body.state ?? {}, version: body.stateVersion ?? 0 };
     if (!body.nextCursor) break;
     cursor = body.nextCursor;
   }
@@ -227,6 +229,17 @@ function renderConversation(history) {
       setToolResult(cards.get(m.toolCallId), m.content);
     }
   }
+}
+
+// ---- shared state: the thread's STATE_SNAPSHOT, and each STATE_DELTA as it arrives ---------------------------
+
+function renderState(value, version = null) {
+  $("state").textContent = JSON.stringify(value ?? {}, null, 2);
+  if (version !== null) $("state-version").textContent = `version ${version}`;
+}
+
+function addStateDelta(delta) {
+  $("state-deltas").append(h("li", { class: "mono", dataset: { kind: "delta" } }, JSON.stringify(delta)));
 }
 
 async function refreshHistory() {
@@ -351,13 +364,17 @@ async function selectThread(threadId) {
   state.memoryRuns.clear();
   // A new thread has nothing to read yet (the API would answer 404): its history and thread stream are read once
   // its first run has started.
+  state.threadState = { state: {}, version: 0 };
   const history = fresh ? [] : await refreshHistory();
   if (fresh) renderHistoryPanel([]);
   renderConversation(history);
+  $("state-deltas").replaceChildren();
+  renderState(state.threadState.state, state.threadState.version);
   state.agent = new HttpAgent({
     url: "/api/v1/agent",
     threadId,
     initialMessages: agentMessages(history),
+    initialState: state.threadState.state,
     headers: authHeaders(),
     fetch: resumableFetch({ authHeaders, onStatus: onConnectionStatus }),
   });
@@ -636,6 +653,13 @@ async function runOnce({ userMessageId = null } = {}) {
           pending.delete(event.toolCallId);
           break;
         }
+        case "STATE_SNAPSHOT":
+          $("state-deltas").replaceChildren();
+          renderState(event.snapshot);
+          break;
+        case "STATE_DELTA":
+          addStateDelta(event.delta);
+          break;
         case "RUN_ERROR":
           terminal = event;
           showError(new ApiError(200, { error: { code: event.code, message: event.message } }), "Run failed (RUN_ERROR)");
@@ -647,6 +671,7 @@ async function runOnce({ userMessageId = null } = {}) {
           break;
       }
     },
+    onStateChanged: ({ state: changed }) => renderState(changed),
     onRunFailed: ({ error }) => {
       failure = fromAgentError(error);
       return { stopPropagation: true };
@@ -685,6 +710,7 @@ async function runOnce({ userMessageId = null } = {}) {
       followThread(state.threadId);
     }
     await Promise.all([refreshHistory(), refreshMemories(), loadThreads()]);
+    renderState(agent.state, state.threadState.version);
   }
   await refreshUsage();
   setBusy(false);
