@@ -156,6 +156,7 @@ def test_run_sh_starts_under_the_web_adapter_contract_and_streams_a_turn_with_a_
     )
     if receiver is not None:  # traces on: the exporter and what it needs are in the runtime lock
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
+        env["OTEL_TRACES_SAMPLER_ARG"] = "1.0"  # a parameter's value in the template (TracesSampleRatio)
     with ModelServer() as model:
         env["LLM_BASE_URL"] = model.base_url
         function = StreamingFunction(staged_artifact, shipped_runtime, env, tmp_path / "run.log")
