@@ -37,6 +37,7 @@ from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTu
 from tests.support.moto_server import moto_server
 from tests.support.redis_server import free_port, redis_server
 from tests.support.shipped_artifact import Runtime
+from tests.support.traces import OtlpReceiver, otlp_receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -118,8 +119,22 @@ def world() -> Iterator[tuple[str, str]]:
         yield moto, redis_url
 
 
+@pytest.fixture(params=[False, True], ids=["traces-off", "traces-on"])
+def receiver(request: pytest.FixtureRequest) -> Iterator[OtlpReceiver | None]:
+    """Traces off (the template's default), or on, exporting to an OTLP/HTTP receiver here."""
+    if not request.param:
+        yield None
+        return
+    with otlp_receiver() as received:
+        yield received
+
+
 def test_run_sh_starts_under_the_web_adapter_contract_and_streams_a_turn_with_a_tool_call(
-    staged_artifact: Path, shipped_runtime: Runtime, world: tuple[str, str], tmp_path: Path
+    staged_artifact: Path,
+    shipped_runtime: Runtime,
+    world: tuple[str, str],
+    tmp_path: Path,
+    receiver: OtlpReceiver | None,
 ) -> None:
     moto, redis_url = world
     env = shipped_artifact.template_environment("StreamingApiFunction")
@@ -139,6 +154,9 @@ def test_run_sh_starts_under_the_web_adapter_contract_and_streams_a_turn_with_a_
             "LLM_API_KEY": "test-key",
         }
     )
+    if receiver is not None:  # traces on: the exporter and what it needs are in the runtime lock
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint
+        env["OTEL_TRACES_SAMPLER_ARG"] = "1.0"  # a parameter's value in the template (TracesSampleRatio)
     with ModelServer() as model:
         env["LLM_BASE_URL"] = model.base_url
         function = StreamingFunction(staged_artifact, shipped_runtime, env, tmp_path / "run.log")
@@ -178,6 +196,11 @@ def test_run_sh_starts_under_the_web_adapter_contract_and_streams_a_turn_with_a_
     assert "It is noon." in text
     # AND the start-up warm-up ran with what ships (no import error, no failed start-up request)
     assert "ModuleNotFoundError" not in output and "start-up requests" not in output, output[-4000:]
+    # AND with traces on, the run's spans were exported before the response ended
+    if receiver is not None:
+        runs = [s for s in receiver.spans if s.name == "invoke_agent chat_default"]
+        assert [s.attributes["agent.run.id"] for s in runs] == ["run-ships"]
+        assert any(s.name == "execute_tool get_current_time" for s in receiver.spans)
 
 
 @pytest.fixture(scope="module")
