@@ -73,7 +73,7 @@ async def test_an_mcp_tool_is_offered_namespaced_called_and_audited(
     # THEN the model was offered the allowed tools under their namespaced names (never secret_admin)
     offered = sorted(t.name for t in model.requests[0].tools)
     assert offered == ["get_current_time", "mcp__demo__explode", "mcp__demo__get_current_time",
-                       "mcp__demo__lookup", "mcp__demo__slow"]
+                       "mcp__demo__lookup", "mcp__demo__slow", "update_state"]
     lookup = next(t for t in model.requests[0].tools if t.name == "mcp__demo__lookup")
     assert lookup.parameters["properties"]["city"]["type"] == "string"
     # AND the call ran on the MCP server, with the configured auth header
@@ -112,8 +112,8 @@ async def test_a_server_that_is_down_leaves_its_tools_out_and_the_run_goes_on(
     caplog.set_level(logging.WARNING, logger="shared.tools.mcp_servers")
     async with asgi_client(services(model, toolbox(down, timeout_s=2))) as client:
         events = await run(client)
-    # THEN the run succeeded with only the built-in tool on offer, and a call of the missing tool was refused
-    assert [t.name for t in model.requests[0].tools] == ["get_current_time"]
+    # THEN the run succeeded with only the built-in tools on offer, and a call of the missing tool was refused
+    assert [t.name for t in model.requests[0].tools] == ["get_current_time", "update_state"]
     assert json.loads(results(events)["c1"])["error"]["code"] == "tool_not_allowed"
     assert events[-1]["type"] == "RUN_FINISHED"
     # AND the outage is in the logs and in the audit trail
