@@ -260,11 +260,7 @@ class WorkerExecutor:
                     if call.id in handed:
                         # The client runs it and answers in its next run; the decision is audited like any other.
                         result.tool_calls += 1
-                        with tool_call(call.name, call.id, call.arguments) as traced:
-                            decision = gate.authorize(call.name, call.arguments, self._gate_context(ctx))
-                            traced.decided(decision)
-                            traced.outcome("pending_client")
-                            await self._audit.record(decision.audit)
+                        await self._audit_client_call(ctx, gate, call)
                     else:
                         await self._run_tool(ctx, emitter, gate, registry, turn_result, call, result)
                     unanswered.pop(0)
@@ -282,6 +278,14 @@ class WorkerExecutor:
         await emitter.emit(StepFinishedEvent(step_name=self.step_name))
         result.finished_at = time.monotonic()
         return result
+
+    async def _audit_client_call(self, ctx: RunContext, gate: ToolGate, call: ToolCall) -> None:
+        """A call handed to the client: its gate decision is audited and traced like any other."""
+        with tool_call(call.name, call.id, call.arguments) as traced:
+            decision = gate.authorize(call.name, call.arguments, self._gate_context(ctx))
+            traced.decided(decision)
+            traced.outcome("pending_client")
+            await self._audit.record(decision.audit)
 
     async def _salvage(
         self,
