@@ -19,8 +19,9 @@ from shared.adapters.aws.scheduler import SchedulerError, schedule_name
 from shared.automation.models import AutomationTask
 from shared.automation.store import InMemoryAutomationStore
 from shared.wiring import Services
-from tests.conftest import REGION, TABLE, bearer
 from tests.support.scripted_model import ScriptedModel
+from tests.support.settings import REGION, TABLE
+from tests.support.tokens import bearer
 
 GROUP = "agent-automation"
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:agent-automation"
