@@ -21,8 +21,9 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -41,7 +42,8 @@ MEMORY_TOOL_NAMES: frozenset[str] = frozenset({"memory_write", "memory_forget"})
 """Tools implemented by the memory executor itself; memory profiles may allow only these."""
 
 
-class ModelTraits(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ModelTraits:
     """What the loader must know about a model id before a profile may use it."""
 
     thinking_off: bool
@@ -191,7 +193,8 @@ class ExecutionProfile(BaseModel):
 # ----------------------------------------------------------------------------------------------------------
 
 
-class ProfileChoice(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProfileChoice:
     """The profile a run must use, and the ramp and side that chose it (both None when no ramp covered the run)."""
 
     profile: ExecutionProfile
@@ -275,11 +278,12 @@ class ProfileCatalog:
 # ----------------------------------------------------------------------------------------------------------
 
 
-class ProfileChecks(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProfileChecks:
     """What every profile is checked against: the tools, models and MCP servers that exist."""
 
     known_tools: frozenset[str]
-    known_models: Mapping[str, ModelTraits] = KNOWN_MODELS
+    known_models: Mapping[str, ModelTraits] = field(default_factory=lambda: KNOWN_MODELS)
     known_mcp_servers: frozenset[str] = frozenset()
 
 

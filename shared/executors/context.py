@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from shared.context_window import KnownHistory
 from shared.llm.types import ToolSpec
@@ -10,7 +10,8 @@ from shared.models import ExecutionMeta, Identity
 from shared.profiles import ExecutionProfile
 
 
-class RunContext(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class RunContext:
     """Who asked, for which thread and run, with which profile, and what the request declared."""
 
     identity: Identity
