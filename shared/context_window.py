@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from shared.models import Message, Role
@@ -60,7 +61,8 @@ class RepairKind(StrEnum):
     TOKEN_CAP_EXCEEDED = "token_cap_exceeded_by_current_turn"
 
 
-class WindowResult(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class WindowResult:
     messages: list[Message]
     repairs: list[dict[str, Any]]
     store_requests: int = 0
@@ -72,7 +74,8 @@ PAGE_SIZE = 50
 """Messages per ``read_back`` request of the window (and of admission's read of the newest messages)."""
 
 
-class KnownHistory(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class KnownHistory:
     """A thread's newest messages as admission left them: what it read beside the claim plus what it stored.
 
     Admission reads the newest page of the thread anyway (the pending front-end calls are in it) and then appends

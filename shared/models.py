@@ -2,9 +2,10 @@
 
 import hashlib
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -173,7 +174,8 @@ class Run(BaseModel):
     cancel_requested: bool = False
 
 
-class ThreadClaim(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ThreadClaim:
     """A thread opened and claimed for a run in one request (admission). Built by the store, never parsed."""
 
     last_seq: int
@@ -184,7 +186,8 @@ class ThreadClaim(NamedTuple):
     """The claim created the thread (it did not exist)."""
 
 
-class ThreadTakeover(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ThreadTakeover:
     """A thread taken over from a run whose lease had expired (its process froze or died). Built by the store,
     never parsed."""
 

@@ -5,13 +5,16 @@ Shared by the profile files (``shared.profiles``), the roll-out rules (``shared.
 configuration document (``shared.runtime_config``), so a problem reads the same wherever it was found.
 """
 
+import dataclasses
 from collections.abc import Iterable
-from typing import NamedTuple, NoReturn
+from dataclasses import dataclass
+from typing import NoReturn
 
 from shared.errors import ConfigurationError
 
 
-class ProfileProblem(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ProfileProblem:
     """One mistake in a profile file: where, which field, what is wrong and how to fix it."""
 
     source: str
@@ -28,7 +31,7 @@ def fail(problems: list[ProfileProblem]) -> NoReturn:
     raise ConfigurationError(
         "invalid execution profile configuration:\n" + "\n".join(p.render() for p in problems),
         code="invalid_profile",
-        details=[p._asdict() for p in problems],
+        details=[dataclasses.asdict(p) for p in problems],
     )
 
 

@@ -24,7 +24,8 @@ configuration document, ``shared.runtime_config``).
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -102,7 +103,8 @@ class RolloutRules(BaseModel):
         return everyone
 
 
-class RolloutChoice(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class RolloutChoice:
     """What the rules chose: the profile's name, and the ramp and side when a ramp covered the run."""
 
     profile_name: str

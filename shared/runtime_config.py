@@ -26,7 +26,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -65,7 +66,8 @@ class RuntimeConfigDocument(BaseModel):
     """Replaces ``WINDOW_N_OVERRIDE`` when present; ``null`` turns the override off."""
 
 
-class CatalogBase(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class CatalogBase:
     """What every runtime configuration builds on: the packaged profiles, what they are checked against, and the
     environment's ``PROFILE_ROLLOUT`` and ``WINDOW_N_OVERRIDE``, used when the document has no value of its own."""
 

@@ -28,7 +28,8 @@ import json
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from typing import Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Literal
 
 from shared.llm.types import ToolSpec
 from shared.models import AuditRecord, digest
@@ -118,7 +119,8 @@ def summarize_request(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-class GateContext(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class GateContext:
     """Who and what a decision is about, for the audit record."""
 
     tenant_id: str
@@ -133,7 +135,8 @@ class GateContext(NamedTuple):
         return cls(ctx.tenant_id, ctx.user_id, ctx.thread_id, ctx.run_id, summary)
 
 
-class GateDecision(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class GateDecision:
     """The gate's verdict on one tool call, with the audit record that explains it."""
 
     allowed: bool

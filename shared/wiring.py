@@ -9,12 +9,14 @@ to real AWS. No domain module imports this one or an adapter (an import-linter c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 from shared.errors import ConfigurationError
 from shared.executors.worker import WorkerExecutor
@@ -73,12 +75,13 @@ class AppStore(RunStore, Protocol):
     async def delete_thread(self, identity: Identity, thread_id: str, *, holder: str) -> list[str]: ...
 
 
-class ServiceOverrides(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ServiceOverrides:
     """Ports a test (or the local runner) supplies instead of the ones built from settings; None: build it.
 
     One field per injectable port, typed with the port, given by name (``ServiceOverrides(store=...)``): an
     unknown name is a type error for mypy and a ``TypeError`` when constructed. A copy with one port changed is
-    ``overrides._replace(...)``.
+    ``dataclasses.replace(overrides, ...)``.
     """
 
     store: AppStore | None = None
@@ -115,7 +118,7 @@ class Services:
         runner's in-process memory worker); before the run service is built, so its hook sees this one."""
         if "runs" in vars(self) or "run_completed_publisher" in vars(self):
             raise RuntimeError("the run-completed publisher is already in use; install it before the first run")
-        self.overrides = self.overrides._replace(run_completed_publisher=publisher)
+        self.overrides = dataclasses.replace(self.overrides, run_completed_publisher=publisher)
 
     @cached_property
     def store(self) -> AppStore:

@@ -1,17 +1,18 @@
-"""Shared fixtures: a real redis-server, moto for AWS, settings, tokens, the app in-process and on loopback."""
+"""Shared fixtures: a real redis-server, moto for AWS, services, the app in-process.
+
+Fixtures only: helpers a test imports (settings, tokens) live in tests/support/, and nothing imports this module.
+"""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from shared.auth import mint_local_token
-from shared.settings import Settings
 from tests.support.redis_server import redis_server
 from tests.support.scripted_model import ScriptedModel, check_scripts
+from tests.support.settings import REGION, TABLE, make_settings
 
 if TYPE_CHECKING:
     # Imported where used: moto, boto3 and the app take seconds to import, and the unit tier needs none of them.
@@ -20,10 +21,6 @@ if TYPE_CHECKING:
     from shared.adapters.aws.dynamodb_store import DynamoDBStore
     from shared.adapters.redis_stream import RedisEventStream
     from shared.wiring import Services
-
-TEST_SECRET = "test-secret-for-hs256-tokens-0123456789"
-TABLE = "agent-test"
-REGION = "us-east-1"
 
 
 @pytest.fixture(autouse=True)
@@ -109,22 +106,6 @@ async def redis_stream(redis_url: str) -> AsyncIterator[RedisEventStream]:
     await client.aclose()
 
 
-def make_settings(**overrides: Any) -> Settings:
-    base: dict[str, Any] = {
-        "table_name": TABLE,
-        "aws_region": REGION,
-        "jwt_secret": TEST_SECRET,
-        "auth_mode": "hs256",
-        "sse_ping_interval_s": 1.0,
-    }
-    base.update(overrides)
-    return Settings(**base)
-
-
-def bearer(user: str = "user-1", tenant: str = "tenant-1", scopes: tuple[str, ...] = ()) -> dict[str, str]:
-    return {"Authorization": f"Bearer {mint_local_token(TEST_SECRET, user_id=user, tenant_id=tenant, scopes=scopes)}"}
-
-
 @pytest.fixture
 def make_services(store: DynamoDBStore, redis_stream: RedisEventStream) -> Any:
     from shared.wiring import ServiceOverrides, Services
@@ -151,6 +132,3 @@ def asgi_client() -> Any:
 
     return build
 
-
-def ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from shared.context_window import KnownHistory
 from shared.llm.types import ToolSpec
@@ -10,7 +11,8 @@ from shared.models import ExecutionMeta, Identity
 from shared.profiles import ExecutionProfile
 
 
-class RunContext(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class RunContext:
     """Who asked, for which thread and run, with which profile, and what the request declared."""
 
     identity: Identity

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from shared.llm.types import RUN_NOTES_BEGIN, RUN_NOTES_END, ChatMessage
@@ -51,7 +52,7 @@ def with_run_notes(history: list[ChatMessage], notes: list[str]) -> list[ChatMes
     if newest_user is None:
         return [*history, ChatMessage(role="user", content=block)]
     target = history[newest_user]
-    merged = target._replace(content=f"{block}\n\n{target.content or ''}")
+    merged = dataclasses.replace(target, content=f"{block}\n\n{target.content or ''}")
     return [*history[:newest_user], merged, *history[newest_user + 1 :]]
 
 

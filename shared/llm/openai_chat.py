@@ -28,6 +28,7 @@ Model ids: requests name the profile's logical model; ``model_ids`` maps it to t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import random
@@ -414,7 +415,7 @@ def _tool_params(tools: tuple[ToolSpec, ...]) -> list[ChatCompletionToolParam]:
 
 def _estimate_request_tokens(request: ChatRequest) -> int:
     messages = json.dumps([m.to_openai() for m in request.messages], ensure_ascii=False)
-    tools = json.dumps([t._asdict() for t in request.tools], ensure_ascii=False) if request.tools else ""
+    tools = json.dumps([dataclasses.asdict(t) for t in request.tools], ensure_ascii=False) if request.tools else ""
     return estimate_tokens(messages) + estimate_tokens(tools)
 
 

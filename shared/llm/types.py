@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from shared.models import Usage
 
@@ -21,7 +21,8 @@ def without_run_notes(text: str) -> str:
     return text if end < 0 else text[end + len(RUN_NOTES_END) :].lstrip("\n")
 
 
-class ToolSpec(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
     """A tool as offered to the model: name, description and JSON-schema parameters."""
 
     name: str
@@ -29,7 +30,8 @@ class ToolSpec(NamedTuple):
     parameters: dict[str, Any]
 
 
-class ChatMessage(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
     """A message in the OpenAI chat shape, already cut to the window."""
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -58,7 +60,8 @@ class ChatMessage(NamedTuple):
         return data
 
 
-class ChatRequest(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
     """One call to a chat model: the model id, the window of messages, the tools offered and the options."""
 
     model: str
@@ -71,23 +74,23 @@ class ChatRequest(NamedTuple):
     """Force a call of this tool (the preflight's check); None lets the model decide."""
 
 
-class TextDelta(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class TextDelta:
     """A fragment of the answer text, as streamed."""
 
     text: str
 
 
-class ReasoningDelta(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
     """Reasoning text the provider sent although thinking was off; never shown to users, only counted."""
 
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCallDelta:
-    """A fragment of a streamed tool call; fragments with the same ``index`` belong to one call.
-
-    A dataclass, unlike the other chunks: as a ``NamedTuple`` its ``index`` would shadow ``tuple.index``."""
+    """A fragment of a streamed tool call; fragments with the same ``index`` belong to one call."""
 
     index: int
     id: str | None = None
@@ -95,7 +98,8 @@ class ToolCallDelta:
     arguments: str = ""
 
 
-class Finished(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Finished:
     """The end of a model response: the finish reason and the usage of the call."""
 
     reason: str

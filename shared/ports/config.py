@@ -14,10 +14,12 @@ would make every one of those callers await for a read that almost never happens
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 
-class ConfigDocument(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ConfigDocument:
     """The configuration as deployed: its version label (AppConfig's ``Configuration-Version``) and its bytes."""
 
     version: str

@@ -8,10 +8,12 @@ contract: tests/contract/test_event_stream_contract.py.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 
-class StreamEntry(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
     """One event in a run's or thread's stream; ``id`` is the stream entry id (the SSE ``id:``)."""
 
     id: str

@@ -13,6 +13,7 @@ ports, and none of them imports this module.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
@@ -118,7 +119,7 @@ class RunService:
                 trace.attached()
                 return admission
             if admission.history is not None:
-                ctx = ctx._replace(known_history=admission.history)
+                ctx = dataclasses.replace(ctx, known_history=admission.history)
             await self.background.start(ctx, executor, claim_thread=claim_thread, deadline=self.invocation_deadline())
         return admission
 
@@ -155,7 +156,7 @@ class RunService:
             new_messages=new_messages,
             claim_thread=claim_thread,
             settle=settle,
-            before_commit=lambda history: executor.preopen(ctx._replace(known_history=history)),
+            before_commit=lambda history: executor.preopen(dataclasses.replace(ctx, known_history=history)),
         )
         outcome, _ = await gather_inline(admitting, executor.prefetch(ctx))
         if isinstance(outcome, BaseException) or not outcome.created:

@@ -9,6 +9,7 @@ attribute of another type, a name that is malformed, reserved (``mcp__``) or alr
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 from collections.abc import Iterable
@@ -44,7 +45,7 @@ def load_plugin(path: str) -> list[ServerTool]:
     if callable(value) and not isinstance(value, ServerTool):
         value = value()
     items: Iterable[object] = [value]
-    if isinstance(value, list | tuple) and not isinstance(value, ServerTool):  # a ServerTool is a NamedTuple
+    if isinstance(value, list | tuple):
         items = value
     tools: list[ServerTool] = []
     for item in items:
@@ -60,7 +61,7 @@ def load_plugin(path: str) -> list[ServerTool]:
             raise _fail(path, f"tool {name!r}: parameters must be a JSON Schema of type object ({problem or 'type'})")
         if item.timeout_s <= 0 or item.max_output_chars < 1:
             raise _fail(path, f"tool {name!r}: timeout_s and max_output_chars must be positive")
-        tools.append(item._replace(source=f"plugin:{path}"))
+        tools.append(dataclasses.replace(item, source=f"plugin:{path}"))
     return tools
 
 

@@ -9,7 +9,8 @@ timeout and an output cap. Built-in tools live in ``shared/tools``; deployments 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from shared.errors import ConfigurationError
 from shared.llm.types import ToolSpec
@@ -20,7 +21,8 @@ MCP_PREFIX = "mcp__"
 """Names under this prefix belong to MCP servers (``mcp__<server>__<tool>``); no other tool may take one."""
 
 
-class ToolContext(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ToolContext:
     """What a tool may know about the run that calls it."""
 
     tenant_id: str
@@ -36,7 +38,8 @@ class ToolFailed(Exception):
 ToolHandler = Callable[[dict[str, Any], ToolContext], Awaitable[str]]
 
 
-class ServerTool(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class ServerTool:
     """A tool the server runs. Arguments are checked against ``spec.parameters`` before ``handler`` is called."""
 
     spec: ToolSpec

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +25,10 @@ from shared.llm.offline import OfflineChatModel
 from shared.memory.models import Memory
 from shared.memory.trigger import RunCompletedPublisher
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import make_settings
 from tests.support.live_app import serve_app
+from tests.support.settings import make_settings
+
+from .pages import BrowserPage, Console, close_all
 
 pytestmark = pytest.mark.browser
 
@@ -40,7 +40,6 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
 ]
-OUTPUT = Path(__file__).resolve().parents[2] / "test-output" / "playground"
 
 
 @pytest.fixture(scope="module")
@@ -61,42 +60,10 @@ def browser() -> Iterator[Any]:
             launched.close()
 
 
-@dataclass
-class Console:
-    """Console errors seen by the page; ``expect`` declares the ones a test provokes on purpose."""
-
-    errors: list[str] = field(default_factory=list)
-    expected: list[re.Pattern[str]] = field(default_factory=list)
-
-    def expect(self, pattern: str) -> None:
-        self.expected.append(re.compile(pattern))
-
-    def unexpected(self) -> list[str]:
-        return [e for e in self.errors if not any(p.search(e) for p in self.expected)]
-
-
-@dataclass
-class BrowserPage:
-    page: Any
-    console: Console
-    name: str
-
-    def screenshot(self, label: str = "") -> Path:
-        OUTPUT.mkdir(parents=True, exist_ok=True)
-        path = OUTPUT / f"{self.name}{'-' + label if label else ''}.png"
-        self.page.screenshot(path=str(path), full_page=True)
-        return path
-
-
 @pytest.fixture
 def contexts() -> list[Any]:
     """The browser contexts of a test: closed before its server stops, so the page never sees the server go."""
     return []
-
-
-def close_all(contexts: list[Any]) -> None:
-    while contexts:
-        contexts.pop().close()
 
 
 @pytest.fixture

@@ -26,11 +26,12 @@ import pytest
 from devtools.local.runner import PLAYGROUND_ROLLOUT
 from shared.auth import mint_local_token
 from shared.memory.models import Memory, MemoryKind, MemoryStatus
-from tests.browser.conftest import BrowserPage, close_all
-from tests.conftest import TEST_SECRET
-from tests.reliability.tcp_proxy import CuttableProxy
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
 from tests.support.redis_server import free_port
+from tests.support.settings import TEST_SECRET
+from tests.support.tcp_proxy import CuttableProxy
+
+from .pages import BrowserPage, close_all
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from shared.automation.models import AutomationTask
 from shared.automation.store import InMemoryAutomationStore
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.ports.automation import AutomationStore
-from tests.conftest import REGION, TABLE
+from tests.support.settings import REGION, TABLE
 
 
 @pytest.fixture(params=["memory", "dynamodb"])

@@ -17,7 +17,7 @@ from shared.adapters.in_memory_due_queue import InMemoryDueQueue
 from shared.memory.coalescing import ExtractionDue
 from shared.models import utc_now
 from shared.ports.memory import DueQueue
-from tests.conftest import REGION
+from tests.support.settings import REGION
 
 
 @dataclass

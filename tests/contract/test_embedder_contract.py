@@ -10,7 +10,6 @@ hold only for an embedder made for it, which the small chat model of that tier i
 
 from __future__ import annotations
 
-import math
 import socket
 import threading
 import time
@@ -29,7 +28,16 @@ from shared.errors import ModelError
 from shared.memory.embeddings import LexiconEmbedder, cosine
 from shared.ports.memory import Embedder
 from shared.wiring import Services
-from tests.conftest import make_settings
+from tests.support.embedder_wire_cases import (  # the wire-contract cases, run here with this module's fixtures
+    test_one_unit_vector_per_text_in_order_and_deterministic,
+    test_the_dimension_is_the_same_for_every_text_and_a_blank_text_is_embedded,
+)
+from tests.support.settings import make_settings
+
+__all__ = [
+    "test_one_unit_vector_per_text_in_order_and_deterministic",
+    "test_the_dimension_is_the_same_for_every_text_and_a_blank_text_is_embedded",
+]
 
 
 class EmbeddingsServer:
@@ -112,29 +120,6 @@ def same_vector_tolerance() -> float:
 
 
 # ---- wire contract: every embedder, the real-model tier's too ----------------------------------------------------
-
-
-async def test_one_unit_vector_per_text_in_order_and_deterministic(
-    embedder: Embedder, same_vector_tolerance: float
-) -> None:
-    texts = ["Likes oolong tea", "住在杭州", "Has a son named Max"]
-    first = await embedder.embed(texts)
-    assert len(first) == 3 and len({len(v) for v in first}) == 1
-    assert all(math.isclose(sum(x * x for x in v), 1.0, rel_tol=1e-6) for v in first)
-    assert first == await embedder.embed(texts)
-    singles = [(await embedder.embed([t]))[0] for t in texts]
-    assert all(
-        math.isclose(cosine(a, b), 1.0, rel_tol=same_vector_tolerance) for a, b in zip(first, singles, strict=True)
-    )
-    # the order is the input's: each vector is closest to its own text's
-    for i, single in enumerate(singles):
-        assert max(range(3), key=lambda j: cosine(first[j], single)) == i
-
-
-async def test_the_dimension_is_the_same_for_every_text_and_a_blank_text_is_embedded(embedder: Embedder) -> None:
-    vectors = await embedder.embed(["x", "A much longer sentence about where the user lives and works.", " ", ""])
-    assert len(vectors) == 4 and len({len(v) for v in vectors}) == 1
-    assert await embedder.embed([]) == []
 
 
 # ---- meaning: the lexicon and an embeddings model, not any model -------------------------------------------------

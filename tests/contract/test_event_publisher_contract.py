@@ -17,7 +17,7 @@ from shared.adapters.in_memory_publisher import InMemoryEventPublisher
 from shared.memory.models import BusEvent
 from shared.memory.trigger import run_completed_event
 from shared.ports.memory import EventPublisher
-from tests.conftest import REGION
+from tests.support.settings import REGION
 
 BUS = "agent-events-test"
 

@@ -4,9 +4,6 @@ an asynchronous invocation without running the function) record the same invocat
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +15,8 @@ from moto import mock_aws
 from shared.adapters.aws.function_invoker import LambdaInvoker
 from shared.adapters.in_memory_invoker import RecordingInvoker
 from shared.ports.migrations import FunctionInvoker
-from tests.conftest import REGION
+from tests.support.lambda_functions import lambda_function, record_invocations
+from tests.support.settings import REGION
 
 
 @dataclass
@@ -26,35 +24,6 @@ class Backend:
     invoker: FunctionInvoker
     function: str
     invocations: list[tuple[str, dict[str, Any]]]
-
-
-def lambda_function(name: str) -> str:
-    """A function in moto's Lambda (its code never runs: ``use_docker`` is off), returns its ARN."""
-    role = boto3.client("iam", region_name=REGION).create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as archive:
-        archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
-    created = boto3.client("lambda", region_name=REGION).create_function(
-        FunctionName=name,
-        Runtime="python3.12",
-        Role=role["Role"]["Arn"],
-        Handler="handler.handler",
-        Code={"ZipFile": code.getvalue()},
-    )
-    arn: str = created["FunctionArn"]
-    return arn
-
-
-def record_invocations(client: Any) -> list[tuple[str, dict[str, Any]]]:
-    """What the client sent, as Lambda receives it (an asynchronous invocation only; anything else fails)."""
-    seen: list[tuple[str, dict[str, Any]]] = []
-
-    def sent(params: dict[str, Any], **_: Any) -> None:
-        assert params["InvocationType"] == "Event"
-        seen.append((params["FunctionName"], json.loads(params["Payload"])))
-
-    client.meta.events.register("before-parameter-build.lambda.Invoke", sent)
-    return seen
 
 
 @pytest.fixture(params=["memory", "lambda"])

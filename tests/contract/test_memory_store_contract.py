@@ -13,7 +13,7 @@ from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 from shared.memory.models import Memory, MemoryKind, MemoryStatus
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity, Message, Role
-from tests.conftest import REGION, TABLE
+from tests.support.settings import REGION, TABLE
 
 Store = InMemoryMemoryStore | DynamoDBMemoryStore
 AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -13,7 +13,7 @@ from shared.adapters.aws.migration_state import DynamoDBMigrationLog, MigrationS
 from shared.migrations.log import InMemoryMigrationLog
 from shared.migrations.model import CompletedMigration
 from shared.ports.migrations import MigrationLog
-from tests.conftest import REGION, TABLE
+from tests.support.settings import REGION, TABLE
 
 AT = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ import pytest
 
 from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
 from shared.memory.pending import InMemoryPendingExtractions
-from tests.conftest import REGION, TABLE
+from tests.support.settings import REGION, TABLE
 
 Pending = InMemoryPendingExtractions | DynamoDBPendingExtractions
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

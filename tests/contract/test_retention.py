@@ -18,7 +18,7 @@ from shared.adapters.aws.dynamodb_store import DynamoDBStore, Retention
 from shared.models import AuditRecord, Identity, Message, Role, Run
 from shared.settings import Settings
 from shared.wiring import Services
-from tests.conftest import TABLE, make_settings
+from tests.support.settings import TABLE, make_settings
 
 ALICE = Identity(tenant_id="tenant-a", user_id="alice")
 DAY_S = 24 * 3600

@@ -31,8 +31,8 @@ from shared.models import (
     Usage,
     utc_now,
 )
-from tests.conftest import TABLE
 from tests.support.moto_lock import OneRequestAtATime
+from tests.support.settings import TABLE
 
 Store = InMemoryStore | DynamoDBStore
 

@@ -18,7 +18,7 @@ from shared.adapters.in_memory_scheduler import InMemoryTaskScheduler
 from shared.automation.models import AutomationTask
 from shared.errors import ServiceUnavailable
 from shared.ports.automation import TaskScheduler
-from tests.conftest import REGION
+from tests.support.settings import REGION
 
 GROUP = "agent-tasks-test"
 TARGET = "arn:aws:lambda:us-east-1:123456789012:function:automation"

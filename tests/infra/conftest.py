@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from .sam_tools import TEMPLATE_PATH, SamTools, running_in_ci, tools_venv
+from tests.support.ci import running_in_ci
+from tests.support.sam_tools import TEMPLATE_PATH, SamTools, tools_venv
 
 
 @pytest.fixture(scope="session")

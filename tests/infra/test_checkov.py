@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 
-from .sam_tools import REPO_ROOT, TEMPLATE_PATH, offline_env, running_in_ci
-from .test_planted_mistakes import MISTAKES
+from tests.support.ci import running_in_ci
+from tests.support.sam_tools import REPO_ROOT, TEMPLATE_PATH, offline_env
+
+from .planted_mistakes import MISTAKES
 
 CHECKOV_GATE = REPO_ROOT / "scripts" / "checkov_gate.py"
 ACCEPTED = REPO_ROOT / "infra" / "checkov-accepted.yaml"

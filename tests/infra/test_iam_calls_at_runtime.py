@@ -25,12 +25,14 @@ from shared.memory.models import Memory, MemoryKind
 from shared.models import Identity
 from shared.runs.sweeper import RunSweeper
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import REGION, TABLE, bearer, make_settings
-from tests.integration import test_memory_extract_handler as memory_case
-from tests.reliability import test_function_death as death_case
+from tests.support import automation_events as automation_case
+from tests.support import dead_runs as death_case
+from tests.support import memory_extract_events as memory_case
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import REGION, TABLE, make_settings
+from tests.support.tokens import bearer
 
-from .test_iam_least_privilege import MIGRATE_SELF, Grant, granted
+from .iam_grants import MIGRATE_SELF, Grant, granted
 
 Template = dict[str, Any]
 BUS = "agent-test-bus"
@@ -285,7 +287,6 @@ def test_a_scheduled_fire_calls_only_what_the_automation_role_grants(
     from functions.automation import handler
     from shared.adapters.redis_stream import RedisEventStream
     from shared.automation.models import AutomationTaskSpec
-    from tests.integration import test_automation_handler as automation_case
 
     # GIVEN a task (created beforehand by the API) and a run-completed bus
     boto3.client("scheduler", region_name=REGION).create_schedule_group(Name=automation_case.GROUP)
@@ -320,8 +321,8 @@ def test_a_migration_chain_calls_only_what_the_migration_role_grants(
     from functions.migrate.handler import STOP_BEFORE_TIMEOUT_MS, lambda_handler
     from shared.adapters.aws.clients import client_factory
     from shared.adapters.aws.function_invoker import LambdaInvoker
-    from tests.contract.test_function_invoker_contract import lambda_function
-    from tests.integration.test_migration_function import LambdaContext
+    from tests.support.lambda_functions import lambda_function
+    from tests.support.migration_context import LambdaContext
     from tests.support.old_shapes import before_index, memory, seed
 
     # GIVEN old-shape memories, and the function in moto's Lambda (which queues an invocation, running nothing)

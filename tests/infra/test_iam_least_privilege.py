@@ -25,16 +25,15 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from . import template_checks as checks
+from .iam_grants import MIGRATE_SELF, Grant, granted
 
 Template = dict[str, Any]
-Grant = tuple[str, str]  # (action, resource: a logical id, or "<table>/index/<name>")
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,6 @@ DUE_QUEUE = "shared.adapters.aws.sqs_due_queue:SqsDueQueue"
 MIGRATION_LOG = "shared.adapters.aws.migration_state:DynamoDBMigrationLog"
 MIGRATION_STATE = "shared.adapters.aws.migration_state:MigrationStateTable"
 SEGMENT = "shared.adapters.aws.migration_segment:SegmentWorker"
-MIGRATE_SELF = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-migrate"
 IDEMPOTENCY = "aws_lambda_powertools.utilities.idempotency.persistence.dynamodb:DynamoDBPersistenceLayer"
 TABLE = "AgentTable"
 GSI1 = "AgentTable/index/GSI1"
@@ -319,43 +317,6 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
 
 # The only AWS managed policies: ENIs for the VPC and X-Ray for active tracing (no data access).
 MANAGED = {"AWSLambdaVPCAccessExecutionRole", "AWSXRayDaemonWriteAccess"}
-
-
-def _resource_key(resource: Any) -> str:
-    text = checks.flatten(resource)
-    if ":schedule/" in text:
-        return "schedule/" + text.rsplit("/", 1)[-1]
-    if ":appconfig:" in text:  # .../application/${App.ApplicationId}/environment/${Env.EnvironmentId}/...
-        return "appconfig/" + "/".join(re.findall(r"\$\{(\w+)\.\w+\}", text.partition(":application/")[2]))
-    text = text.replace(".Arn}", "}")
-    if text.startswith("${") and "}" in text:
-        name, _, rest = text[2:].partition("}")
-        return name + rest
-    return text
-
-
-def _statement_grants(statement: dict[str, Any]) -> set[Grant]:
-    assert statement.get("Effect", "Allow") == "Allow", statement
-    actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-    targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-    return {(action, _resource_key(target)) for action in actions for target in targets}
-
-
-def granted(template: Template) -> dict[str, set[Grant]]:
-    """Per role: the (action, resource) pairs its inline policies allow, and those of the ``AWS::IAM::Policy``
-    resources attached to it (a policy under a condition included: when it exists, the role has it)."""
-    grants: dict[str, set[Grant]] = {}
-    for role_id, role in checks.resources(template, "AWS::IAM::Role"):
-        found = grants.setdefault(role_id, set())
-        for policy in role["Properties"].get("Policies", []):
-            for statement in policy["PolicyDocument"]["Statement"]:
-                found |= _statement_grants(statement)
-    for _, policy in checks.resources(template, "AWS::IAM::Policy"):
-        attached = [str(role["Ref"]) for role in policy["Properties"].get("Roles", [])]
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            for role_id in attached:
-                grants.setdefault(role_id, set()).update(_statement_grants(statement))
-    return grants
 
 
 def unexplained(template: Template) -> list[str]:

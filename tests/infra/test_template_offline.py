@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from shared.adapters.aws.scheduler import SCHEDULE_NAME_PREFIX, schedule_name
+from tests.support.sam_tools import REPO_ROOT, TEMPLATE_PATH, SamTools
 
 from . import template_checks as checks
-from .sam_tools import REPO_ROOT, TEMPLATE_PATH, SamTools
 
 Template = dict[str, Any]
 

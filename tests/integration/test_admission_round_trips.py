@@ -33,9 +33,10 @@ from shared.adapters.aws.usage_counters import DynamoDBUsageCounters
 from shared.llm.types import ChatChunk, ChatRequest
 from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import TABLE, bearer, make_settings
 from tests.support.moto_lock import OneRequestAtATime
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import TABLE, make_settings
+from tests.support.tokens import bearer
 
 MAX_ROUND_TRIPS = 2
 """The issue's limit is 4. Now: the claim with every read beside it (memory note, newest messages, message ids,

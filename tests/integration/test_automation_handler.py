@@ -25,7 +25,6 @@ from functions.automation import handler
 from shared.adapters.aws.clients import client_factory
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
-from shared.adapters.aws.scheduler import schedule_name
 from shared.adapters.redis_stream import RedisEventStream
 from shared.auth import AUDIT_SCOPE
 from shared.automation.models import AutomationTaskSpec
@@ -36,42 +35,13 @@ from shared.models import Identity, utc_now
 from shared.run_events.emitter import RunEmitter
 from shared.settings import Settings
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import REGION, TABLE, bearer, make_settings
+from tests.support.automation_events import GROUP, PROMPT, SCHEDULER_SETTINGS, LambdaContext, as_delivered, stored_input
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import REGION, TABLE, make_settings
+from tests.support.tokens import bearer
 
-GROUP = "agent-automation"
-SCHEDULER_SETTINGS = {
-    "scheduler_group_name": GROUP,
-    "scheduler_role_arn": "arn:aws:iam::123456789012:role/agent-scheduler",
-    "automation_function_arn": "arn:aws:lambda:us-east-1:123456789012:function:agent-automation",
-}
 BASE = "/api/v1/automations"
 AUDITOR = bearer(scopes=(AUDIT_SCOPE,))
-PROMPT = "Summarise what is planned for today."
-
-
-@dataclass
-class LambdaContext:
-    """What the Lambda runtime passes as ``context`` (Powertools has no test helper for it)."""
-
-    aws_request_id: str = "5f0b8e3c-2d7a-4f7e-9a51-3c1d2b6f0e11"
-    function_name: str = "agent-automation"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = SCHEDULER_SETTINGS["automation_function_arn"]
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 600_000
-
-
-def as_delivered(schedule_input: str, *, scheduled_time: str, execution_id: str, attempt: int = 1) -> dict[str, Any]:
-    """The event Lambda receives: the schedule's Input with the Scheduler's context keywords substituted."""
-    rendered = (
-        schedule_input.replace("<aws.scheduler.scheduled-time>", scheduled_time)
-        .replace("<aws.scheduler.execution-id>", execution_id)
-        .replace("<aws.scheduler.attempt-number>", str(attempt))
-    )
-    event: dict[str, Any] = json.loads(rendered)
-    return event
 
 
 def scheduled_event_envelope(detail: dict[str, Any], *, time: str, event_id: str) -> dict[str, Any]:
@@ -120,12 +90,6 @@ async def create_task(client: httpx.AsyncClient, **fields: Any) -> dict[str, Any
     assert resp.status_code == 201, resp.text
     task: dict[str, Any] = resp.json()
     return task
-
-
-def stored_input(scheduler: Any, task_id: str) -> str:
-    target = scheduler.get_schedule(Name=schedule_name(task_id), GroupName=GROUP)["Target"]
-    text: str = target["Input"]
-    return text
 
 
 async def chat(client: httpx.AsyncClient, services: Services, model: ScriptedModel, thread: str, text: str) -> None:

@@ -3,6 +3,7 @@ their schedules, owner-scoped, with clear 422s for bad configurations and old-sy
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -19,8 +20,9 @@ from shared.adapters.aws.scheduler import SchedulerError, schedule_name
 from shared.automation.models import AutomationTask
 from shared.automation.store import InMemoryAutomationStore
 from shared.wiring import Services
-from tests.conftest import REGION, TABLE, bearer
 from tests.support.scripted_model import ScriptedModel
+from tests.support.settings import REGION, TABLE
+from tests.support.tokens import bearer
 
 GROUP = "agent-automation"
 FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:agent-automation"
@@ -133,7 +135,7 @@ async def test_a_thread_of_another_user_cannot_be_used(client: httpx.AsyncClient
 @pytest.mark.parametrize("backend", ["dynamodb", "memory"])
 async def test_crud_round_trip(services: Services, client: httpx.AsyncClient, backend: str) -> None:
     if backend == "memory":
-        services.overrides = services.overrides._replace(automation_store=InMemoryAutomationStore())
+        services.overrides = dataclasses.replace(services.overrides, automation_store=InMemoryAutomationStore())
     created = (await client.post(BASE, json=task_body(tools=["get_current_time"]), headers=bearer())).json()
     task_id = created["taskId"]
     second = (await client.post(BASE, json=task_body(name="Weekly review"), headers=bearer())).json()
@@ -355,7 +357,7 @@ class FailingScheduler:
 
 async def test_a_failed_schedule_creation_leaves_no_task(services: Services, client: httpx.AsyncClient) -> None:
     failing = FailingScheduler()
-    services.overrides = services.overrides._replace(automation_scheduler=failing)
+    services.overrides = dataclasses.replace(services.overrides, automation_scheduler=failing)
     resp = await client.post(BASE, json=task_body(), headers=bearer())
     assert resp.status_code >= 500
     assert resp.json()["error"]["code"] == "scheduler_unavailable"
@@ -372,7 +374,8 @@ async def test_a_failed_schedule_update_or_delete_keeps_the_task_as_it_was(make_
         created = (await http.post(BASE, json=task_body(), headers=bearer())).json()
         # WHEN the Scheduler goes down (a fresh Services instance: the service is built once per instance)
         broken = Services(
-            services.settings, overrides=services.overrides._replace(automation_scheduler=FailingScheduler())
+            services.settings,
+            overrides=dataclasses.replace(services.overrides, automation_scheduler=FailingScheduler()),
         )
         broken_app = create_app(broken)
         broken_app.include_router(router)

@@ -5,29 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
 from shared.adapters.redis_stream import run_stream_key
-from tests.conftest import bearer
+from tests.support.chat_requests import TIME_CALL, post_run, run_body, user
 from tests.support.scripted_model import ScriptedModel, Turn
-from tests.support.sse import parse_sse
-
-TIME_CALL = ("call_1", "get_current_time", '{"timezone": "Europe/Paris"}')
-
-
-def run_body(thread: str, run: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {"threadId": thread, "runId": run, "messages": messages, "tools": [], "context": [], **extra}
-
-
-def user(mid: str, text: str) -> dict[str, Any]:
-    return {"id": mid, "role": "user", "content": text}
-
-
-async def post_run(client: httpx.AsyncClient, body: dict[str, Any], **headers: str) -> tuple[int, list[Any]]:
-    resp = await client.post("/api/v1/agent", json=body, headers={**bearer(), **headers})
-    if resp.headers.get("content-type", "").startswith("text/event-stream"):
-        return resp.status_code, [f for f in parse_sse(resp.text) if not f.is_comment_only]
-    return resp.status_code, [resp.json()]
+from tests.support.tokens import bearer
 
 
 async def test_run_with_tool_call_streams_the_agui_sequence(make_services: Any, asgi_client: Any) -> None:

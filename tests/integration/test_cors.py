@@ -11,8 +11,9 @@ from typing import Any
 
 from shared.settings import Settings
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
+from tests.support.tokens import bearer
 
 APP_ORIGIN = "https://app.example.com"
 EVIL_ORIGIN = "https://evil.example.com"

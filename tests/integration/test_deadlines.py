@@ -17,11 +17,12 @@ import httpx
 from shared.models import Identity, RunStatus
 from shared.runs.deadline import LAMBDA_CONTEXT_HEADER, deadline_from_context, deadline_from_lambda_header
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
-from tests.reliability.streams import assert_well_formed_run, body, events_of
 from tests.support.live_app import serve_app
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
 from tests.support.sse import parse_sse
+from tests.support.streams import assert_well_formed_run, body, events_of
+from tests.support.tokens import bearer
 
 USER = Identity(tenant_id="tenant-1", user_id="user-1")
 

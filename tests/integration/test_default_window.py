@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from shared.llm.types import ChatRequest
-from tests.conftest import bearer
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.tokens import bearer
 
 NUMBERED = re.compile(r"user message (\d+)\b")
 

@@ -13,10 +13,11 @@ import pytest
 from shared.llm.types import ToolSpec
 from shared.tools.registry import ServerTool, ToolContext, ToolRegistry
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.live_app import serve_app
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
+from tests.support.settings import make_settings
 from tests.support.sse import SseFrame, iter_sse_frames, parse_sse
+from tests.support.tokens import bearer
 
 pytestmark = pytest.mark.e2e
 

@@ -20,8 +20,9 @@ from shared.memory.models import Memory, MemoryKind, MemoryStatus
 from shared.models import Identity, utc_now
 from shared.stream_keys import run_stream_key, thread_stream_key
 from shared.wiring import Services
-from tests.conftest import REGION, TABLE, TEST_SECRET, bearer
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import REGION, TABLE, TEST_SECRET
+from tests.support.tokens import bearer
 
 TENANT, USER = "tenant-1", "user-1"
 ERASER = (ERASE_SCOPE,)

@@ -10,10 +10,11 @@ import httpx
 import pytest
 
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.profiles import chat_catalog
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
 from tests.support.sse import parse_sse
+from tests.support.tokens import bearer
 
 CONFIRM = {
     "name": "confirm_booking",

@@ -20,10 +20,11 @@ from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.profiles import default_catalog
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import TEST_SECRET, bearer, make_settings
 from tests.support.live_app import serve_app
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import TEST_SECRET, make_settings
 from tests.support.sse import parse_sse
+from tests.support.tokens import bearer
 
 ISSUER = "https://issuer.test/"
 AUDIENCE = "agent-api"

@@ -19,9 +19,10 @@ from shared.adapters.in_memory_stream import InMemoryEventStream
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity, RunStatus
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
-from tests.reliability.streams import body
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
+from tests.support.streams import body
+from tests.support.tokens import bearer
 
 
 async def test_the_post_returns_only_after_its_run_settled_when_the_client_left() -> None:

@@ -11,8 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -21,45 +19,12 @@ import pytest
 
 from functions.agent_api import lambda_buffered
 from shared.adapters.aws.dynamodb_store import create_table
-from tests.conftest import REGION, TABLE, TEST_SECRET, bearer
+from tests.support.lambda_events import ROOT, LambdaContext, proxy_event
 from tests.support.model_server import ModelServer, ScriptedTurn
 from tests.support.redis_server import free_port
+from tests.support.settings import REGION, TABLE, TEST_SECRET
 from tests.support.sse import iter_sse_frames
-
-ROOT = Path(__file__).resolve().parents[2]
-EVENT = json.loads((ROOT / "tests" / "events" / "apigw_proxy_v1.json").read_text())
-
-
-@dataclass
-class LambdaContext:
-    function_name: str = "agent-backend-buffered"
-    memory_limit_in_mb: int = 512
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:agent-backend-buffered"
-    aws_request_id: str = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
-
-
-def proxy_event(method: str, path: str, headers: dict[str, str], body: str | None = None) -> dict[str, Any]:
-    event = json.loads(json.dumps(EVENT))
-    event.update(
-        {
-            "httpMethod": method,
-            "path": path,
-            "resource": "/{proxy+}",
-            "pathParameters": {"proxy": path.lstrip("/")},
-            "queryStringParameters": None,
-            "multiValueQueryStringParameters": None,
-            "body": body,
-            "isBase64Encoded": False,
-        }
-    )
-    event["headers"] = {**{k: v for k, v in event["headers"].items() if k.lower() != "accept-encoding"}, **headers}
-    event["multiValueHeaders"] = {k: [v] for k, v in event["headers"].items()}
-    event["requestContext"]["httpMethod"] = method
-    event["requestContext"]["path"] = f"/prod{path}"
-    return event
+from tests.support.tokens import bearer
 
 
 @pytest.fixture

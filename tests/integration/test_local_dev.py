@@ -21,9 +21,10 @@ from devtools.local.embedded import EmbeddedAws
 from devtools.local.runner import build_local_app
 from shared.models import ExecutorKind, RunStatus
 from shared.wiring import Services
-from tests.conftest import bearer, make_settings
-from tests.reliability.streams import body, events_of
 from tests.support.live_app import serve_asgi
+from tests.support.settings import make_settings
+from tests.support.streams import body, events_of
+from tests.support.tokens import bearer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

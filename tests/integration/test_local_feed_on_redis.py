@@ -21,7 +21,7 @@ from shared.run_results import ExecutionResult
 from shared.runs.service import RunService
 from shared.runs.tailing import StreamTail
 from shared.stream_keys import run_stream_key
-from tests.unit.test_run_lifecycle import a_context
+from tests.support.run_rigs import a_context
 
 
 class CountingStream(RedisEventStream):

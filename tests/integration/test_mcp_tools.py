@@ -17,12 +17,13 @@ import pytest
 
 from shared.tools.mcp_servers import McpToolbox, parse_mcp_servers
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.mcp_server import McpServerHandle, mcp_server
 from tests.support.profiles import chat_catalog
 from tests.support.redis_server import free_port
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
 from tests.support.sse import parse_sse
+from tests.support.tokens import bearer
 
 ALLOWED = ["lookup", "explode", "slow", "get_current_time"]
 

@@ -33,9 +33,10 @@ from shared.memory.executor import SYSTEM_PROMPT
 from shared.memory.trigger import RunCompletedPublisher
 from shared.models import utc_now
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import REGION, TABLE, bearer, make_settings
-from tests.integration.test_memory_extract_handler import FakeLambdaContext
+from tests.support.memory_extract_events import FakeLambdaContext
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import REGION, TABLE, make_settings
+from tests.support.tokens import bearer
 
 BUS = "agent-events-coalescing"
 IDEMPOTENCY_TABLE = "agent-test-idempotency"

@@ -12,8 +12,9 @@ from shared.memory.models import Memory, MemoryKind
 from shared.memory.store import InMemoryMemoryStore
 from shared.memory.trigger import RunCompletedPublisher
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
+from tests.support.tokens import bearer
 
 
 class RecordingPublisher:

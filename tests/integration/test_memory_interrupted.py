@@ -22,8 +22,9 @@ from shared.memory.models import BusEvent
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.model_server import ModelServer, ScriptedTurn
+from tests.support.settings import make_settings
+from tests.support.tokens import bearer
 
 IDENTITY = Identity(tenant_id="tenant-1", user_id="user-1")
 CUT = ScriptedTurn(text=["thinking ", "about ", "it"], disconnect_after_chunks=2)

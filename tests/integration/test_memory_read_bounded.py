@@ -15,7 +15,7 @@ from shared.adapters.aws.memory_store import DynamoDBMemoryStore, _to_item
 from shared.memory.injection import MEMORY_CANDIDATES, ActiveMemories
 from shared.memory.models import Memory, MemoryKind, MemoryStatus
 from shared.models import Identity
-from tests.conftest import TABLE
+from tests.support.settings import TABLE
 
 ALICE = Identity(tenant_id="tenant-a", user_id="alice")
 AT = datetime(2026, 1, 1, tzinfo=UTC)

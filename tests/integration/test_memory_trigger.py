@@ -20,7 +20,7 @@ from shared.memory.models import BusEvent, PublishFailure
 from shared.memory.trigger import RunCompletedPublisher, run_completed_event
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus
 from shared.profiles import default_catalog
-from tests.conftest import REGION
+from tests.support.settings import REGION
 
 BUS = "agent-events-test"
 

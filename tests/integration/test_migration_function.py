@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -27,27 +27,10 @@ from shared.adapters.aws.dynamodb_store import create_table
 from shared.adapters.aws.function_invoker import LambdaInvoker
 from shared.adapters.aws.migration_state import MigrationStateTable, run_key
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import REGION, TABLE, make_settings
-from tests.contract.test_function_invoker_contract import lambda_function, record_invocations
+from tests.support.lambda_functions import lambda_function, record_invocations
+from tests.support.migration_context import LambdaContext
 from tests.support.old_shapes import Seeded, before_index, memory, seed
-
-
-@dataclass
-class LambdaContext:
-    """What the handler reads of Lambda's context. Each ``get_remaining_time_in_millis`` call costs ``step_ms``."""
-
-    remaining_ms: int
-    invoked_function_arn: str
-    step_ms: int = 0
-    aws_request_id: str = "req-1"
-    function_name: str = "agent-dev-migrate"
-    memory_limit_in_mb: int = 512
-    asked: int = field(default=0)
-
-    def get_remaining_time_in_millis(self) -> int:
-        remaining = self.remaining_ms - self.asked * self.step_ms
-        self.asked += 1
-        return remaining
+from tests.support.settings import REGION, TABLE, make_settings
 
 
 @dataclass

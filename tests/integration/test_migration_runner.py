@@ -26,9 +26,9 @@ from shared.migrations.memory_index import ACTIVE_MEMORY_INDEX
 from shared.models import Identity
 from shared.ports.memory import MemoryStore
 from shared.wiring import Services
-from tests.conftest import TABLE, make_settings
 from tests.support.moto_lock import OneRequestAtATime
 from tests.support.old_shapes import Seeded, WriteCounter, before_index, memory, seed
+from tests.support.settings import TABLE, make_settings
 
 FAST = RunnerOptions(segments=4, page_size=1_000, rate_wcu=1_000_000)
 """No throttle, and big pages: moto reads the whole table for every page, so fewer pages is what saves time."""

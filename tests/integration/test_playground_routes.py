@@ -21,8 +21,8 @@ from functions.agent_api.playground import STATIC_DIR
 from shared.auth import AUDIT_SCOPE, TokenVerifier
 from shared.settings import Settings
 from shared.wiring import Services
-from tests.conftest import TABLE, TEST_SECRET, make_settings
-from tests.integration.test_lambda_entry_points import ROOT, LambdaContext, proxy_event
+from tests.support.lambda_events import ROOT, LambdaContext, proxy_event
+from tests.support.settings import TABLE, TEST_SECRET, make_settings
 
 DEV_TOKEN = "/playground/dev-token"
 

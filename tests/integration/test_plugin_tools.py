@@ -7,10 +7,11 @@ import json
 from typing import Any
 
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.profiles import chat_catalog
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
 from tests.support.sse import parse_sse
+from tests.support.tokens import bearer
 
 
 async def test_a_plugin_tool_is_offered_checked_and_run_by_the_worker(

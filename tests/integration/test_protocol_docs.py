@@ -25,9 +25,10 @@ from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S
 from shared.runs.tailing import STREAM_UNAVAILABLE
 from shared.settings import Settings
 from shared.wiring import Services
-from tests.conftest import bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
 from tests.support.sse import parse_sse
+from tests.support.tokens import bearer
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "protocols" / "agent"

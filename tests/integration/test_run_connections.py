@@ -20,7 +20,7 @@ from shared.run_events.emitter import is_terminal
 from shared.runs.service import RunService
 from shared.runs.watch import CONTROL_TTL_S, STOP_SIGNAL
 from shared.stream_keys import run_control_key
-from tests.unit.test_run_lifecycle import SaysHello, a_context
+from tests.support.run_rigs import SaysHello, a_context
 
 RUNS = 6
 

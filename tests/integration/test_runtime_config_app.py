@@ -13,9 +13,9 @@ import pytest
 from devtools.local.appconfig_standin import ExtensionStandIn
 from shared.adapters.in_memory_config import InMemoryConfigSource
 from shared.runtime_config import LiveProfiles
-from tests.conftest import bearer
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.sse import parse_sse
+from tests.support.tokens import bearer
 
 POLL_S = 0.2
 TRIAL = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.errors import ModelError
-from tests.integration.test_chat_run import TIME_CALL, post_run, run_body, user
+from tests.support.chat_requests import TIME_CALL, post_run, run_body, user
 from tests.support.scripted_model import ScriptedModel, Turn
 
 

@@ -11,13 +11,12 @@ import boto3
 import pytest
 
 from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
-from tests.conftest import REGION, TABLE, TEST_SECRET
 from tests.support.lambda_instance import Instance
 from tests.support.model_server import ModelServer
 from tests.support.moto_server import moto_server
+from tests.support.settings import REGION, TABLE, TEST_SECRET
 
-LEASE_S = 6.0
-HEARTBEAT_S = 2.0
+from .leases import HEARTBEAT_S, LEASE_S
 
 
 @pytest.fixture

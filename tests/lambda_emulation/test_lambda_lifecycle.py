@@ -17,12 +17,13 @@ import pytest
 
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.models import Identity, RunStatus
-from tests.conftest import bearer
-from tests.lambda_emulation.conftest import LEASE_S
-from tests.reliability.streams import TERMINAL, assert_well_formed_run, body, events_of
 from tests.support.lambda_instance import Instance
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
 from tests.support.sse import iter_sse_frames
+from tests.support.streams import TERMINAL, assert_well_formed_run, body, events_of
+from tests.support.tokens import bearer
+
+from .leases import LEASE_S
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import ci, make_settings
+from tests.support.ci import running_in_ci
 from tests.support.live_app import serve_app
 from tests.support.llama_server import LlamaServer, LlamaServerMissing, built_env, llama_server
 from tests.support.model_proxy import ModelProxy
 
+from .model_settings import real_settings
+
 pytestmark = pytest.mark.real_model
 
-PROVIDER_MODEL = "smollm2-135m"
-MODEL_ID_MAP = '{"qwen3.5-30b-a3b": "smollm2-135m", "qwen3.5-flash": "smollm2-135m"}'
 """The deployment's map: the profiles' logical ids to the id this server serves (it accepts any id anyway)."""
 
 
@@ -30,7 +30,7 @@ def llama() -> Iterator[LlamaServer]:
     try:
         built_env()
     except LlamaServerMissing as exc:
-        if ci():
+        if running_in_ci():
             raise
         pytest.skip(str(exc))
     with llama_server() as server:
@@ -49,7 +49,7 @@ def llama_embeddings() -> Iterator[LlamaServer]:
     try:
         built_env()
     except LlamaServerMissing as exc:
-        if ci():
+        if running_in_ci():
             raise
         pytest.skip(str(exc))
     with llama_server(n_ctx=512, extra_args=EMBEDDINGS_ARGS) as server:
@@ -60,16 +60,6 @@ def llama_embeddings() -> Iterator[LlamaServer]:
 def proxy(llama: LlamaServer) -> Iterator[ModelProxy]:
     with ModelProxy(upstream=llama.base_url) as running:
         yield running
-
-
-def real_settings(proxy: ModelProxy, **overrides: Any) -> Any:
-    return make_settings(
-        llm_base_url=proxy.base_url,
-        llm_api_key="test-key",
-        llm_timeout_s=120.0,
-        model_id_map=MODEL_ID_MAP,
-        **overrides,
-    )
 
 
 @pytest.fixture

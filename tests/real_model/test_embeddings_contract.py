@@ -1,11 +1,12 @@
 """The embeddings port's wire contract against a model-serving process: ``OpenAIEmbedder`` and the real ``openai``
-client over HTTP to llama.cpp's OpenAI-compatible server (llama-cpp-python) computing embeddings with the GGUF
-model of this tier (SmolLM2-135M, from a PyPI package).
+client over HTTP to llama.cpp's OpenAI-compatible server (llama-cpp-python) computing embeddings with the GGUF model
+of this tier (SmolLM2-135M, from a PyPI package).
 
-The wire-contract cases of ``tests/contract/test_embedder_contract.py`` run here unchanged, with this module's
-``embedder`` (imported test functions take the fixtures of the module that collects them). The tiny chat model is
-no embeddings model, so nothing here judges what its vectors mean: only what any embeddings server must give the
-adapter (one vector per text, one dimension, in order, the same for the same text, errors as ``ModelError``).
+The wire-contract cases of ``tests/support/embedder_wire_cases.py`` (the contract suite runs them too) run here
+unchanged, with this module's ``embedder`` (imported test functions take the fixtures of the module that collects
+them). The tiny chat model is no embeddings model, so nothing here judges what its vectors mean: only what any
+embeddings server must give the adapter (one vector per text, one dimension, in order, the same for the same text,
+errors as ``ModelError``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from shared.adapters.openai_embeddings import OpenAIEmbedder
 from shared.errors import ModelError
 from shared.memory.embeddings import cosine
-from tests.contract.test_embedder_contract import (  # the shared wire-contract cases, collected here too
+from tests.support.embedder_wire_cases import (  # the shared wire-contract cases, collected here too
     test_one_unit_vector_per_text_in_order_and_deterministic,
     test_the_dimension_is_the_same_for_every_text_and_a_blank_text_is_embedded,
 )

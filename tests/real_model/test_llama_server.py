@@ -25,12 +25,13 @@ from shared.memory.job import MemoryRunFailed
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer
-from tests.real_model.conftest import MODEL_ID_MAP, PROVIDER_MODEL, real_settings
 from tests.support.agui_clients import run_js_agent, turn_problems, validate_sse
 from tests.support.llama_server import LlamaServer
 from tests.support.model_proxy import ForcePolicy, Forwarded, ModelProxy
 from tests.support.sse import parse_sse
+from tests.support.tokens import bearer
+
+from .model_settings import MODEL_ID_MAP, PROVIDER_MODEL, real_settings
 
 pytestmark = [pytest.mark.real_model, pytest.mark.e2e]
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import make_settings
 from tests.support.live_app import serve_app
 from tests.support.model_server import ModelServer
+from tests.support.settings import make_settings
 
 FAULT_SETTINGS: dict[str, Any] = {"llm_max_retries": 1, "llm_timeout_s": 1.0}
 

@@ -18,11 +18,12 @@ from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.errors import NotFound
 from shared.models import RunStatus
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import TABLE, bearer, make_settings
-from tests.reliability.streams import assert_no_duplicates, assert_well_formed_run, body, events_of, history
 from tests.reliability.throttling import Throttle, throttled_client
 from tests.support.moto_lock import OneRequestAtATime
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import TABLE, make_settings
+from tests.support.streams import assert_no_duplicates, assert_well_formed_run, body, events_of, history
+from tests.support.tokens import bearer
 
 
 @pytest.fixture

@@ -23,10 +23,11 @@ from shared.models import ExecutionMeta
 from shared.runs import intake
 from shared.threads import decode_cursor
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import REGION, bearer, make_settings
-from tests.reliability.streams import events_of
 from tests.support.live_app import serve_app
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import REGION, make_settings
+from tests.support.streams import events_of
+from tests.support.tokens import bearer
 
 MAX_EXAMPLES = 12
 

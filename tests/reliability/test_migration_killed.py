@@ -26,10 +26,10 @@ import pytest
 from shared.adapters.aws.dynamodb_store import create_table
 from shared.adapters.aws.memory_store import _to_item
 from shared.adapters.aws.migration_state import MigrationStateTable
-from tests.conftest import REGION, TABLE
 from tests.support.migration_driver import OPTIONS
 from tests.support.moto_server import moto_server
 from tests.support.old_shapes import Seeded, seed
+from tests.support.settings import REGION, TABLE
 
 pytestmark = [pytest.mark.slow]
 

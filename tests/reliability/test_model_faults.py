@@ -14,16 +14,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import bearer
-from tests.reliability.streams import (
+from tests.support.agui_clients import validate_sse
+from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
+from tests.support.streams import (
     assert_no_duplicates,
     assert_well_formed_run,
     body,
     events_of,
     history,
 )
-from tests.support.agui_clients import validate_sse
-from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
+from tests.support.tokens import bearer
 
 pytestmark = pytest.mark.e2e
 

@@ -21,13 +21,14 @@ import pytest
 from shared.models import RunStatus
 from shared.runs.service import RunService
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
-from tests.reliability.streams import assert_well_formed_run, body, data_frames, events_of, history
-from tests.reliability.tcp_proxy import CuttableProxy
 from tests.support.agui_clients import validate_sse
 from tests.support.live_app import serve_app
 from tests.support.model_server import ModelServer, ScriptedTurn
+from tests.support.settings import make_settings
 from tests.support.sse import SseFrame, iter_sse_frames
+from tests.support.streams import assert_well_formed_run, body, data_frames, events_of, history
+from tests.support.tcp_proxy import CuttableProxy
+from tests.support.tokens import bearer
 
 pytestmark = pytest.mark.e2e
 

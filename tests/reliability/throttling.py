@@ -18,7 +18,7 @@ import boto3
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 
-from tests.conftest import REGION
+from tests.support.settings import REGION
 
 THROTTLE_CODE = "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"
 

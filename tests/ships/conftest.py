@@ -6,17 +6,13 @@ false), where that is a failure: CI must never pass by skipping what ships.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from tests.support import shipped_artifact
+from tests.support.ci import running_in_ci
 from tests.support.shipped_artifact import Runtime
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in {"", "0", "false", "no"}
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +25,7 @@ def shipped_runtime(staged_artifact: Path) -> Runtime:
     python = shipped_artifact.runtime_python()
     if python is None:
         reason = "python3.12 (the functions' runtime) is not on PATH; set SHIPS_PYTHON to one"
-        if _in_ci():
+        if running_in_ci():
             pytest.fail(f"CI is set and the ships tier cannot run: {reason}")
         pytest.skip(reason)
     return shipped_artifact.install_requirements(staged_artifact / "requirements.txt", python)

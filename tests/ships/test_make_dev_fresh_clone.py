@@ -20,9 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.reliability.streams import assert_well_formed_run, events_of
 from tests.support.redis_server import free_port
 from tests.support.sse import parse_sse
+from tests.support.streams import assert_well_formed_run, events_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

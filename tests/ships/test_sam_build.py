@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tests.infra.sam_tools import REPO_ROOT, SamTools, running_in_ci, tools_venv
 from tests.support import shipped_artifact
+from tests.support.ci import running_in_ci
+from tests.support.sam_tools import REPO_ROOT, SamTools, tools_venv
 
 pytestmark = [pytest.mark.slow]
 

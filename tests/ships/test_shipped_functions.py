@@ -29,14 +29,15 @@ import httpx
 import pytest
 
 from shared.adapters.aws.dynamodb_store import create_table
-from tests.conftest import REGION, TABLE, TEST_SECRET, bearer
-from tests.reliability.streams import assert_well_formed_run, body, events_of
 from tests.support import handler_runtime, shipped_artifact
 from tests.support.agui_clients import validate_sse
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
 from tests.support.moto_server import moto_server
 from tests.support.redis_server import free_port, redis_server
+from tests.support.settings import REGION, TABLE, TEST_SECRET
 from tests.support.shipped_artifact import Runtime
+from tests.support.streams import assert_well_formed_run, body, events_of
+from tests.support.tokens import bearer
 from tests.support.traces import OtlpReceiver, otlp_receiver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -4,118 +4,17 @@ that turns out different from what the stored run needs is closed and sent again
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
-
 import pytest
 
-from shared.adapters.in_memory_store import MAX_CONTENT_CHARS, InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory_store import MAX_CONTENT_CHARS
 from shared.errors import Conflict, ServiceUnavailable
-from shared.executors.worker import WorkerExecutor
-from shared.llm.types import ChatChunk, ChatRequest
-from shared.models import Identity, Message, Role, Run
-from shared.ports.store import AdmittedRun
-from shared.runs.service import RunService
 from shared.stream_keys import run_stream_key
-from shared.tools.registry import ToolRegistry
-from tests.support.scripted_model import ScriptedModel, Turn
-from tests.unit.test_worker_prefetch import USER, context, keep
+from tests.support.request_ahead_rig import SLOW_MODEL_S, Rig
+from tests.support.scripted_model import Turn
+from tests.support.worker_rig import USER
 
-WRITE_S = 0.05
 """How long admission's write takes here: long enough that a request sent after it could not be mistaken."""
-SLOW_MODEL_S = 1.0
 """A model still thinking when a request sent ahead is closed (the stream is read as it arrives)."""
-
-
-class SlowWrite(InMemoryStore):
-    """Admission's write (messages and run record) takes ``WRITE_S``, or fails after it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written_at: list[float] = []
-        self.fail = False
-
-    async def admit_messages(
-        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
-    ) -> AdmittedRun:
-        await asyncio.sleep(WRITE_S)
-        if self.fail:
-            raise ConnectionError("the store went away")
-        try:
-            return await super().admit_messages(identity, thread_id, messages, run, last_seq=last_seq)
-        finally:
-            self.written_at.append(time.monotonic())
-
-
-class Watched(ScriptedModel):
-    """Records when each request left and whether its stream was read to the end or closed before."""
-
-    def __init__(self, *turns: Turn) -> None:
-        super().__init__(*turns)
-        self.sent_at: list[float] = []
-        self.ended_at: list[float] = []
-        self.closed_early = 0
-        self.read_through = 0
-
-    async def stream(self, request: ChatRequest) -> AsyncIterator[ChatChunk]:
-        self.sent_at.append(time.monotonic())
-        ended = False
-        try:
-            async for chunk in super().stream(request):
-                yield chunk
-            ended = True
-        finally:
-            self.ended_at.append(time.monotonic())
-            if ended:
-                self.read_through += 1
-            else:
-                self.closed_early += 1
-
-
-class Rig:
-    def __init__(self, *turns: Turn) -> None:
-        self.store = SlowWrite()
-        self.stream = InMemoryEventStream()
-        self.model = Watched(*turns)
-        self.runs = RunService(self.store, self.stream)
-
-    async def admit(self, run_id: str, text: str, *, digest: str | None = None, message_id: str | None = None) -> Any:
-        message = Message(id=message_id or f"m-{run_id}", thread_id="th-1", role=Role.USER, content=text)
-        worker = WorkerExecutor(self.model, self.store, self.store, ToolRegistry())
-        return await self.runs.admit(
-            context(run_id, text), body_digest=digest or run_id, new_messages=[message], executor=worker, settle=keep
-        )
-
-    async def answer(self, run_id: str) -> str:
-        events = [e.event async for e in self.runs.tail_run(USER.tenant_id, run_id) if e is not None]
-        await self.runs.wait_idle()
-        assert events[-1]["type"] == "RUN_FINISHED", events
-        return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
-
-
-async def test_the_first_model_request_leaves_before_the_run_is_stored() -> None:
-    rig = Rig(Turn(text=["Hello."]))
-    await rig.admit("run-1", "hi")
-    assert await rig.answer("run-1") == "Hello."
-    # THEN the request left while the write was in flight (one round trip sooner), and it is the stream the run
-    # read: one request only, read to its end
-    assert rig.model.sent_at[0] < rig.store.written_at[0]
-    assert (len(rig.model.requests), rig.model.read_through, rig.model.closed_early) == (1, 1, 0)
-    assert rig.model.requests[0].messages[-1].content == "hi"
-
-
-async def test_the_request_sent_ahead_is_read_as_the_model_sends_it_not_when_the_turn_gets_to_it() -> None:
-    # GIVEN a model that answers at once, and a write that takes longer than the answer
-    rig = Rig(Turn(text=["Hello", " there", "."]))
-    await rig.admit("run-1", "hi")
-    assert await rig.answer("run-1") == "Hello there."
-    # THEN the answer was read to its end (the response closed, its connection free again) before the run was even
-    # stored, and the turn then streamed it from what was read
-    assert rig.model.ended_at[0] < rig.store.written_at[0]
-    assert rig.model.read_through == 1
 
 
 async def test_cancelling_a_run_closes_the_request_it_sent_ahead() -> None:
@@ -183,24 +82,3 @@ async def test_a_first_request_that_differs_from_the_one_sent_ahead_is_sent_agai
     assert (rig.model.closed_early, rig.model.read_through) == (1, 1)
 
 
-async def test_without_the_memory_note_nothing_is_sent_ahead() -> None:
-    class FailingNotes:
-        def __init__(self) -> None:
-            self.calls = 0
-
-        async def note(self, identity: Identity, query: str, *, limit: int) -> str:
-            self.calls += 1
-            if self.calls == 1:
-                raise ConnectionError("memory store unreachable")
-            return "Known about the user: likes tea."
-
-    rig = Rig(Turn(text=["Hello."]))
-    notes = FailingNotes()
-    message = Message(id="m-1", thread_id="th-1", role=Role.USER, content="hi")
-    worker = WorkerExecutor(rig.model, rig.store, rig.store, ToolRegistry(), memories=notes)
-    await rig.runs.admit(context("run-1", "hi"), body_digest="d", new_messages=[message], executor=worker, settle=keep)
-    assert await rig.answer("run-1") == "Hello."
-    # THEN the request waited for the run to be stored and the note read again: it carries the note
-    assert rig.model.sent_at[0] > rig.store.written_at[0]
-    assert len(rig.model.requests) == 1 and notes.calls == 2
-    assert "likes tea" in rig.model.requests[0].messages[-1].content

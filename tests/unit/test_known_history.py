@@ -9,27 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.context_window import KnownHistory, ReadThrough, resolve_window
-from shared.models import Message, Role
-from shared.profiles import HistoryPolicy
-from tests.unit.test_context_window import BIG, NOW, TENANT, THREAD, History, ListReader, Thread, histories
-
-POLICIES = [
-    HistoryPolicy(n=3, max_input_tokens=BIG),
-    HistoryPolicy(n=20, max_input_tokens=BIG),
-    HistoryPolicy(n=2, max_input_tokens=BIG, include_current_user_message=False),
-    HistoryPolicy(n=3, max_input_tokens=BIG, block_size=4),
-    HistoryPolicy(n=20, max_input_tokens=BIG, block_size=20),
-    HistoryPolicy(mode="today_yesterday", max_input_tokens=BIG),
-]
-
-
-def known_after_admission(messages: list[Message], stored: int, read_limit: int) -> KnownHistory | None:
-    """What admission knows when the last ``stored`` messages are the run's own: the newest ``read_limit`` messages
-    before them (read beside the claim), then those it stored."""
-    before = messages[: len(messages) - stored]
-    read = list(reversed(before[-read_limit:])) if read_limit else []
-    last_seq = before[-1].seq if before else 0
-    return KnownHistory.after_admission(read, read_limit=read_limit, last_seq=last_seq or 0, stored=messages[-stored:])
+from tests.support.histories import (
+    NOW,
+    POLICIES,
+    TENANT,
+    THREAD,
+    History,
+    ListReader,
+    Thread,
+    histories,
+    known_after_admission,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -57,19 +47,6 @@ def test_the_window_from_what_admission_knows_is_the_window_read_from_the_store(
     assert through_reader.requests <= direct_reader.requests
     if page_size <= read_limit + stored or known.reaches_start:
         assert through.served >= 1 and through_reader.requests <= direct_reader.requests - 1
-
-
-def test_a_short_thread_is_served_whole_without_a_store_request() -> None:
-    thread = Thread()
-    for _ in range(3):
-        thread.user()
-        thread.add(Role.ASSISTANT)
-    thread.user()
-    known = known_after_admission(thread.messages, stored=1, read_limit=50)
-    assert known is not None and known.reaches_start
-    reader = ListReader(thread.messages)
-    window = asyncio.run(resolve_window(ReadThrough(reader, known), TENANT, THREAD, POLICIES[1], now=NOW))
-    assert [m.id for m in window.messages] == [m.id for m in thread.messages] and reader.requests == 0
 
 
 def test_a_gap_between_what_was_read_and_what_was_stored_is_not_trusted() -> None:

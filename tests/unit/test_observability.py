@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -79,7 +80,7 @@ async def test_the_metric_document_names_each_models_logical_and_provider_id(
 
 async def test_a_ramped_run_is_counted_per_profile_and_per_ramp_side(capsys: pytest.CaptureFixture[str]) -> None:
     # GIVEN a run that ramp "trial-1" sent to its new side
-    ctx = a_context()._replace(meta=ExecutionMeta(rollout_id="trial-1", rollout_side="new"))
+    ctx = dataclasses.replace(a_context(), meta=ExecutionMeta(rollout_id="trial-1", rollout_side="new"))
     # WHEN its metrics are emitted
     await emit_run_metrics(ctx, RunStatus.FAILED, a_result())
     doc = next(json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{"))
@@ -102,7 +103,7 @@ def test_a_memory_run_counts_the_proposals_its_gate_rejected() -> None:
         GateOutcome("memory_write", "rejected", "low_confidence", "unsure"),
     ]
     result = MemoryExecutionResult(outcomes=outcomes)
-    memory_ctx = a_context()._replace(meta=ExecutionMeta(executor=ExecutorKind.MEMORY))
+    memory_ctx = dataclasses.replace(a_context(), meta=ExecutionMeta(executor=ExecutorKind.MEMORY))
     # THEN its figures count the two rejections; a worker run has no such figure
     assert run_metrics(memory_ctx, RunStatus.SUCCEEDED, result)["MemoryRejections"] == 2
     assert "MemoryRejections" not in run_metrics(a_context(), RunStatus.SUCCEEDED, a_result())

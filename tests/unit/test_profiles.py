@@ -11,34 +11,8 @@ import pytest
 
 from shared.errors import ConfigurationError
 from shared.models import ExecutorKind
-from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, default_catalog, load_catalog
-
-KNOWN_TOOLS = frozenset({"get_current_time", "web_search"}) | MEMORY_TOOL_NAMES
-
-
-def chat_profile(name: str = "chat_default", **changes: Any) -> dict[str, Any]:
-    profile: dict[str, Any] = {
-        "name": name,
-        "executor": "worker",
-        "model": {"name": "qwen3.5-30b-a3b", "thinking": "off"},
-        "history_policy": {"mode": "last_n_user_messages", "n": 20, "include_current_user_message": True},
-        "tool_policy": {"mode": "intersection", "allowlist": ["get_current_time"]},
-    }
-    profile.update(changes)
-    return profile
-
-
-def memory_profile(name: str = "automation_memory_default", **changes: Any) -> dict[str, Any]:
-    profile = chat_profile(name, executor="memory", model={"name": "qwen3.5-flash", "thinking": "off"})
-    profile["tool_policy"] = {"mode": "intersection", "allowlist": ["memory_write", "memory_forget"]}
-    profile.update(changes)
-    return profile
-
-
-def write(directory: Path, *profiles: dict[str, Any]) -> Path:
-    for profile in profiles:
-        (directory / f"{profile['name']}.json").write_text(json.dumps(profile), encoding="utf-8")
-    return directory
+from shared.profiles import PROFILES_DIR, default_catalog, load_catalog
+from tests.support.profiles import KNOWN_TOOLS, chat_profile, memory_profile, write
 
 
 def load_error(directory: Path, **kwargs: Any) -> ConfigurationError:

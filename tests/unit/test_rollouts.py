@@ -11,7 +11,7 @@ import pytest
 from shared.errors import ConfigurationError
 from shared.profiles import ProfileCatalog, load_catalog
 from shared.rollouts import BUCKETS, bucket
-from tests.unit.test_profiles import KNOWN_TOOLS, chat_profile, memory_profile, write
+from tests.support.profiles import KNOWN_TOOLS, chat_profile, memory_profile, write
 
 USERS = [f"user-{i}" for i in range(1000)]
 

@@ -8,57 +8,16 @@ import asyncio
 from typing import Any
 
 import pytest
-from ag_ui.core import TextMessageContentEvent, TextMessageEndEvent, TextMessageStartEvent
 
 from shared.adapters.in_memory_store import InMemoryStore
 from shared.adapters.in_memory_stream import InMemoryEventStream
 from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
-from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus
-from shared.profiles import default_catalog
+from shared.models import ExecutorKind, RunStatus
 from shared.run_events.emitter import RunEmitter, is_terminal
 from shared.runs.service import RunService
 from shared.stream_keys import run_control_key
-
-USER = Identity(tenant_id="t", user_id="u")
-
-
-def a_context(run_id: str, thread_id: str = "th", executor: ExecutorKind = ExecutorKind.WORKER) -> RunContext:
-    meta = ExecutionMeta(origin=Origin.CHAT, executor=executor, hidden_from_user=executor is ExecutorKind.MEMORY)
-    return RunContext(
-        identity=USER, thread_id=thread_id, run_id=run_id, profile=default_catalog().get("chat_default"), meta=meta
-    )
-
-
-class SaysHello:
-    step_name = "worker"
-
-    def __init__(self, fail: bool = False) -> None:
-        self.fail = fail
-
-    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
-        await emitter.emit(TextMessageStartEvent(message_id="m1", role="assistant"))
-        await emitter.emit(TextMessageContentEvent(message_id="m1", delta="hello"))
-        await emitter.emit(TextMessageEndEvent(message_id="m1"))
-        if self.fail:
-            raise RuntimeError("boom")
-        return ExecutionResult()
-
-
-class TalksUntilCancelled:
-    step_name = "worker"
-
-    def __init__(self) -> None:
-        self.talking = asyncio.Event()
-
-    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
-        result = ExecutionResult()
-        try:
-            self.talking.set()
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            result.cancelled = True
-        return result
+from tests.support.run_rigs import USER, SaysHello, TalksUntilCancelled, a_context
 
 
 class Journal:

@@ -21,8 +21,9 @@ from shared.models import Identity
 from shared.profiles import ProfileCatalog, default_catalog, default_known_tools
 from shared.rollouts import RolloutRules
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
+from tests.support.tokens import bearer
 
 TENANT, USER = "tenant-1", "user-1"
 

@@ -22,7 +22,7 @@ from shared.errors import ConfigurationError
 from shared.profiles import ProfileCatalog, ProfileChecks, build_catalog, default_catalog, default_known_tools
 from shared.runtime_config import CatalogBase, LiveProfiles, document_schema
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra" / "runtime-config.example.json"

@@ -14,7 +14,7 @@ from shared import auth
 from shared.auth import LEEWAY_S, VERIFIED_FOR_S, VERIFIED_TOKENS, TokenVerifier, mint_local_token
 from shared.errors import Unauthenticated
 from shared.models import Identity
-from tests.conftest import TEST_SECRET, make_settings
+from tests.support.settings import TEST_SECRET, make_settings
 
 
 class Clock:

@@ -89,11 +89,17 @@ class EncodeCounter:
         monkeypatch.setattr(json, "dumps", counting)
 
 
-@pytest.fixture
-def event_stream() -> Any:
-    """The in-memory stream here; tests/integration/test_event_encoded_once_on_redis.py runs the same test on a
-    redis-server."""
-    return InMemoryEventStream()
+@pytest.fixture(params=["memory", "redis"])
+async def event_stream(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """The in-memory stream, and a redis-server (its client encodes nothing again on the way)."""
+    if request.param == "memory":
+        yield InMemoryEventStream()
+        return
+    from shared.adapters.redis_stream import RedisEventStream, connect
+
+    stream = RedisEventStream(connect(request.getfixturevalue("redis_url"), cluster=False))
+    yield stream
+    await stream.close()
 
 
 async def test_each_event_is_encoded_once_from_the_emitter_to_the_sse_frames_of_both_streams(

@@ -6,8 +6,8 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import bearer
 from tests.support.sse import SseFrame, parse_sse
+from tests.support.tokens import bearer
 
 TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
 

@@ -24,8 +24,9 @@ from shared.llm.types import ChatChunk, ChatRequest
 from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.settings import make_settings
+from tests.support.tokens import bearer
 
 MAX_PASSES = 4
 """Measured: 4 on a new thread and on an existing one. It was 11 with a ``gather`` around admission and its memory

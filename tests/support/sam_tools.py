@@ -23,10 +23,6 @@ def tools_venv() -> Path:
     return Path(os.environ.get("SAM_TOOLS_VENV", REPO_ROOT / ".tools" / "sam-venv"))
 
 
-def running_in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in {"", "0", "false", "no"}
-
-
 def offline_env() -> dict[str, str]:
     """The environment the gate runs with: a region, no telemetry, and no credentials of the developer."""
     env = {
