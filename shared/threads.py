@@ -16,8 +16,9 @@ from shared.runs.intake import check_stream_id
 from shared.stream_keys import thread_stream_key
 
 
-# A role, not a port: the store ports plus the run list, as ThreadService reads them (the store adapters have it).
-class ThreadStore(ConversationStore, AuditLog, Protocol):
+# A role, not a port: the conversation store, the audit log and the run list, as ThreadService reads them
+# (AggregateStore has it).
+class ThreadReads(ConversationStore, AuditLog, Protocol):
     async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]: ...
 
 
@@ -64,7 +65,7 @@ def decode_cursor(cursor: str) -> int:
 class ThreadService:
     """The caller's threads; another user's or tenant's thread is ``NotFound`` (the store's ``get_thread``)."""
 
-    def __init__(self, store: ThreadStore, runs: StreamTailer) -> None:
+    def __init__(self, store: ThreadReads, runs: StreamTailer) -> None:
         self._store = store
         self._runs = runs
 

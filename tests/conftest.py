@@ -12,6 +12,7 @@ from shared.auth import mint_local_token
 from shared.settings import Settings
 from tests.support.redis_server import redis_server
 from tests.support.scripted_model import ScriptedModel, check_scripts
+from tests.support.table_stores import TABLE
 
 if TYPE_CHECKING:
     # Imported where used: moto, boto3 and the app take seconds to import, and the unit tier needs none of them.
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from shared.wiring import Services
 
 TEST_SECRET = "test-secret-for-hs256-tokens-0123456789"
-TABLE = "agent-test"
 REGION = "us-east-1"
 
 
@@ -75,7 +75,7 @@ def aws() -> Iterator[Any]:
     from moto import mock_aws
 
     from shared.adapters.aws.clients import serialise_calls
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
 
     # moto in-process is not thread-safe: every client of this process (the test's and those the services build
     # themselves) sends one request at a time while it runs.

@@ -47,7 +47,7 @@ class AutomationStore(Protocol):
 class TaskScheduler(Protocol):
     """The schedule behind each task (EventBridge Scheduler in AWS).
 
-    Fake: ``InMemoryTaskScheduler`` (shared/adapters/in_memory_scheduler.py); adapter: ``EventBridgeTaskScheduler``
+    Fake: ``InMemoryTaskScheduler`` (shared/adapters/in_memory/scheduler.py); adapter: ``EventBridgeTaskScheduler``
     (shared/adapters/aws/scheduler.py); contract: tests/contract/test_task_scheduler_contract.py."""
 
     async def create(self, task: AutomationTask) -> str:

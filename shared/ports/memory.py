@@ -117,7 +117,7 @@ class PendingExtractions(Protocol):
 class DueQueue(Protocol):
     """Delayed "extraction due" messages for the memory consumer (SQS ``DelaySeconds`` in AWS).
 
-    Fake: ``InMemoryDueQueue`` (shared/adapters/in_memory_due_queue.py); adapter: ``SqsDueQueue``
+    Fake: ``InMemoryDueQueue`` (shared/adapters/in_memory/due_queue.py); adapter: ``SqsDueQueue``
     (shared/adapters/aws/sqs_due_queue.py); contract: tests/contract/test_due_queue_contract.py."""
 
     async def send(self, due: ExtractionDue, *, delay_s: int) -> None:
@@ -144,7 +144,7 @@ class Embedder(Protocol):
 class EventPublisher(Protocol):
     """The event bus (the ``agent.run.completed`` events memory extraction listens to).
 
-    Fake: ``InMemoryEventPublisher`` (shared/adapters/in_memory_publisher.py); adapter: ``EventBridgePublisher``
+    Fake: ``InMemoryEventPublisher`` (shared/adapters/in_memory/publisher.py); adapter: ``EventBridgePublisher``
     (shared/adapters/aws/eventbridge.py); contract: tests/contract/test_event_publisher_contract.py."""
 
     async def publish(self, events: Sequence[BusEvent]) -> list[PublishFailure]:

@@ -30,7 +30,7 @@ class FunctionInvoker(Protocol):
     """Starts a function again, asynchronously, with a payload: how the migration function hands its remaining work
     to a fresh invocation before its own timeout.
 
-    Fake: ``RecordingInvoker`` (shared/adapters/in_memory_invoker.py); adapter: ``LambdaInvoker``
+    Fake: ``RecordingInvoker`` (shared/adapters/in_memory/invoker.py); adapter: ``LambdaInvoker``
     (shared/adapters/aws/function_invoker.py); contract: tests/contract/test_function_invoker_contract.py."""
 
     async def invoke_async(self, function: str, payload: Mapping[str, Any]) -> None:

@@ -223,7 +223,7 @@ def test_every_function_gets_the_app_environment(expanded_template: Template) ->
 
 
 def _store_table() -> dict[str, Any]:
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
 
     class Recorder:
         def create_table(self, **kwargs: Any) -> None:
@@ -491,7 +491,7 @@ def test_prod_gets_a_nat_per_az_and_there_is_no_sqs_endpoint(expanded_template: 
 
 
 def test_retention_parameters_reach_every_function(expanded_template: Template) -> None:
-    from shared.adapters.aws.dynamodb_store import Retention
+    from shared.adapters.aws.table_schema import Retention
 
     parameters = expanded_template["Parameters"]
     assert parameters["RunRetentionDays"]["Default"] == Retention().run.days

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from functions.agent_api import lambda_buffered
-from shared.adapters.aws.dynamodb_store import create_table
+from shared.adapters.aws.table_schema import create_table
 from tests.conftest import REGION, TABLE, TEST_SECRET, bearer
 from tests.support.model_server import ModelServer, ScriptedTurn
 from tests.support.redis_server import free_port

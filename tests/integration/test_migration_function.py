@@ -23,7 +23,7 @@ from moto import mock_aws
 from functions.migrate import cli
 from functions.migrate.handler import STOP_BEFORE_TIMEOUT_MS, lambda_handler
 from shared.adapters.aws.clients import serialise_calls
-from shared.adapters.aws.dynamodb_store import create_table
+from shared.adapters.aws.table_schema import create_table
 from shared.adapters.aws.function_invoker import LambdaInvoker
 from shared.adapters.aws.migration_state import MigrationStateTable, run_key
 from shared.wiring import ServiceOverrides, Services

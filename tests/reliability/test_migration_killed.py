@@ -23,7 +23,7 @@ from typing import Any
 import boto3
 import pytest
 
-from shared.adapters.aws.dynamodb_store import create_table
+from shared.adapters.aws.table_schema import create_table
 from shared.adapters.aws.memory_store import _to_item
 from shared.adapters.aws.migration_state import MigrationStateTable
 from tests.conftest import REGION, TABLE

@@ -28,7 +28,7 @@ import boto3
 import httpx
 import pytest
 
-from shared.adapters.aws.dynamodb_store import create_table
+from shared.adapters.aws.table_schema import create_table
 from tests.conftest import REGION, TABLE, TEST_SECRET, bearer
 from tests.reliability.streams import assert_well_formed_run, body, events_of
 from tests.support import handler_runtime, shipped_artifact

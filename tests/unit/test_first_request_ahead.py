@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.in_memory_store import MAX_CONTENT_CHARS, InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.store import MAX_CONTENT_CHARS, InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.errors import Conflict, ServiceUnavailable
 from shared.executors.worker import WorkerExecutor
 from shared.llm.types import ChatChunk, ChatRequest

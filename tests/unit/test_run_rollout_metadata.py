@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from functions.agent_api.app import create_app
-from shared.adapters.in_memory_scheduler import InMemoryTaskScheduler
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.scheduler import InMemoryTaskScheduler
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.automation.models import AutomationTaskSpec, TaskRef
 from shared.automation.store import InMemoryAutomationStore
 from shared.memory.store import InMemoryMemoryStore
