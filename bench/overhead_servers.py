@@ -268,10 +268,10 @@ def run_ours(args: argparse.Namespace) -> None:
 
     from functions.agent_api.app import create_app
     from shared.adapters.aws.dynamodb_store import DynamoDBStore
-    from shared.adapters.aws.table_schema import create_table
     from shared.adapters.aws.memory_store import DynamoDBMemoryStore
+    from shared.adapters.aws.table_schema import create_table
+    from shared.adapters.in_memory.memories import InMemoryMemoryStore
     from shared.adapters.redis_stream import RedisEventStream, connect
-    from shared.memory.store import InMemoryMemoryStore
     from shared.settings import Settings
     from shared.wiring import ServiceOverrides, Services
     from tests.support.moto_lock import OneRequestAtATime

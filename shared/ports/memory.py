@@ -16,7 +16,7 @@ class MemoryStore(Protocol):
     """A user's memories, and the per-thread extraction cursor: the ``seq`` of the last thread message the memory
     executor has processed, so each message is read as *new* once.
 
-    Fake: ``InMemoryMemoryStore`` (shared/memory/store.py); adapter: ``DynamoDBMemoryStore``
+    Fake: ``InMemoryMemoryStore`` (shared/adapters/in_memory/memories.py); adapter: ``DynamoDBMemoryStore``
     (shared/adapters/aws/memory_store.py); contract: tests/contract/test_memory_store_contract.py."""
 
     async def list_memories(self, tenant_id: str, user_id: str, *, include_inactive: bool = False) -> list[Memory]:
@@ -68,10 +68,10 @@ class MemoryStore(Protocol):
 
 class PendingExtractions(Protocol):
     """The per-thread marker of a pending memory extraction (its generation), and the lease of the memory run doing
-    it (see shared/memory/pending.py for how the marker debounces a burst of turns).
+    it (see shared/adapters/in_memory/pending_extractions.py for how the marker debounces a burst of turns).
 
-    Fake: ``InMemoryPendingExtractions`` (shared/memory/pending.py); adapter: ``DynamoDBPendingExtractions``
-    (shared/adapters/aws/memory_pending.py); contract: tests/contract/test_pending_extractions_contract.py."""
+    Fake: ``InMemoryPendingExtractions`` (shared/adapters/in_memory/pending_extractions.py); adapter:
+    ``DynamoDBPendingExtractions`` (shared/adapters/aws/memory_pending.py); contract: tests/contract/test_pending_extractions_contract.py."""
 
     async def note(self, tenant_id: str, user_id: str, thread_id: str, *, now: datetime) -> int:
         """Record a run-completed event for the thread; returns the thread's new generation (1, 2, ...)."""

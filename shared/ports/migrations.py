@@ -14,7 +14,7 @@ from shared.migrations.model import CompletedMigration
 class MigrationLog(Protocol):
     """Which migrations the table records as completed (the registry item the runner writes last).
 
-    Fake: ``InMemoryMigrationLog`` (shared/migrations/log.py); adapter: ``DynamoDBMigrationLog``
+    Fake: ``InMemoryMigrationLog`` (shared/adapters/in_memory/migration_log.py); adapter: ``DynamoDBMigrationLog``
     (shared/adapters/aws/migration_state.py); contract: tests/contract/test_migration_log_contract.py."""
 
     async def completed(self) -> dict[int, CompletedMigration]:
