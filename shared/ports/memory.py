@@ -71,7 +71,8 @@ class PendingExtractions(Protocol):
     it (see shared/adapters/in_memory/pending_extractions.py for how the marker debounces a burst of turns).
 
     Fake: ``InMemoryPendingExtractions`` (shared/adapters/in_memory/pending_extractions.py); adapter:
-    ``DynamoDBPendingExtractions`` (shared/adapters/aws/memory_pending.py); contract: tests/contract/test_pending_extractions_contract.py."""
+    ``DynamoDBPendingExtractions`` (shared/adapters/aws/memory_pending.py); contract:
+    tests/contract/test_pending_extractions_contract.py."""
 
     async def note(self, tenant_id: str, user_id: str, thread_id: str, *, now: datetime) -> int:
         """Record a run-completed event for the thread; returns the thread's new generation (1, 2, ...)."""

@@ -251,7 +251,7 @@ def test_app_table_has_the_keys_index_ttl_and_recovery_the_store_needs(expanded_
         {"AttributeName": "PK", "KeyType": "HASH"},
         {"AttributeName": "SK", "KeyType": "RANGE"},
     ]
-    # The same indexes as the table the store creates locally and in tests (shared.adapters.aws.dynamodb_store)
+    # The same indexes as the table the store creates locally and in tests (shared.adapters.aws.table_schema)
     assert _index_shapes(table["GlobalSecondaryIndexes"]) == _index_shapes(_store_table()["GlobalSecondaryIndexes"])
     assert {i["IndexName"] for i in table["GlobalSecondaryIndexes"]} == {"GSI1", "GSI2"}
     assert all(attribute["AttributeType"] == "S" for attribute in table["AttributeDefinitions"])
