@@ -10,32 +10,34 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.runs import DynamoDBRunLedger, RunExists
+from shared.adapters.aws.table_adapter import TableAdapter
 from shared.errors import Conflict, InvalidRequest
-from shared.models import Identity, Message, Run, utc_now
+from shared.models import Identity, Message, Run, Thread, utc_now
 from shared.ports.threads import AdmittedRun
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-    from shared.adapters.aws.threads import DynamoDBThreads
 
 _MESSAGES_PER_TRANSACTION = 40
 _MAX_APPEND_ATTEMPTS = 12
 
 
 class MessageAppends:
-    """Appends messages to the threads of ``threads`` (its client, table and request count), creating runs in
-    ``runs`` for an admission."""
+    """Appends messages through ``threads`` (the threads adapter: its client, table and request count), reading a
+    thread with ``get_thread`` when its counter moved, and creating runs in ``runs`` for an admission."""
 
-    def __init__(self, threads: DynamoDBThreads, runs: DynamoDBRunLedger) -> None:
+    def __init__(
+        self, threads: TableAdapter, get_thread: Callable[[Identity, str], Awaitable[Thread]], runs: DynamoDBRunLedger
+    ) -> None:
         self._threads = threads
+        self._get_thread = get_thread
         self._runs = runs
         self._table = threads._table
         self._call = threads._call  # its requests count as the threads adapter's
@@ -109,7 +111,7 @@ class MessageAppends:
                     await self._runs.put_run_item(run_item)
                 return []
             if base is None or attempt:
-                thread = await self._threads.get_thread(identity, thread_id)
+                thread = await self._get_thread(identity, thread_id)
                 base = thread.last_seq
             numbered = [m.model_copy(update={"seq": base + i + 1}) for i, m in enumerate(chunk)]
             items = self._append_items(identity, thread_id, numbered, base=base, run_item=run_item)

@@ -41,7 +41,7 @@ class DynamoDBThreads(TableAdapter):
     ) -> None:
         super().__init__(table_name, client_factory)
         self._runs = runs
-        self._appends = MessageAppends(self, runs)
+        self._appends = MessageAppends(self, self.get_thread, runs)
 
     # ---- threads -------------------------------------------------------------------------------------------
 
