@@ -38,9 +38,9 @@ from bench.memory_tokens import _memories, _profile, _Tokens, coalesced, executo
 from bench.prompt_cache import CacheParams, PromptCache, Request
 from bench.stats import machine, markdown_table
 from bench.traffic import Traffic, TrafficConfig, describe, generate
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
 from shared.memory.executor import is_human_message
 from shared.memory.job import MEMORY_PROFILE
-from shared.memory.store import InMemoryMemoryStore
 from shared.models import Message, Role
 from shared.tokens import count_message_tokens, tokenizer_name
 

@@ -38,7 +38,8 @@ from moto import mock_aws
 
 from bench.stats import machine, markdown_table
 from shared.adapters.aws import dynamo_codec as codec
-from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
+from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.aws.table_schema import create_table
 from shared.context_window import resolve_window
 from shared.models import Message, Role, ToolCall
 from shared.profiles import HistoryPolicy

@@ -89,7 +89,7 @@ def run(*, rounds: int, warm: int, src: str | None) -> FirstRequestResult:
 
     import boto3
 
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
 
     result = FirstRequestResult()
     token = mint_local_token(JWT_SECRET, user_id="bench", tenant_id="bench")

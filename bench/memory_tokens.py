@@ -39,13 +39,13 @@ from bench.input_tokens import Prefix, ThreadReader, message_token_counter, wind
 from bench.stats import machine, markdown_table, mean, percentile
 from bench.traffic import Traffic, TrafficConfig, UserThread, describe, generate
 from devtools.memory_evaluation import ListAuditLog, ListStream
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
 from shared.context_window import resolve_window
 from shared.executors.context import RunContext
 from shared.llm.types import ChatChunk, ChatRequest, Finished, TextDelta
 from shared.memory.executor import SYSTEM_PROMPT, MemoryExecutor, is_human_message
 from shared.memory.job import MEMORY_PROFILE
 from shared.memory.models import Memory, MemoryKind
-from shared.memory.store import InMemoryMemoryStore
 from shared.memory.tools import MEMORY_TOOL_SPECS
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Usage
 from shared.profiles import ExecutionProfile, MemoryPolicy, default_catalog

@@ -127,7 +127,7 @@ def run_dynamo(args: argparse.Namespace) -> None:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
 
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
 
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ.setdefault(name, "bench")
@@ -221,7 +221,7 @@ class Timings:
 
 def _latency_store(latency_s: float) -> Any:
     """The in-memory store (same request counts as the DynamoDB adapter) with a round trip per request."""
-    from shared.adapters.in_memory_store import InMemoryStore
+    from shared.adapters.in_memory.store import InMemoryStore
 
     class LatencyStore(InMemoryStore):
         async def _request(self) -> None:
@@ -268,12 +268,13 @@ def run_ours(args: argparse.Namespace) -> None:
     from moto import mock_aws
 
     from functions.agent_api.app import create_app
-    from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
+    from shared.adapters.aws.dynamodb_store import DynamoDBStore
     from shared.adapters.aws.memory_store import DynamoDBMemoryStore
+    from shared.adapters.aws.table_schema import create_table
     from shared.adapters.aws.usage_counters import DynamoDBUsageCounters
-    from shared.adapters.in_memory_usage import InMemoryUsageCounters
+    from shared.adapters.in_memory.memories import InMemoryMemoryStore
+    from shared.adapters.in_memory.usage import InMemoryUsageCounters
     from shared.adapters.redis_stream import RedisEventStream, connect
-    from shared.memory.store import InMemoryMemoryStore
     from shared.settings import Settings
     from shared.wiring import ServiceOverrides, Services
     from tests.support.moto_lock import OneRequestAtATime

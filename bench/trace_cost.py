@@ -78,10 +78,10 @@ async def _runs(count: int, endpoint: str | None) -> float:
     import httpx
 
     from functions.agent_api.app import create_app
-    from shared.adapters.in_memory_store import InMemoryStore
-    from shared.adapters.in_memory_stream import InMemoryEventStream
+    from shared.adapters.in_memory.memories import InMemoryMemoryStore
+    from shared.adapters.in_memory.store import InMemoryStore
+    from shared.adapters.in_memory.stream import InMemoryEventStream
     from shared.auth import mint_local_token
-    from shared.memory.store import InMemoryMemoryStore
     from shared.settings import Settings
     from shared.tracing.setup import configure_tracing
     from shared.wiring import ServiceOverrides, Services

@@ -386,7 +386,7 @@ def create_resources(
 ) -> str:
     """The tables, the bus with its run-completed rule and the memory queue, as template.yaml defines them;
     returns the queue's URL."""
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
     from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
 
     dynamodb = session.client("dynamodb", region_name=REGION, endpoint_url=endpoint_url)

@@ -42,12 +42,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from devtools.harness import fraction, threshold_verdict
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
 from shared.executors.context import RunContext
 from shared.llm.types import ChatChunk, ChatRequest, Finished, TextDelta, ToolCallDelta
 from shared.memory.executor import MemoryExecutor
 from shared.memory.job import MEMORY_PROFILE
 from shared.memory.models import Memory, MemoryKind
-from shared.memory.store import InMemoryMemoryStore
 from shared.memory.text import near_duplicate
 from shared.models import AuditRecord, ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, Usage
 from shared.ports import StreamEntry

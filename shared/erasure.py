@@ -29,10 +29,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from shared.errors import Conflict
-from shared.models import AuditRecord, Identity, Thread, utc_now
+from shared.models import AuditRecord, Identity, Thread, ThreadTakeover, utc_now
 from shared.runs.service import LEASE_S, STALE_CLAIM_AFTER
 from shared.stream_keys import run_control_key, run_stream_key, thread_stream_key
 
@@ -48,7 +48,7 @@ THREAD_PAGE = 100
 """Threads listed per request while a user is erased."""
 
 
-# A role, not a port: what erasure needs of the conversation store (InMemoryStore and DynamoDBStore have it).
+# A role, not a port: what erasure needs of the threads and the audit log (AggregateStore has it).
 class ErasableStore(Protocol):
     async def get_thread(self, identity: Identity, thread_id: str) -> Thread: ...
 
@@ -56,11 +56,13 @@ class ErasableStore(Protocol):
         self, identity: Identity, *, limit: int, cursor: str | None
     ) -> tuple[list[Thread], str | None]: ...
 
-    async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: Any) -> bool: ...
+    async def claim_thread(
+        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime
+    ) -> bool: ...
 
     async def take_over_thread(
         self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime
-    ) -> Any: ...
+    ) -> ThreadTakeover | None: ...
 
     async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None: ...
 

@@ -21,8 +21,9 @@ from shared.stream_keys import thread_stream_key
 from shared.thread_state.models import EMPTY_STATE, StoredState
 
 
-# A role, not a port: the store ports plus the run list, as ThreadService reads them (the store adapters have it).
-class ThreadStore(ConversationStore, AuditLog, Protocol):
+# A role, not a port: the conversation store, the audit log and the run list, as ThreadService reads them
+# (AggregateStore has it).
+class ThreadReads(ConversationStore, AuditLog, Protocol):
     async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]: ...
 
     async def get_run(self, tenant_id: str, run_id: str) -> Run | None: ...
@@ -73,7 +74,7 @@ def decode_cursor(cursor: str) -> int:
 class ThreadService:
     """The caller's threads; another user's or tenant's thread is ``NotFound`` (the store's ``get_thread``)."""
 
-    def __init__(self, store: ThreadStore, runs: StreamTailer, states: ThreadStateStore | None = None) -> None:
+    def __init__(self, store: ThreadReads, runs: StreamTailer, states: ThreadStateStore | None = None) -> None:
         self._store = store
         self._runs = runs
         self._states = states

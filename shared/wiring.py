@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from shared.errors import ConfigurationError
 from shared.executors.worker import WorkerExecutor
-from shared.models import ExecutorKind, Identity, Run
+from shared.models import ExecutorKind
 from shared.ports import EventStream
 from shared.ports.model import ChatModel
 from shared.ports.store import RunStore
@@ -33,6 +33,9 @@ from shared.tools.registry import ToolRegistry
 from shared.tracing.setup import configure_tracing
 
 if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+    from mypy_boto3_dynamodb import DynamoDBClient
+
     from shared.adapters.aws.migration_runner import MigrationRunner, RunnerOptions
     from shared.auth import TokenVerifier
     from shared.automation.runner import AutomationRunner
@@ -67,12 +70,8 @@ LOCAL_FUNCTION_ARN = "arn:aws:lambda:{region}:000000000000:function:automation-l
 LOCAL_ROLE_ARN = "arn:aws:iam::000000000000:role/scheduler-local"
 
 
-class AppStore(RunStore, Protocol):
-    """The run and thread store as the HTTP layer uses it: the run service's store plus a thread's run list."""
-
-    async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]: ...
-
-    async def delete_thread(self, identity: Identity, thread_id: str, *, holder: str) -> list[str]: ...
+AppStore = RunStore
+"""The run and thread store as the HTTP layer uses it: the run service's (threads, runs and audit)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +120,32 @@ class Services:
         self.overrides = dataclasses.replace(self.overrides, run_completed_publisher=publisher)
 
     @cached_property
+    def dynamodb_client(self) -> DynamoDBClient:
+        """The process's one DynamoDB client: every adapter of the main table, the migration runner and the memory
+        function's idempotency records use it (built on first use, then shared)."""
+        from shared.adapters.aws.clients import client_factory
+
+        settings = self.settings
+        make = client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url)
+        client: DynamoDBClient = make()
+        return client
+
+    def _dynamodb(self) -> DynamoDBClient:
+        """The factory every table adapter is given: it hands out :attr:`dynamodb_client`."""
+        return self.dynamodb_client
+
+    @cached_property
     def store(self) -> AppStore:
+        """The main table's three aggregates (threads and messages, runs, audit), each its own adapter."""
         if self.overrides.store is not None:
             return self.overrides.store
-        from shared.adapters.aws.clients import client_factory
-        from shared.adapters.aws.dynamodb_store import DynamoDBStore, Retention
+        from shared.adapters.aws.dynamodb_store import DynamoDBStore
+        from shared.adapters.aws.table_schema import Retention
 
         settings = self.settings
         return DynamoDBStore(
             settings.table_name,
-            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+            self._dynamodb,
             retention=Retention(
                 run=timedelta(days=settings.run_retention_days), audit=timedelta(days=settings.audit_retention_days)
             ),
@@ -141,13 +156,14 @@ class Services:
         """Each thread's shared state: DynamoDB, on the store's table (an in-memory store gets the in-memory fake)."""
         if self.overrides.thread_states is not None:
             return self.overrides.thread_states
-        from shared.adapters.aws.table_adapter import TableAdapter
+        from shared.adapters.aws.dynamodb_store import DynamoDBStore
         from shared.adapters.aws.thread_state import DynamoDBThreadStates
 
         store = self.store
-        if isinstance(store, TableAdapter):
-            return DynamoDBThreadStates(store.table_name, lambda: store.client)
-        from shared.adapters.in_memory_thread_state import InMemoryThreadStates
+        if isinstance(store, DynamoDBStore):
+            threads = store.threads
+            return DynamoDBThreadStates(threads.table_name, lambda: threads.client)
+        from shared.adapters.in_memory.thread_state import InMemoryThreadStates
 
         return InMemoryThreadStates()
 
@@ -322,13 +338,12 @@ class Services:
         """The limits' counters and usage records: DynamoDB, on the main table."""
         if self.overrides.usage_counters is not None:
             return self.overrides.usage_counters
-        from shared.adapters.aws.clients import client_factory
         from shared.adapters.aws.usage_counters import DynamoDBUsageCounters
 
         settings = self.settings
         return DynamoDBUsageCounters(
             settings.table_name,
-            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+            self._dynamodb,
             usage_retention=timedelta(days=settings.usage_retention_days),
         )
 
@@ -378,13 +393,12 @@ class Services:
         """The memory store: DynamoDB, on the main table."""
         if self.overrides.memory_store is not None:
             return self.overrides.memory_store
-        from shared.adapters.aws.clients import client_factory
         from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 
         settings = self.settings
         return DynamoDBMemoryStore(
             settings.table_name,
-            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+            self._dynamodb,
             index_complete=self._memory_index_complete,
         )
 
@@ -404,13 +418,12 @@ class Services:
             return self.overrides.migration_log
         if self.overrides.store is not None:
             return None
-        from shared.adapters.aws.clients import client_factory
         from shared.adapters.aws.migration_state import DynamoDBMigrationLog
 
         settings = self.settings
         return DynamoDBMigrationLog(
             settings.table_name,
-            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+            self._dynamodb,
         )
 
     @cached_property
@@ -426,17 +439,15 @@ class Services:
 
     def migration_runner(self, options: RunnerOptions | None = None, *, owner: str | None = None) -> MigrationRunner:
         """A runner of the registry's migrations on the table, with ``options`` or the ``MIGRATION_*`` settings."""
-        from shared.adapters.aws.clients import client_factory
         from shared.adapters.aws.migration_runner import MigrationRunner, RunnerOptions
 
         settings = self.settings
-        client = client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url)
         defaults = RunnerOptions(
             segments=settings.migration_segments,
             page_size=settings.migration_page_size,
             rate_wcu=settings.migration_rate_wcu,
         )
-        return MigrationRunner(settings.table_name, client(), options or defaults, owner=owner)
+        return MigrationRunner(settings.table_name, self.dynamodb_client, options or defaults, owner=owner)
 
     @cached_property
     def function_invoker(self) -> FunctionInvoker:
@@ -512,13 +523,22 @@ class Services:
         """The per-thread pending-extraction markers: DynamoDB, on the main table."""
         if self.overrides.pending_extractions is not None:
             return self.overrides.pending_extractions
-        from shared.adapters.aws.clients import client_factory
         from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
 
         settings = self.settings
         return DynamoDBPendingExtractions(
             settings.table_name,
-            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+            self._dynamodb,
+        )
+
+    @cached_property
+    def idempotency_records(self) -> DynamoDBPersistenceLayer:
+        """Where the memory function records the events it handled (Powertools idempotency, its own table),
+        through the process's one DynamoDB client."""
+        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+        return DynamoDBPersistenceLayer(
+            table_name=self.settings.idempotency_table_name, boto3_client=self.dynamodb_client
         )
 
     @cached_property
@@ -552,12 +572,11 @@ class Services:
         if self.overrides.automation_store is not None:
             return self.overrides.automation_store
         from shared.adapters.aws.automation_store import DynamoDBAutomationStore
-        from shared.adapters.aws.clients import client_factory
 
         settings = self.settings
         return DynamoDBAutomationStore(
             settings.table_name,
-            client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url),
+            self._dynamodb,
         )
 
     @cached_property

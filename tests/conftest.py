@@ -72,7 +72,7 @@ def aws() -> Iterator[Any]:
     from moto import mock_aws
 
     from shared.adapters.aws.clients import serialise_calls
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
 
     # moto in-process is not thread-safe: every client of this process (the test's and those the services build
     # themselves) sends one request at a time while it runs.

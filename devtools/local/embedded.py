@@ -8,8 +8,8 @@ from typing import Any
 import boto3
 
 from shared.adapters.aws.clients import serialise_calls, serialised
-from shared.adapters.aws.dynamodb_store import create_table
 from shared.adapters.aws.migration_runner import MigrationRunner
+from shared.adapters.aws.table_schema import create_table
 from shared.settings import Settings
 
 

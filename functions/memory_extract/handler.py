@@ -26,7 +26,6 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
     IdempotencyConfig,
     idempotent_function,
 )
@@ -35,7 +34,6 @@ from aws_lambda_powertools.utilities.parser.types import Json
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field
 
-from shared.adapters.aws.clients import client_factory
 from shared.container import container_loop, init_container
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import RunCompleted
@@ -80,15 +78,8 @@ class MemoryExtractHandler:
         self._config = IdempotencyConfig(
             event_key_jmespath="id", raise_on_no_idempotency_key=True, expires_after_seconds=IDEMPOTENCY_TTL_S
         )
-        settings = services.settings
-        persistence = DynamoDBPersistenceLayer(
-            table_name=settings.idempotency_table_name,
-            boto3_client=client_factory(
-                "dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url
-            )(),
-        )
         self._process_once = idempotent_function(
-            data_keyword_argument="event", config=self._config, persistence_store=persistence
+            data_keyword_argument="event", config=self._config, persistence_store=services.idempotency_records
         )(self._process_event)
 
     def warm(self) -> None:

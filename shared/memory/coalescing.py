@@ -2,7 +2,7 @@
 
 A worker run's ``agent.run.completed`` event no longer starts a memory run by itself. :class:`ExtractionCoalescer`
 
-1. notes the event on the thread's pending marker (:mod:`shared.memory.pending`): the thread's generation goes up
+1. notes the event on the thread's pending marker (the ``PendingExtractions`` port): the thread's generation goes up
    by one;
 2. counts the human user messages waiting after the extraction cursor. When there are at least
    ``memory_policy.max_pending_user_messages`` (K), it extracts at once;

@@ -156,7 +156,7 @@ class ExtractionDue(BaseModel):
 
 @dataclass(frozen=True)
 class PendingExtraction:
-    """A thread's pending-extraction marker (shared/memory/pending.py), as ``PendingExtractions.get`` returns it."""
+    """A thread's pending-extraction marker, as ``PendingExtractions.get`` returns it (shared/ports/memory.py)."""
 
     tenant_id: str
     thread_id: str

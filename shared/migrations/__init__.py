@@ -9,8 +9,9 @@ through the ``MigrationLog`` port (``shared.ports.migrations``) and cached by :c
 - ``model``: ``Migration``, ``ItemFilter``, ``CompletedMigration``, the schema version attribute;
 - ``registry``: every migration of this release, in order, and the current version of each item kind;
 - ``memory_index``: migration 1, the backfill of the active-memories index;
-- ``status``: ``MigrationStatus`` and ``PendingMigrations`` (``/healthz``, the memory read's choice of reader);
-- ``log``: ``InMemoryMigrationLog``, the port's fake.
+- ``status``: ``MigrationStatus`` and ``PendingMigrations`` (``/healthz``, the memory read's choice of reader).
+
+The port's fake, ``InMemoryMigrationLog``, is with the other fakes in ``shared.adapters.in_memory``.
 
 How to write and run one: docs/storage.md "Migrations".
 """

@@ -14,7 +14,7 @@ class AutomationStore(Protocol):
     ids are unique across tenants because the schedule name, which lives in one Scheduler group for everyone, is
     derived from them.
 
-    Fake: ``InMemoryAutomationStore`` (shared/automation/store.py); adapter: ``DynamoDBAutomationStore``
+    Fake: ``InMemoryAutomationStore`` (shared/adapters/in_memory/automation.py); adapter: ``DynamoDBAutomationStore``
     (shared/adapters/aws/automation_store.py); contract: tests/contract/test_automation_store_contract.py."""
 
     async def create(self, task: AutomationTask) -> None:
@@ -47,7 +47,7 @@ class AutomationStore(Protocol):
 class TaskScheduler(Protocol):
     """The schedule behind each task (EventBridge Scheduler in AWS).
 
-    Fake: ``InMemoryTaskScheduler`` (shared/adapters/in_memory_scheduler.py); adapter: ``EventBridgeTaskScheduler``
+    Fake: ``InMemoryTaskScheduler`` (shared/adapters/in_memory/scheduler.py); adapter: ``EventBridgeTaskScheduler``
     (shared/adapters/aws/scheduler.py); contract: tests/contract/test_task_scheduler_contract.py."""
 
     async def create(self, task: AutomationTask) -> str:

@@ -6,7 +6,7 @@ that chooses a run's profile (a sync method with five callers, two of them sync 
 adapter reads a local cache: the AppConfig Lambda extension on localhost, about a millisecond. Making it async
 would make every one of those callers await for a read that almost never happens.
 
-- fake: ``InMemoryConfigSource`` (``shared/adapters/in_memory_config.py``), a document the test deploys;
+- fake: ``InMemoryConfigSource`` (``shared/adapters/in_memory/config.py``), a document the test deploys;
 - adapter: ``AppConfigExtensionSource`` (``shared/adapters/appconfig_extension.py``), the extension's HTTP API;
 - contract suite: ``tests/contract/test_config_source_contract.py`` (the adapter against a stand-in of the
   extension, ``devtools/local/appconfig_standin.py``: the real extension runs only inside Lambda).

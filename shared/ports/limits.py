@@ -1,7 +1,7 @@
 """The limits port: the counters admission reserves against, the usage records settlement writes, and a tenant
 administrator's per-user limits.
 
-Fake: ``InMemoryUsageCounters`` (shared/adapters/in_memory_usage.py); adapter: ``DynamoDBUsageCounters``
+Fake: ``InMemoryUsageCounters`` (shared/adapters/in_memory/usage.py); adapter: ``DynamoDBUsageCounters``
 (shared/adapters/aws/usage_counters.py); contract: tests/contract/test_usage_counters_contract.py.
 Its value types live in ``shared.limits.models`` (which imports no port).
 """

@@ -16,7 +16,7 @@ class MemoryStore(Protocol):
     """A user's memories, and the per-thread extraction cursor: the ``seq`` of the last thread message the memory
     executor has processed, so each message is read as *new* once.
 
-    Fake: ``InMemoryMemoryStore`` (shared/memory/store.py); adapter: ``DynamoDBMemoryStore``
+    Fake: ``InMemoryMemoryStore`` (shared/adapters/in_memory/memories.py); adapter: ``DynamoDBMemoryStore``
     (shared/adapters/aws/memory_store.py); contract: tests/contract/test_memory_store_contract.py."""
 
     async def list_memories(self, tenant_id: str, user_id: str, *, include_inactive: bool = False) -> list[Memory]:
@@ -68,10 +68,11 @@ class MemoryStore(Protocol):
 
 class PendingExtractions(Protocol):
     """The per-thread marker of a pending memory extraction (its generation), and the lease of the memory run doing
-    it (see shared/memory/pending.py for how the marker debounces a burst of turns).
+    it (see shared/adapters/in_memory/pending_extractions.py for how the marker debounces a burst of turns).
 
-    Fake: ``InMemoryPendingExtractions`` (shared/memory/pending.py); adapter: ``DynamoDBPendingExtractions``
-    (shared/adapters/aws/memory_pending.py); contract: tests/contract/test_pending_extractions_contract.py."""
+    Fake: ``InMemoryPendingExtractions`` (shared/adapters/in_memory/pending_extractions.py); adapter:
+    ``DynamoDBPendingExtractions`` (shared/adapters/aws/memory_pending.py); contract:
+    tests/contract/test_pending_extractions_contract.py."""
 
     async def note(self, tenant_id: str, user_id: str, thread_id: str, *, now: datetime) -> int:
         """Record a run-completed event for the thread; returns the thread's new generation (1, 2, ...)."""
@@ -117,7 +118,7 @@ class PendingExtractions(Protocol):
 class DueQueue(Protocol):
     """Delayed "extraction due" messages for the memory consumer (SQS ``DelaySeconds`` in AWS).
 
-    Fake: ``InMemoryDueQueue`` (shared/adapters/in_memory_due_queue.py); adapter: ``SqsDueQueue``
+    Fake: ``InMemoryDueQueue`` (shared/adapters/in_memory/due_queue.py); adapter: ``SqsDueQueue``
     (shared/adapters/aws/sqs_due_queue.py); contract: tests/contract/test_due_queue_contract.py."""
 
     async def send(self, due: ExtractionDue, *, delay_s: int) -> None:
@@ -144,7 +145,7 @@ class Embedder(Protocol):
 class EventPublisher(Protocol):
     """The event bus (the ``agent.run.completed`` events memory extraction listens to).
 
-    Fake: ``InMemoryEventPublisher`` (shared/adapters/in_memory_publisher.py); adapter: ``EventBridgePublisher``
+    Fake: ``InMemoryEventPublisher`` (shared/adapters/in_memory/publisher.py); adapter: ``EventBridgePublisher``
     (shared/adapters/aws/eventbridge.py); contract: tests/contract/test_event_publisher_contract.py."""
 
     async def publish(self, events: Sequence[BusEvent]) -> list[PublishFailure]:

@@ -14,7 +14,7 @@ from shared.migrations.model import CompletedMigration
 class MigrationLog(Protocol):
     """Which migrations the table records as completed (the registry item the runner writes last).
 
-    Fake: ``InMemoryMigrationLog`` (shared/migrations/log.py); adapter: ``DynamoDBMigrationLog``
+    Fake: ``InMemoryMigrationLog`` (shared/adapters/in_memory/migration_log.py); adapter: ``DynamoDBMigrationLog``
     (shared/adapters/aws/migration_state.py); contract: tests/contract/test_migration_log_contract.py."""
 
     async def completed(self) -> dict[int, CompletedMigration]:
@@ -30,7 +30,7 @@ class FunctionInvoker(Protocol):
     """Starts a function again, asynchronously, with a payload: how the migration function hands its remaining work
     to a fresh invocation before its own timeout.
 
-    Fake: ``RecordingInvoker`` (shared/adapters/in_memory_invoker.py); adapter: ``LambdaInvoker``
+    Fake: ``RecordingInvoker`` (shared/adapters/in_memory/invoker.py); adapter: ``LambdaInvoker``
     (shared/adapters/aws/function_invoker.py); contract: tests/contract/test_function_invoker_contract.py."""
 
     async def invoke_async(self, function: str, payload: Mapping[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """The event stream ports: append-only streams keyed by run or thread, which SSE readers tail (Redis streams).
 
-Fake: ``InMemoryEventStream`` (shared/adapters/in_memory_stream.py); adapter: ``RedisEventStream``
+Fake: ``InMemoryEventStream`` (shared/adapters/in_memory/stream.py); adapter: ``RedisEventStream``
 (shared/adapters/redis_stream.py; the suite runs it on a redis-server, in cluster mode and on fakeredis);
 contract: tests/contract/test_event_stream_contract.py.
 """

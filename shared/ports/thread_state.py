@@ -14,7 +14,7 @@ from shared.thread_state.models import StoredState
 class ThreadStateStore(Protocol):
     """One state per thread, owned by the thread's user.
 
-    Fake: ``InMemoryThreadStates`` (shared/adapters/in_memory_thread_state.py); adapter:
+    Fake: ``InMemoryThreadStates`` (shared/adapters/in_memory/thread_state.py); adapter:
     ``DynamoDBThreadStates`` (shared/adapters/aws/thread_state.py); contract:
     tests/contract/test_thread_state_contract.py."""
 

@@ -13,7 +13,7 @@ import pytest
 
 from devtools.local.appconfig_standin import ExtensionStandIn
 from shared.adapters.appconfig_extension import AppConfigExtensionSource
-from shared.adapters.in_memory_config import InMemoryConfigSource
+from shared.adapters.in_memory.config import InMemoryConfigSource
 from shared.errors import RuntimeConfigUnavailable
 from shared.ports.config import ConfigSource
 

@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from shared.adapters.aws.sqs_due_queue import SqsDueQueue
-from shared.adapters.in_memory_due_queue import InMemoryDueQueue
+from shared.adapters.in_memory.due_queue import InMemoryDueQueue
 from shared.memory.coalescing import ExtractionDue
 from shared.models import utc_now
 from shared.ports.memory import DueQueue

@@ -13,7 +13,7 @@ import pytest
 from moto import mock_aws
 
 from shared.adapters.aws.eventbridge import EventBridgePublisher
-from shared.adapters.in_memory_publisher import InMemoryEventPublisher
+from shared.adapters.in_memory.publisher import InMemoryEventPublisher
 from shared.memory.models import BusEvent
 from shared.memory.trigger import run_completed_event
 from shared.ports.memory import EventPublisher

@@ -18,7 +18,7 @@ from typing import Any, cast
 import fakeredis
 import pytest
 
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.adapters.redis_stream import RedisEventStream, connect, run_stream_key, thread_stream_key
 from shared.erasure import ErasableStreams
 from shared.ports import EventStream

@@ -10,8 +10,8 @@ import pytest
 
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.aws.memory_store import DynamoDBMemoryStore
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
 from shared.memory.models import Memory, MemoryKind, MemoryStatus
-from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity, Message, Role
 from tests.support.settings import REGION, TABLE
 

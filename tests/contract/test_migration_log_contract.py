@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 from shared.adapters.aws.migration_state import DynamoDBMigrationLog, MigrationStateTable
-from shared.migrations.log import InMemoryMigrationLog
+from shared.adapters.in_memory.migration_log import InMemoryMigrationLog
 from shared.migrations.model import CompletedMigration
 from shared.ports.migrations import MigrationLog
 from tests.support.settings import REGION, TABLE

@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
-from shared.memory.pending import InMemoryPendingExtractions
+from shared.adapters.in_memory.pending_extractions import InMemoryPendingExtractions
 from tests.support.settings import REGION, TABLE
 
 Pending = InMemoryPendingExtractions | DynamoDBPendingExtractions

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from shared.adapters.aws import dynamo_codec as codec
-from shared.adapters.aws.dynamodb_store import DynamoDBStore, Retention
+from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.aws.table_schema import Retention
 from shared.models import AuditRecord, Identity, Message, Role, Run
 from shared.settings import Settings
 from shared.wiring import Services
@@ -98,7 +99,7 @@ async def test_retention_is_read_from_the_environment(aws: Any, run_days: int, a
 def test_storage_md_names_both_indexes_and_the_retention_the_code_applies() -> None:
     from pathlib import Path
 
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
 
     class Recorder:
         def create_table(self, **kwargs: Any) -> None:

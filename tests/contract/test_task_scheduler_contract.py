@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from shared.adapters.aws.scheduler import EventBridgeTaskScheduler, schedule_name
-from shared.adapters.in_memory_scheduler import InMemoryTaskScheduler
+from shared.adapters.in_memory.scheduler import InMemoryTaskScheduler
 from shared.automation.models import AutomationTask
 from shared.errors import ServiceUnavailable
 from shared.ports.automation import TaskScheduler

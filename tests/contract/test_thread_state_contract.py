@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from shared.adapters.aws.thread_state import DynamoDBThreadStates
-from shared.adapters.in_memory_thread_state import InMemoryThreadStates
+from shared.adapters.in_memory.thread_state import InMemoryThreadStates
 from shared.errors import Conflict, NotFound
 from shared.models import Identity
 from shared.thread_state.models import StoredState

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from shared.adapters.aws.usage_counters import DynamoDBUsageCounters
-from shared.adapters.in_memory_usage import InMemoryUsageCounters
+from shared.adapters.in_memory.usage import InMemoryUsageCounters
 from shared.limits.config import LimitSet
 from shared.limits.models import ReserveRequest, RunSpend, ScopeAsk, TokenCounts
 from shared.limits.windows import Windows

@@ -72,7 +72,10 @@ class Service:
 
 Need = Code | Service
 
-STORE = "shared.adapters.aws.dynamodb_store:DynamoDBStore"
+THREADS = "shared.adapters.aws.threads:DynamoDBThreads"
+APPENDS = "shared.adapters.aws.thread_appends:MessageAppends"
+RUNS = "shared.adapters.aws.runs:DynamoDBRunLedger"
+AUDIT = "shared.adapters.aws.audit:DynamoDBAuditLog"
 MEMORIES = "shared.adapters.aws.memory_store:DynamoDBMemoryStore"
 TASKS = "shared.adapters.aws.automation_store:DynamoDBAutomationStore"
 SCHEDULER = "shared.adapters.aws.scheduler:EventBridgeTaskScheduler"
@@ -112,25 +115,25 @@ LLM_KEY: dict[Grant, tuple[Need, ...]] = {
 # the user's memories in the prompt, and "run completed" for memory extraction.
 RUN: dict[Grant, tuple[Need, ...]] = {
     ("dynamodb:GetItem", TABLE): (
-        Code(f"{STORE}._thread_item", "get_item("),
-        Code(f"{STORE}.get_run", "get_item("),
+        Code(f"{THREADS}._thread_item", "get_item("),
+        Code(f"{RUNS}.get_run", "get_item("),
         # which migrations completed: the memory store's choice of reader (and /healthz)
         Code(f"{MIGRATION_LOG}.completed", "get_item("),
     ),
     ("dynamodb:PutItem", TABLE): (
-        Code(f"{STORE}.open_thread", "put_item("),
-        Code(f"{STORE}._put_run_item", "put_item("),
-        Code(f"{STORE}.record", "put_item("),
-        Code(f"{STORE}._append_items", '"Put": {'),
+        Code(f"{THREADS}.open_thread", "put_item("),
+        Code(f"{RUNS}.put_run_item", "put_item("),
+        Code(f"{AUDIT}.record", "put_item("),
+        Code(f"{APPENDS}._append_items", '"Put": {'),
     ),
     ("dynamodb:UpdateItem", TABLE): (
-        Code(f"{STORE}.claim_thread", "update_item("),
-        Code(f"{STORE}.release_thread", "update_item("),
-        Code(f"{STORE}._update_run", "update_item("),
-        Code(f"{STORE}._append_items", '"Update": {'),
+        Code(f"{THREADS}.claim_thread", "update_item("),
+        Code(f"{THREADS}.release_thread", "update_item("),
+        Code(f"{RUNS}._update_run", "update_item("),
+        Code(f"{APPENDS}._append_items", '"Update": {'),
     ),
-    ("dynamodb:Query", TABLE): (Code(f"{STORE}.read_back", "query("), Code(f"{MEMORIES}.list_memories", "query(")),
-    ("dynamodb:BatchGetItem", TABLE): (Code(f"{STORE}.known_message_ids", "batch_get_item("),),
+    ("dynamodb:Query", TABLE): (Code(f"{THREADS}.read_back", "query("), Code(f"{MEMORIES}.list_memories", "query(")),
+    ("dynamodb:BatchGetItem", TABLE): (Code(f"{THREADS}.known_message_ids", "batch_get_item("),),
     ("dynamodb:Query", GSI1): (Code(f"{MEMORIES}.list_active", 'IndexName="GSI1"'),),
     ("events:PutEvents", "AgentEventBus"): (
         Code("shared.adapters.aws.eventbridge:EventBridgePublisher.publish", "put_events("),
@@ -154,8 +157,8 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
     },
     "BufferedApiRole": {
         ("dynamodb:GetItem", TABLE): (
-            Code(f"{STORE}._thread_item", "get_item("),
-            Code(f"{STORE}.get_run", "get_item("),
+            Code(f"{THREADS}._thread_item", "get_item("),
+            Code(f"{RUNS}.get_run", "get_item("),
             Code(f"{TASKS}.get", "get_item("),
             Code(f"{PENDING}.get", "get_item("),
             Code(f"{MIGRATION_LOG}.completed", "get_item("),  # /healthz: the pending migrations
@@ -163,33 +166,33 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         ("dynamodb:PutItem", TABLE): (
             Code(f"{TASKS}.create", '"Put": {'),
             Code(f"{TASKS}.replace", "put_item("),
-            Code(f"{STORE}.record", "put_item("),
+            Code(f"{AUDIT}.record", "put_item("),
             Code(f"{PENDING}.cancel_user", "put_item("),
         ),
         ("dynamodb:UpdateItem", TABLE): (
-            Code(f"{STORE}.request_cancel", "_update_run("),
-            Code(f"{STORE}.claim_thread", "update_item("),
-            Code(f"{STORE}.release_thread", "update_item("),
+            Code(f"{RUNS}.request_cancel", "_update_run("),
+            Code(f"{THREADS}.claim_thread", "update_item("),
+            Code(f"{THREADS}.release_thread", "update_item("),
         ),
         ("dynamodb:DeleteItem", TABLE): (
             Code(f"{MEMORIES}.delete", "delete_item("),
             Code(f"{TASKS}.delete", '"Delete": {'),
-            Code(f"{STORE}.delete_thread", "delete_item("),
+            Code(f"{THREADS}.delete_thread", "delete_item("),
             Code(f"{PENDING}.cancel_thread", "delete_item("),
         ),
         # A thread's erasure deletes its messages and runs 25 keys a request.
-        ("dynamodb:BatchWriteItem", TABLE): (Code(f"{STORE}._batch_delete", "batch_write_item"),),
+        ("dynamodb:BatchWriteItem", TABLE): (Code(f"{THREADS}._batch_delete", "batch_write_item"),),
         ("dynamodb:Query", TABLE): (
-            Code(f"{STORE}.read_forward", "query("),
-            Code(f"{STORE}.list_for_thread", "query("),
+            Code(f"{THREADS}.read_forward", "query("),
+            Code(f"{AUDIT}.list_for_thread", "query("),
             Code(f"{MEMORIES}.list_memories", "query("),
             Code(f"{TASKS}.list", "query("),
-            Code(f"{STORE}._query_all", "query("),
+            Code(f"{THREADS}._query_all", "query("),
         ),
         ("dynamodb:Query", GSI1): (
-            Code(f"{STORE}.list_threads", '"IndexName": "GSI1"'),
-            Code(f"{STORE}.list_runs_for_thread", 'IndexName="GSI1"'),
-            Code(f"{STORE}.delete_thread", '"IndexName": "GSI1"'),
+            Code(f"{THREADS}.list_threads", '"IndexName": "GSI1"'),
+            Code(f"{RUNS}.list_runs_for_thread", 'IndexName="GSI1"'),
+            Code(f"{THREADS}.delete_thread", '"IndexName": "GSI1"'),
         ),
         ("scheduler:CreateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.create", "create_schedule("),),
         ("scheduler:UpdateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.update", "update_schedule("),),
@@ -199,31 +202,31 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
     },
     "MemoryRole": {
         ("dynamodb:GetItem", TABLE): (
-            Code(f"{STORE}._thread_item", "get_item("),
-            Code(f"{STORE}.get_run", "get_item("),
+            Code(f"{THREADS}._thread_item", "get_item("),
+            Code(f"{RUNS}.get_run", "get_item("),
             Code(f"{MEMORIES}.get", "get_item("),
             Code(f"{MEMORIES}.get_cursor", "get_item("),
         ),
         ("dynamodb:PutItem", TABLE): (
-            Code(f"{STORE}.open_thread", "put_item("),
-            Code(f"{STORE}._put_run_item", "put_item("),
-            Code(f"{STORE}.record", "put_item("),
-            Code(f"{STORE}._append_items", '"Put": {'),
+            Code(f"{THREADS}.open_thread", "put_item("),
+            Code(f"{RUNS}.put_run_item", "put_item("),
+            Code(f"{AUDIT}.record", "put_item("),
+            Code(f"{APPENDS}._append_items", '"Put": {'),
             Code(f"{MEMORIES}.put", "put_item("),
             Code(f"{MEMORIES}.deactivate", "put_item("),
         ),
         ("dynamodb:UpdateItem", TABLE): (
-            Code(f"{STORE}._update_run", "update_item("),
-            Code(f"{STORE}._append_items", '"Update": {'),
+            Code(f"{RUNS}._update_run", "update_item("),
+            Code(f"{APPENDS}._append_items", '"Update": {'),
             Code(f"{MEMORIES}.advance_cursor", "update_item("),
         ),
         ("dynamodb:Query", TABLE): (
-            Code(f"{STORE}.read_forward", "query("),
-            Code(f"{STORE}.read_back", "query("),
+            Code(f"{THREADS}.read_forward", "query("),
+            Code(f"{THREADS}.read_back", "query("),
             Code(f"{MEMORIES}.list_memories", "query("),
         ),
         # RunService's last-resort close of a failed run looks up which turns were stored.
-        ("dynamodb:BatchGetItem", TABLE): (Code(f"{STORE}.known_message_ids", "batch_get_item("),),
+        ("dynamodb:BatchGetItem", TABLE): (Code(f"{THREADS}.known_message_ids", "batch_get_item("),),
         ("dynamodb:GetItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._get_record", "get_item("),),
         ("dynamodb:PutItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._put_record", "put_item("),),
         ("dynamodb:UpdateItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._update_record", "update_item("),),
@@ -243,18 +246,21 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         **RUNTIME_CONFIG,
     },
     "SweeperRole": {
-        ("dynamodb:GetItem", TABLE): (Code(f"{STORE}._thread_item", "get_item("),),
-        ("dynamodb:PutItem", TABLE): (Code(f"{STORE}.record", "put_item("), Code(f"{STORE}._append_items", '"Put": {')),
-        ("dynamodb:UpdateItem", TABLE): (
-            Code(f"{STORE}.abandon_run", "update_item("),
-            Code(f"{STORE}.release_thread", "update_item("),
-            Code(f"{STORE}._append_items", '"Update": {'),
+        ("dynamodb:GetItem", TABLE): (Code(f"{THREADS}._thread_item", "get_item("),),
+        ("dynamodb:PutItem", TABLE): (
+            Code(f"{AUDIT}.record", "put_item("),
+            Code(f"{APPENDS}._append_items", '"Put": {'),
         ),
-        ("dynamodb:Query", TABLE): (Code(f"{STORE}.read_back", "query("),),
-        ("dynamodb:Query", GSI2): (Code(f"{STORE}.list_stale_runs", '"IndexName": _RUNNING_INDEX'),),
+        ("dynamodb:UpdateItem", TABLE): (
+            Code(f"{RUNS}.abandon_run", "update_item("),
+            Code(f"{THREADS}.release_thread", "update_item("),
+            Code(f"{APPENDS}._append_items", '"Update": {'),
+        ),
+        ("dynamodb:Query", TABLE): (Code(f"{THREADS}.read_back", "query("),),
+        ("dynamodb:Query", GSI2): (Code(f"{RUNS}.list_stale_runs", '"IndexName": RUNNING_INDEX'),),
         ("dynamodb:BatchGetItem", TABLE): (
-            Code(f"{STORE}.list_stale_runs", "batch_get_item("),
-            Code(f"{STORE}.known_message_ids", "batch_get_item("),
+            Code(f"{RUNS}.list_stale_runs", "batch_get_item("),
+            Code(f"{THREADS}.known_message_ids", "batch_get_item("),
         ),
         ("sqs:SendMessage", DLQ): (
             Service(

@@ -230,7 +230,7 @@ def test_every_function_gets_the_app_environment(expanded_template: Template) ->
 
 
 def _store_table() -> dict[str, Any]:
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
 
     class Recorder:
         def create_table(self, **kwargs: Any) -> None:
@@ -258,7 +258,7 @@ def test_app_table_has_the_keys_index_ttl_and_recovery_the_store_needs(expanded_
         {"AttributeName": "PK", "KeyType": "HASH"},
         {"AttributeName": "SK", "KeyType": "RANGE"},
     ]
-    # The same indexes as the table the store creates locally and in tests (shared.adapters.aws.dynamodb_store)
+    # The same indexes as the table the store creates locally and in tests (shared.adapters.aws.table_schema)
     assert _index_shapes(table["GlobalSecondaryIndexes"]) == _index_shapes(_store_table()["GlobalSecondaryIndexes"])
     assert {i["IndexName"] for i in table["GlobalSecondaryIndexes"]} == {"GSI1", "GSI2"}
     assert all(attribute["AttributeType"] == "S" for attribute in table["AttributeDefinitions"])
@@ -500,7 +500,7 @@ def test_prod_gets_a_nat_per_az_and_there_is_no_sqs_endpoint(expanded_template: 
 
 
 def test_retention_parameters_reach_every_function(expanded_template: Template) -> None:
-    from shared.adapters.aws.dynamodb_store import Retention
+    from shared.adapters.aws.table_schema import Retention
 
     parameters = expanded_template["Parameters"]
     assert parameters["RunRetentionDays"]["Default"] == Retention().run.days

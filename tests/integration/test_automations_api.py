@@ -17,8 +17,8 @@ from botocore.exceptions import ClientError
 from functions.agent_api.app import create_app
 from functions.agent_api.routes_automations import router
 from shared.adapters.aws.scheduler import SchedulerError, schedule_name
+from shared.adapters.in_memory.automation import InMemoryAutomationStore
 from shared.automation.models import AutomationTask
-from shared.automation.store import InMemoryAutomationStore
 from shared.wiring import Services
 from tests.support.scripted_model import ScriptedModel
 from tests.support.settings import REGION, TABLE

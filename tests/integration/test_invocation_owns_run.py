@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from functions.agent_api.app import create_app
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
-from shared.memory.store import InMemoryMemoryStore
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.models import Identity, RunStatus
 from shared.wiring import ServiceOverrides, Services
 from tests.support.scripted_model import ScriptedModel, Turn

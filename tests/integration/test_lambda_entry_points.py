@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from functions.agent_api import lambda_buffered
-from shared.adapters.aws.dynamodb_store import create_table
+from shared.adapters.aws.table_schema import create_table
 from tests.support.lambda_events import ROOT, LambdaContext, proxy_event
 from tests.support.model_server import ModelServer, ScriptedTurn
 from tests.support.redis_server import free_port

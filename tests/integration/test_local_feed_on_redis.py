@@ -12,7 +12,7 @@ import pytest
 from ag_ui.core import TextMessageContentEvent, TextMessageEndEvent, TextMessageStartEvent
 
 from functions.agent_api.sse import frame
-from shared.adapters.in_memory_store import InMemoryStore
+from shared.adapters.in_memory.store import InMemoryStore
 from shared.adapters.redis_stream import RedisEventStream, connect
 from shared.executors.context import RunContext
 from shared.ports import StreamEntry

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
 from shared.executors.transcript import RUN_NOTES_BEGIN, RUN_NOTES_END
 from shared.memory.injection import MEMORY_INJECTION_SENTINEL
 from shared.memory.models import Memory, MemoryKind
-from shared.memory.store import InMemoryMemoryStore
 from shared.memory.trigger import RunCompletedPublisher
 from shared.wiring import ServiceOverrides, Services
 from tests.support.scripted_model import ScriptedModel, Turn

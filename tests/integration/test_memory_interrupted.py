@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from devtools.local.memory_worker import InProcessMemoryWorker
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
 from shared.llm.openai_chat import OpenAIChatModel
 from shared.memory.job import MemoryRunFailed
 from shared.memory.models import BusEvent
-from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
 from tests.support.model_server import ModelServer, ScriptedTurn

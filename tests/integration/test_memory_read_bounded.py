@@ -77,7 +77,7 @@ async def read_cost(aws: Any, stored: int, active: int) -> tuple[int, float, int
         ALICE, "fact number", limit=20
     )
     aws.delete_table(TableName=TABLE)
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
 
     create_table(aws, TABLE)
     return reads.requests, reads.read_units, len(found)

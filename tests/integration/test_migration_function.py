@@ -23,9 +23,9 @@ from moto import mock_aws
 from functions.migrate import cli
 from functions.migrate.handler import STOP_BEFORE_TIMEOUT_MS, lambda_handler
 from shared.adapters.aws.clients import serialise_calls
-from shared.adapters.aws.dynamodb_store import create_table
 from shared.adapters.aws.function_invoker import LambdaInvoker
 from shared.adapters.aws.migration_state import MigrationStateTable, run_key
+from shared.adapters.aws.table_schema import create_table
 from shared.wiring import ServiceOverrides, Services
 from tests.support.lambda_functions import lambda_function, record_invocations
 from tests.support.migration_context import LambdaContext

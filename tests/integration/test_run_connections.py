@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis
 
-from shared.adapters.in_memory_store import InMemoryStore
+from shared.adapters.in_memory.store import InMemoryStore
 from shared.adapters.redis_stream import RedisEventStream, connect
 from shared.run_events.emitter import is_terminal
 from shared.runs.service import RunService

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from devtools.local.appconfig_standin import ExtensionStandIn
-from shared.adapters.in_memory_config import InMemoryConfigSource
+from shared.adapters.in_memory.config import InMemoryConfigSource
 from shared.runtime_config import LiveProfiles
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.sse import parse_sse

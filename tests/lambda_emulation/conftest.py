@@ -10,7 +10,8 @@ from typing import Any
 import boto3
 import pytest
 
-from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
+from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.aws.table_schema import create_table
 from tests.support.lambda_instance import Instance
 from tests.support.model_server import ModelServer
 from tests.support.moto_server import moto_server

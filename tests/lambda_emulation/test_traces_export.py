@@ -15,7 +15,7 @@ import boto3
 import httpx
 import pytest
 
-from shared.adapters.aws.dynamodb_store import create_table
+from shared.adapters.aws.table_schema import create_table
 from shared.auth import mint_local_token
 from tests.support.lambda_instance import Instance
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn

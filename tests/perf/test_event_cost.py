@@ -17,7 +17,7 @@ from ag_ui.core import (
 )
 
 from functions.agent_api.sse import frames
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.executors.model_turn import ModelTurn
 from shared.llm.types import ChatRequest
 from shared.models import ExecutionMeta

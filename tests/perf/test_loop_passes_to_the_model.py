@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 
 from functions.agent_api.app import create_app
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.llm.types import ChatChunk, ChatRequest
-from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
 from tests.support.scripted_model import ScriptedModel, Turn

@@ -20,9 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
 from shared.llm.openai_chat import OpenAIChatModel
 from shared.memory.job import MemoryRunFailed
-from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
 from tests.support.agui_clients import run_js_agent, turn_problems, validate_sse

@@ -33,7 +33,8 @@ import boto3
 import httpx
 from moto import mock_aws
 
-from shared.adapters.aws.dynamodb_store import DynamoDBStore, create_table
+from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.aws.table_schema import create_table
 from shared.auth import mint_local_token
 from shared.settings import Settings
 from shared.wiring import ServiceOverrides, Services

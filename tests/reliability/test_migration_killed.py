@@ -23,9 +23,9 @@ from typing import Any
 import boto3
 import pytest
 
-from shared.adapters.aws.dynamodb_store import create_table
 from shared.adapters.aws.memory_store import _to_item
 from shared.adapters.aws.migration_state import MigrationStateTable
+from shared.adapters.aws.table_schema import create_table
 from tests.support.migration_driver import OPTIONS
 from tests.support.moto_server import moto_server
 from tests.support.old_shapes import Seeded, seed

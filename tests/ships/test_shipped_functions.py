@@ -28,7 +28,7 @@ import boto3
 import httpx
 import pytest
 
-from shared.adapters.aws.dynamodb_store import create_table
+from shared.adapters.aws.table_schema import create_table
 from tests.support import handler_runtime, shipped_artifact
 from tests.support.agui_clients import validate_sse
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn

@@ -212,7 +212,7 @@ def create_resources(moto_url: str) -> str:
     """The table, the idempotency table and the memory queue; returns the queue URL."""
     import boto3
 
-    from shared.adapters.aws.dynamodb_store import create_table
+    from shared.adapters.aws.table_schema import create_table
 
     dynamodb = boto3.client("dynamodb", region_name=REGION, endpoint_url=moto_url)
     create_table(dynamodb, TABLE)

@@ -8,8 +8,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.executors.worker import WorkerExecutor
 from shared.llm.types import ChatChunk, ChatRequest
 from shared.models import Identity, Message, Role, Run

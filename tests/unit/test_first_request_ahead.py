@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.adapters.in_memory_store import MAX_CONTENT_CHARS
+from shared.adapters.in_memory.store import MAX_CONTENT_CHARS
 from shared.errors import Conflict, ServiceUnavailable
 from shared.stream_keys import run_stream_key
 from tests.support.request_ahead_rig import SLOW_MODEL_S, Rig

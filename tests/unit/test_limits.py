@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
-from shared.adapters.in_memory_usage import InMemoryUsageCounters
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
+from shared.adapters.in_memory.usage import InMemoryUsageCounters
 from shared.errors import ConfigurationError, Conflict, InvalidRequest, NotFound, TooManyRequests
 from shared.executors.context import RunContext
 from shared.executors.worker import WorkerExecutor

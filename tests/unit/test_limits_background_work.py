@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
-from shared.adapters.in_memory_usage import InMemoryUsageCounters
+from shared.adapters.in_memory.automation import InMemoryAutomationStore
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
+from shared.adapters.in_memory.pending_extractions import InMemoryPendingExtractions
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
+from shared.adapters.in_memory.usage import InMemoryUsageCounters
 from shared.automation.models import AutomationTask, TaskRef
 from shared.automation.runner import AutomationRunner
-from shared.automation.store import InMemoryAutomationStore
 from shared.executors.context import RunContext
 from shared.executors.worker import WorkerExecutor
 from shared.limits.config import LimitSet, parse_limits
@@ -20,8 +22,6 @@ from shared.limits.models import ReserveRequest, RunSpend, ScopeAsk, TokenCounts
 from shared.limits.windows import Windows
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import MEMORY_PROFILE, MemoryExtraction
-from shared.memory.pending import InMemoryPendingExtractions
-from shared.memory.store import InMemoryMemoryStore
 from shared.models import ExecutionMeta, Identity, Message, Origin, Role, RunStatus
 from shared.profiles import default_catalog
 from shared.runs.service import RunService

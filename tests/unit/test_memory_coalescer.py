@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from shared.adapters.in_memory.pending_extractions import InMemoryPendingExtractions
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import ExtractionReport, RunCompleted
-from shared.memory.pending import InMemoryPendingExtractions
 from shared.models import Identity
 from shared.profiles import default_catalog
 

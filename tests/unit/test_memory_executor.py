@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from devtools.memory_evaluation import CaseThread, ListAuditLog, ListStream
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
 from shared.errors import ModelError
 from shared.executors.context import RunContext
 from shared.memory.executor import MemoryExecutor
 from shared.memory.injection import MEMORY_INJECTION_SENTINEL, ActiveMemories, render_memories
 from shared.memory.models import Memory, MemoryKind
-from shared.memory.store import InMemoryMemoryStore
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.profiles import default_catalog
 from shared.run_events.emitter import RunEmitter

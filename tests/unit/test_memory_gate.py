@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
 from shared.memory.gate import AUDIT_KIND, ExtractionScope, MemoryGate
 from shared.memory.injection import render_memories
 from shared.memory.models import Memory, MemoryKind, MemoryStatus
-from shared.memory.store import InMemoryMemoryStore
 from shared.models import AuditRecord, ExecutionMeta, Message, Origin, Role
 
 TENANT, USER, OTHER_USER, THREAD, RUN = "t1", "u1", "u2", "th1", "mem_run_1"

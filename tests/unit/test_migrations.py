@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from functions.agent_api.app import create_app
 from shared.adapters.aws.write_budget import WriteBudget, item_size, write_units
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.migration_log import InMemoryMigrationLog
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.memory.models import Memory, MemoryKind, MemoryStatus
-from shared.migrations.log import InMemoryMigrationLog
 from shared.migrations.memory_index import ACTIVE_MEMORY_INDEX
 from shared.migrations.model import CompletedMigration, ItemFilter, Migration, item_version
 from shared.migrations.registry import MIGRATIONS, check_registry, current_version

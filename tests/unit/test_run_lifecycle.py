@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
 from shared.models import ExecutorKind, RunStatus

@@ -8,8 +8,8 @@ import asyncio
 
 from ag_ui.core import StepStartedEvent, ToolCallStartEvent
 
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.errors import ModelError
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus, Usage

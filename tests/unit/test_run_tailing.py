@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.models import ExecutionMeta, Run
 from shared.ports import StreamEntry
 from shared.runs.tailing import StreamTail

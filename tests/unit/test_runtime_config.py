@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from devtools.runtime_config import VALIDATOR_CONTENT_LIMIT, check_document, stale_copies, validator_content
-from shared.adapters.in_memory_config import InMemoryConfigSource
+from shared.adapters.in_memory.config import InMemoryConfigSource
 from shared.errors import ConfigurationError
 from shared.profiles import ProfileCatalog, ProfileChecks, build_catalog, default_catalog, default_known_tools
 from shared.runtime_config import CatalogBase, LiveProfiles, document_schema

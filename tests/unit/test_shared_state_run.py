@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
-from shared.adapters.in_memory_thread_state import InMemoryThreadStates
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
+from shared.adapters.in_memory.thread_state import InMemoryThreadStates
 from shared.executors.context import RunContext
 from shared.executors.worker import WorkerExecutor
 from shared.models import ExecutionMeta, Identity, Message, Origin, Role

@@ -8,8 +8,8 @@ _START_UP = """
 import sys
 import functions.automation.handler
 from shared.settings import Settings
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.wiring import ServiceOverrides, Services
 overrides = ServiceOverrides(store=InMemoryStore(), stream=InMemoryEventStream())
 services = Services(Settings(embedded=True), overrides=overrides)

@@ -9,8 +9,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from functions.agent_api import app as app_module
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.settings import Settings
 from shared.startup_heap import freeze_startup_heap
 from shared.wiring import ServiceOverrides, Services

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.auth import AUDIT_SCOPE
 from shared.chat import CHAT_PROFILE, chat_context, chat_meta
 from shared.errors import Forbidden, InvalidRequest

@@ -13,12 +13,12 @@ import httpx
 import pytest
 
 from functions.agent_api.app import create_app
-from shared.adapters.in_memory_scheduler import InMemoryTaskScheduler
-from shared.adapters.in_memory_store import InMemoryStore
-from shared.adapters.in_memory_stream import InMemoryEventStream
+from shared.adapters.in_memory.automation import InMemoryAutomationStore
+from shared.adapters.in_memory.memories import InMemoryMemoryStore
+from shared.adapters.in_memory.scheduler import InMemoryTaskScheduler
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.auth import mint_local_token
-from shared.automation.store import InMemoryAutomationStore
-from shared.memory.store import InMemoryMemoryStore
 from shared.models import Identity
 from shared.settings import Settings
 from shared.wiring import ServiceOverrides, Services

@@ -1,10 +1,10 @@
-"""In-memory store: threads, messages, runs and audit records in process memory.
+"""In-memory threads and messages: the reference fake of ``ThreadStore`` (shared/ports/threads.py).
 
-The reference fake for ``ConversationStore``, ``RunLedger`` and ``AuditLog`` (and the run service's ``RunStore``). It
-runs the same contract suite as ``DynamoDBStore`` (``tests/contract/test_store_contract.py``), so it keeps that
-adapter's semantics: tenant-scoped keys, NotFound for someone else's thread, an opaque per-user cursor, idempotent
-appends numbered by a per-thread counter, content capped at ``MAX_CONTENT_CHARS``, and a ``request_count`` that
-grows by the number of requests the DynamoDB adapter would send for the same call on an uncontended table.
+It runs the same contract suite as ``DynamoDBThreads`` (tests/contract/test_thread_store_contract.py), so it keeps
+that adapter's semantics: tenant-scoped keys, NotFound for someone else's thread, an opaque per-user cursor,
+idempotent appends numbered by a per-thread counter, content capped at ``MAX_CONTENT_CHARS``, and the requests the
+DynamoDB adapter would send counted on the shared meter. Like that adapter it is given the run ledger of the same
+table: the admission stores a run with the messages, the takeover reads the holder's lease, deletion removes runs.
 
 Every method does its work without awaiting in between, so each call is atomic on the event loop; a yield before
 the work stands in for the network round trip and lets concurrent tasks interleave between calls, as they would.
@@ -12,31 +12,19 @@ the work stands in for the network round trip and lets concurrent tasks interlea
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import copy
-import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
+from shared.adapters.in_memory.meter import RequestMeter
+from shared.adapters.in_memory.runs import InMemoryRunLedger
 from shared.errors import InvalidRequest, NotFound
-from shared.models import (
-    AuditRecord,
-    Identity,
-    Message,
-    Run,
-    RunStatus,
-    Thread,
-    ThreadClaim,
-    ThreadTakeover,
-    Usage,
-    utc_now,
-)
-from shared.ports.store import AdmittedRun
+from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
+from shared.ports.threads import AdmittedRun
 
 # Same cap as the DynamoDB codec (``dynamo_codec.MAX_CONTENT_CHARS``); the contract suite checks both against it.
 MAX_CONTENT_CHARS = 100_000
@@ -54,12 +42,6 @@ class _ThreadState:
     active_run_at: datetime | None = None
     messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
     seq_by_id: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _AuditEntry:
-    record: AuditRecord
-    order: int
 
 
 def _listing_key(thread: Thread) -> str:
@@ -96,24 +78,22 @@ def _cap(msg: Message) -> Message:
     return msg.model_copy(update={"content": msg.content[:MAX_CONTENT_CHARS], "flags": flags}, deep=True)
 
 
-class InMemoryStore:
-    """Threads, messages, runs and audit records keyed by tenant, in dictionaries."""
+class InMemoryThreads:
+    """Threads and their messages keyed by tenant, in dictionaries; runs in ``ledger``."""
 
-    def __init__(self) -> None:
+    def __init__(self, ledger: InMemoryRunLedger, meter: RequestMeter | None = None) -> None:
         self._threads: dict[ThreadKey, _ThreadState] = {}
-        self._runs: dict[tuple[str, str], Run] = {}
-        self._audit: dict[ThreadKey, list[_AuditEntry]] = {}
-        self._audit_order = itertools.count()
-        self.request_count = 0
+        self._ledger = ledger
+        self._meter = meter or RequestMeter()
 
-    async def _request(self) -> None:
-        self.request_count += 1
-        await asyncio.sleep(0)
+    @property
+    def request_count(self) -> int:
+        return self._meter.request_count
 
     # ---- threads -------------------------------------------------------------------------------------------
 
     async def open_thread(self, identity: Identity, thread_id: str) -> Thread:
-        await self._request()
+        await self._meter.request()
         key = (identity.tenant_id, thread_id)
         if key not in self._threads:
             now = utc_now()
@@ -135,7 +115,7 @@ class InMemoryStore:
         return state
 
     async def get_thread(self, identity: Identity, thread_id: str) -> Thread:
-        await self._request()
+        await self._meter.request()
         return self._owned(identity, thread_id).thread
 
     async def list_threads(
@@ -143,7 +123,7 @@ class InMemoryStore:
     ) -> tuple[list[Thread], str | None]:
         partition = _partition(identity)
         after = _decode_cursor(cursor, partition) if cursor else None
-        await self._request()
+        await self._meter.request()
         mine = sorted(
             (
                 s.thread
@@ -161,7 +141,7 @@ class InMemoryStore:
 
     async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime) -> bool:
         """Mark ``run_id`` as the thread's active run; False when another live run holds it."""
-        await self._request()
+        await self._meter.request()
         state = self._threads.get((identity.tenant_id, thread_id))
         if state is None or state.thread.owner_user_id != identity.user_id:
             return False
@@ -177,7 +157,7 @@ class InMemoryStore:
         self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime
     ) -> ThreadClaim | None:
         """Open (creating when new) and claim the thread in one request; see the DynamoDB adapter."""
-        await self._request()
+        await self._meter.request()
         key = (identity.tenant_id, thread_id)
         state = self._threads.get(key)
         created = state is None
@@ -192,12 +172,12 @@ class InMemoryStore:
             )
             state = self._threads[key] = _ThreadState(thread=thread)
         if state.thread.owner_user_id != identity.user_id:
-            await self._request()  # the adapter reads the thread to tell a refusal from a busy thread
+            await self._meter.request()  # the adapter reads the thread to tell a refusal from a busy thread
             raise NotFound("thread not found")
         holder = state.thread.active_run_id
         stale = state.active_run_at is not None and state.active_run_at < stale_before
         if holder is not None and holder != run_id and not stale:
-            await self._request()
+            await self._meter.request()
             return None
         state.thread = state.thread.model_copy(update={"active_run_id": run_id})
         state.active_run_at = utc_now()
@@ -205,7 +185,7 @@ class InMemoryStore:
 
     async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None:
         """Delete a thread an admission created and then refused (see the DynamoDB adapter)."""
-        await self._request()
+        await self._meter.request()
         key = (identity.tenant_id, thread_id)
         state = self._threads.get(key)
         if (
@@ -220,22 +200,22 @@ class InMemoryStore:
         self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime
     ) -> ThreadTakeover | None:
         """Give the thread to ``run_id`` if its holder's lease expired (see the DynamoDB adapter)."""
-        await self._request()
+        await self._meter.request()
         state = self._threads.get((identity.tenant_id, thread_id))
         if state is None or state.thread.owner_user_id != identity.user_id:
             return None
         holder = state.thread.active_run_id
         if holder is None or holder == run_id:
             return None
-        await self._request()
-        stored = self._runs.get((identity.tenant_id, holder))
+        await self._meter.request()
+        stored = self._ledger._runs.get((identity.tenant_id, holder))
         if stored is None:
             expired = state.active_run_at is None or state.active_run_at < lease_expired_before
         else:
             expired = stored.status.is_terminal or stored.heartbeat_at < lease_expired_before
         if not expired:
             return None
-        await self._request()
+        await self._meter.request()
         if state.thread.active_run_id != holder:  # another run took it over meanwhile (a conditional write)
             return None
         state.thread = state.thread.model_copy(update={"active_run_id": run_id})
@@ -243,7 +223,7 @@ class InMemoryStore:
         return ThreadTakeover(previous_run_id=holder, previous=stored.model_copy(deep=True) if stored else None)
 
     async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None:
-        await self._request()
+        await self._meter.request()
         state = self._threads.get((tenant_id, thread_id))
         if state is None or state.thread.active_run_id != run_id:
             return
@@ -255,7 +235,7 @@ class InMemoryStore:
     async def known_message_ids(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> set[str]:
         unique = list(dict.fromkeys(ids))
         for _ in range(0, len(unique), _IDS_PER_BATCH_GET):
-            await self._request()
+            await self._meter.request()
         state = self._threads.get((tenant_id, thread_id))
         if state is None:
             return set()
@@ -276,13 +256,13 @@ class InMemoryStore:
         self, identity: Identity, thread_id: str, chunk: list[Message], *, counter_known: bool = False
     ) -> list[Message]:
         if not counter_known:
-            await self._request()  # read the counter
+            await self._meter.request()  # read the counter
         state = self._owned(identity, thread_id)
-        await self._request()  # the transaction
+        await self._meter.request()  # the transaction
         new = [m for m in chunk if m.id not in state.seq_by_id]
         if len(new) < len(chunk) and new:
             # DynamoDB drops the duplicates from the cancelled transaction and retries: two more requests.
-            self.request_count += 2
+            self._meter.request_count += 2
         return self._store_numbered(state, new)
 
     @staticmethod
@@ -309,24 +289,24 @@ class InMemoryStore:
         stored: list[Message] = []
         for chunk in chunks[:-1]:
             stored += await self._append_chunk(identity, thread_id, chunk, counter_known=chunk is chunks[0])
-        await self._request()  # the last transaction carries the run record
+        await self._meter.request()  # the last transaction carries the run record
         key = (run.tenant_id, run.run_id)
-        if key in self._runs:
-            await self._request()
-            return AdmittedRun(self._runs[key].model_copy(deep=True), False, stored)
+        if key in self._ledger._runs:
+            await self._meter.request()
+            return AdmittedRun(self._ledger._runs[key].model_copy(deep=True), False, stored)
         state = self._owned(identity, thread_id)
         if chunks:
             if len(chunks) > 1:
-                await self._request()  # the counter, re-read after the earlier chunks
+                await self._meter.request()  # the counter, re-read after the earlier chunks
             new = [m for m in chunks[-1] if m.id not in state.seq_by_id]
             if len(new) < len(chunks[-1]):
-                self.request_count += 2  # a duplicate cancels the transaction: re-read and retry without it
+                self._meter.request_count += 2  # a duplicate cancels the transaction: re-read and retry without it
             stored += self._store_numbered(state, new)
-        self._runs[key] = run.model_copy(deep=True)
+        self._ledger._runs[key] = run.model_copy(deep=True)
         return AdmittedRun(run, True, stored)
 
     async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
-        await self._request()
+        await self._meter.request()
         state = self._threads.get((tenant_id, thread_id))
         if state is None or limit <= 0:
             return []
@@ -334,124 +314,24 @@ class InMemoryStore:
         return [m.model_copy(deep=True) for m in reversed(state.messages[max(0, end - limit) : end])]
 
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
-        await self._request()
+        await self._meter.request()
         state = self._threads.get((tenant_id, thread_id))
         if state is None or limit <= 0:
             return []
         start = max(0, after_seq)
         return [m.model_copy(deep=True) for m in state.messages[start : start + limit]]
 
-    # ---- runs ----------------------------------------------------------------------------------------------
-
-    async def create_run(self, run: Run) -> tuple[Run, bool]:
-        await self._request()
-        key = (run.tenant_id, run.run_id)
-        if key in self._runs:
-            await self._request()
-            return self._runs[key].model_copy(deep=True), False
-        self._runs[key] = run.model_copy(deep=True)
-        return run, True
-
-    async def get_run(self, tenant_id: str, run_id: str) -> Run | None:
-        await self._request()
-        run = self._runs.get((tenant_id, run_id))
-        return run.model_copy(deep=True) if run else None
-
-    def _existing_run(self, tenant_id: str, run_id: str) -> Run:
-        run = self._runs.get((tenant_id, run_id))
-        if run is None:
-            raise NotFound("run not found")
-        return run
-
-    async def finish_run(
-        self,
-        tenant_id: str,
-        run_id: str,
-        *,
-        status: str,
-        usage: list[Usage],
-        last_stream_id: str | None,
-        error_code: str | None = None,
-    ) -> None:
-        await self._request()
-        run = self._existing_run(tenant_id, run_id)
-        updates: dict[str, Any] = {
-            "status": RunStatus(status),
-            "usage": [u.model_copy() for u in usage],
-            "updated_at": utc_now(),
-        }
-        if last_stream_id:
-            updates["last_stream_id"] = last_stream_id
-        if error_code:
-            updates["error_code"] = error_code
-        self._runs[(tenant_id, run_id)] = run.model_copy(update=updates)
-
-    async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> Run:
-        await self._request()
-        run = self._existing_run(tenant_id, run_id)
-        updates: dict[str, Any] = {"heartbeat_at": utc_now()}
-        if last_stream_id:
-            updates["last_stream_id"] = last_stream_id
-        self._runs[(tenant_id, run_id)] = run.model_copy(update=updates)
-        return self._runs[(tenant_id, run_id)].model_copy(deep=True)
-
-    async def request_cancel(self, tenant_id: str, run_id: str) -> None:
-        await self._request()
-        run = self._existing_run(tenant_id, run_id)
-        self._runs[(tenant_id, run_id)] = run.model_copy(update={"cancel_requested": True})
-
-    async def list_stale_runs(self, *, stale_before: datetime, limit: int) -> list[Run]:
-        """Running runs of every tenant whose last heartbeat is older than ``stale_before``, stalest first."""
-        await self._request()
-        stale = sorted(
-            (r for r in self._runs.values() if r.status is RunStatus.RUNNING and r.heartbeat_at < stale_before),
-            key=lambda r: (r.heartbeat_at, r.run_id),
-        )
-        return [r.model_copy(deep=True) for r in stale[:limit]]
-
-    async def abandon_run(self, tenant_id: str, run_id: str, *, stale_before: datetime, error_code: str) -> bool:
-        """Mark a stale running run failed; False when it is not running or its heartbeat is recent."""
-        await self._request()
-        run = self._runs.get((tenant_id, run_id))
-        if run is None or run.status is not RunStatus.RUNNING or not run.heartbeat_at < stale_before:
-            return False
-        self._runs[(tenant_id, run_id)] = run.model_copy(
-            update={"status": RunStatus.FAILED, "error_code": error_code, "updated_at": utc_now()}
-        )
-        return True
-
-    async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]:
-        """Oldest first, as the DynamoDB index sorts them."""
-        await self._request()
-        runs = sorted(
-            (r for (tenant, _), r in self._runs.items() if tenant == tenant_id and r.thread_id == thread_id),
-            key=lambda r: (r.created_at.isoformat(), r.run_id),
-        )
-        return [r.model_copy(deep=True) for r in runs[:limit]]
-
     # ---- erasure -------------------------------------------------------------------------------------------
 
     async def delete_thread(self, identity: Identity, thread_id: str, *, holder: str) -> list[str]:
         """Delete the caller's thread held by ``holder``: messages, runs, the thread; audit records are kept."""
-        await self._request()
+        await self._meter.request()
         state = self._owned(identity, thread_id)
         if state.thread.active_run_id != holder:
             raise NotFound("thread not found")
-        run_keys = sorted(k for k, r in self._runs.items() if k[0] == identity.tenant_id and r.thread_id == thread_id)
+        runs = self._ledger._runs
+        run_keys = sorted(k for k, r in runs.items() if k[0] == identity.tenant_id and r.thread_id == thread_id)
         for key in run_keys:
-            del self._runs[key]
+            del self._ledger._runs[key]
         del self._threads[(identity.tenant_id, thread_id)]
         return [run_id for _, run_id in run_keys]
-
-    # ---- audit ---------------------------------------------------------------------------------------------
-
-    async def record(self, record: AuditRecord) -> None:
-        await self._request()
-        entries = self._audit.setdefault((record.tenant_id, record.thread_id), [])
-        entries.append(_AuditEntry(record.model_copy(deep=True), next(self._audit_order)))
-
-    async def list_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[AuditRecord]:
-        """Oldest first."""
-        await self._request()
-        entries = sorted(self._audit.get((tenant_id, thread_id), []), key=lambda e: (e.record.at.isoformat(), e.order))
-        return [e.record.model_copy(deep=True) for e in entries[:limit]]

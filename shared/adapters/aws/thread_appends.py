@@ -1,0 +1,176 @@
+"""The message appends of the threads adapter: numbered by the thread's counter, idempotent by message id, and,
+for an admission, written in the same transaction as the run they start.
+
+Each append is one transaction per 40 messages: the counter update conditioned on its value, an id marker and the
+body per message (the marker's absence is the idempotency check), and for an admission the run item conditioned on
+its absence. A cancelled transaction says why per item, so a duplicate is dropped and a concurrent writer retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from shared.adapters.aws import dynamo_codec as codec
+from shared.adapters.aws.runs import DynamoDBRunLedger, RunExists
+from shared.adapters.aws.table_adapter import TableAdapter
+from shared.errors import Conflict, InvalidRequest
+from shared.models import Identity, Message, Run, Thread, utc_now
+from shared.ports.threads import AdmittedRun
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_MESSAGES_PER_TRANSACTION = 40
+_MAX_APPEND_ATTEMPTS = 12
+
+
+class MessageAppends:
+    """Appends messages through ``threads`` (the threads adapter: its client, table and request count), reading a
+    thread with ``get_thread`` when its counter moved, and creating runs in ``runs`` for an admission."""
+
+    def __init__(
+        self, threads: TableAdapter, get_thread: Callable[[Identity, str], Awaitable[Thread]], runs: DynamoDBRunLedger
+    ) -> None:
+        self._threads = threads
+        self._get_thread = get_thread
+        self._runs = runs
+        self._table = threads._table
+        self._call = threads._call  # its requests count as the threads adapter's
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self._threads.client
+
+    async def append_messages(self, identity: Identity, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+        stored: list[Message] = []
+        if any(m.thread_id != thread_id for m in messages):
+            raise InvalidRequest("a message belongs to another thread", code="thread_mismatch")
+        pending = list({m.id: m for m in messages}.values())
+        for start in range(0, len(pending), _MESSAGES_PER_TRANSACTION):
+            stored.extend(
+                await self._append_chunk(identity, thread_id, pending[start : start + _MESSAGES_PER_TRANSACTION])
+            )
+        return stored
+
+    async def admit_messages(
+        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+    ) -> AdmittedRun:
+        """Append ``messages`` and create ``run`` in the same transaction (the last one, beyond 40 messages).
+
+        ``last_seq`` is the counter as the caller last saw it (``open_and_claim`` returns it), so the first
+        attempt reads nothing. A run that exists already cancels the transaction: nothing is stored, and the
+        stored run comes back with ``False`` (the caller attaches to it or refuses a conflicting body).
+        """
+        if any(m.thread_id != thread_id for m in messages):
+            raise InvalidRequest("a message belongs to another thread", code="thread_mismatch")
+        pending = list({m.id: m for m in messages}.values())
+        chunks = [pending[i : i + _MESSAGES_PER_TRANSACTION] for i in range(0, len(pending), _MESSAGES_PER_TRANSACTION)]
+        run_item = self._runs.run_item(run)
+        base: int | None = last_seq
+        stored: list[Message] = []
+        for chunk in chunks[:-1]:
+            stored += await self._append_chunk(identity, thread_id, chunk, base=base)
+            base = None
+        try:
+            last = chunks[-1] if chunks else []
+            stored += await self._append_chunk(identity, thread_id, last, base=base, run_item=run_item)
+        except RunExists:
+            existing = await self._runs.get_run(run.tenant_id, run.run_id)
+            if existing is None:  # pragma: no cover - deleted between the two calls
+                raise
+            return AdmittedRun(existing, False, stored)
+        return AdmittedRun(run, True, stored)
+
+    async def _append_chunk(
+        self,
+        identity: Identity,
+        thread_id: str,
+        chunk: list[Message],
+        *,
+        base: int | None = None,
+        run_item: dict[str, Any] | None = None,
+    ) -> list[Message]:
+        """One transaction: counter update (conditioned on its value), an id marker and the body per message, and
+        ``run_item`` when given (conditioned on its absence: ``RunExists`` when it is there).
+
+        A cancelled transaction says why per item: a failed id marker is a duplicate (dropped and retried without
+        it); a failed counter is a concurrent writer (re-read and retried). ``base`` is the counter as the caller
+        knows it, which saves the read on the first attempt.
+        """
+        for attempt in range(_MAX_APPEND_ATTEMPTS):
+            if attempt:
+                # Jittered, growing pause: two writers retrying in lock-step would collide forever.
+                await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
+            if not chunk:
+                if run_item is not None:
+                    await self._runs.put_run_item(run_item)
+                return []
+            if base is None or attempt:
+                thread = await self._get_thread(identity, thread_id)
+                base = thread.last_seq
+            numbered = [m.model_copy(update={"seq": base + i + 1}) for i, m in enumerate(chunk)]
+            items = self._append_items(identity, thread_id, numbered, base=base, run_item=run_item)
+            try:
+                await self._call(lambda items=items: self.client.transact_write_items(TransactItems=items))  # type: ignore[misc]
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "TransactionCanceledException":
+                    raise
+                run_item_at = len(items) - 1 if run_item is not None else None
+                duplicates = _cancelled_duplicates(exc, numbered, run_item_at=run_item_at)
+                chunk = [m for m in chunk if m.id not in duplicates]
+                continue  # a concurrent writer moved the counter (or we dropped duplicates): retry
+            return [codec.as_stored(m) for m in numbered]
+        raise Conflict("could not append messages: too many concurrent writers", code="concurrent_write")
+
+    def _append_items(
+        self,
+        identity: Identity,
+        thread_id: str,
+        numbered: list[Message],
+        *,
+        base: int,
+        run_item: dict[str, Any] | None,
+    ) -> list[dict[str, Any]]:
+        """The items of one append transaction, in the order :func:`_cancelled_duplicates` reads them back: the
+        counter update, then the id marker and the body of each message, then ``run_item`` when given."""
+        pk = codec.thread_pk(identity.tenant_id, thread_id)
+        now = utc_now().isoformat()
+        values = {":new": base + len(numbered), ":old": base, ":now": now, ":g": f"{now}#{thread_id}"}
+        items: list[dict[str, Any]] = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": codec.to_item({"PK": pk, "SK": codec.META}),
+                    "UpdateExpression": "SET last_seq = :new, updated_at = :now, GSI1SK = :g",
+                    "ConditionExpression": "owner_user_id = :u AND last_seq = :old",
+                    "ExpressionAttributeValues": codec.to_item({**values, ":u": identity.user_id}),
+                }
+            }
+        ]
+        for msg in numbered:
+            marker = {"PK": pk, "SK": codec.msg_id_sk(msg.id), "kind": "message_id", "seq": msg.seq}
+            items.append(self._put_new(codec.to_item(marker)))
+            items.append({"Put": {"TableName": self._table, "Item": codec.message_to_item(identity.tenant_id, msg)}})
+        if run_item is not None:
+            items.append(self._put_new(run_item))
+        return items
+
+    def _put_new(self, item: dict[str, Any]) -> dict[str, Any]:
+        """A transaction ``Put`` of an item that must not exist yet."""
+        return {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(PK)"}}
+
+
+def _cancelled_duplicates(exc: ClientError, numbered: list[Message], *, run_item_at: int | None) -> set[str]:
+    """The ids of the messages a cancelled append transaction found stored already (their id marker's condition
+    failed); ``RunExists`` when the run item at ``run_item_at`` was the one there already."""
+    reasons = exc.response.get("CancellationReasons", [])
+    failed = [i for i, reason in enumerate(reasons) if reason.get("Code") == "ConditionalCheckFailed"]
+    if run_item_at is not None and run_item_at in failed:
+        raise RunExists from exc
+    # Item 0 is the counter; message k has its id marker at 1 + 2k and its body at 2 + 2k.
+    return {numbered[(i - 1) // 2].id for i in failed if 0 < i < 1 + 2 * len(numbered) and i % 2}

@@ -1,0 +1,91 @@
+"""The threads-and-messages port: a thread record (owner, counter, active run) and its messages, one partition each.
+
+Fake: ``InMemoryThreads`` (shared/adapters/in_memory/threads.py); adapter: ``DynamoDBThreads``
+(shared/adapters/aws/threads.py); contract: tests/contract/test_thread_store_contract.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import NamedTuple, Protocol
+
+from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover
+
+
+class MessageHistoryReader(Protocol):
+    """Reads a thread backwards, a page at a time (the context window's only read).
+
+    Fake: ``InMemoryThreads``; adapter: ``DynamoDBThreads``; contract: tests/contract/test_thread_store_contract.py."""
+
+    async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
+        """Up to ``limit`` messages older than ``before_seq`` (all when None), newest first. One store request."""
+        ...
+
+
+class ConversationStore(MessageHistoryReader, Protocol):
+    """Threads and their messages, appended idempotently by message id.
+
+    Fake: ``InMemoryThreads``; adapter: ``DynamoDBThreads``; contract: tests/contract/test_thread_store_contract.py."""
+
+    async def open_thread(self, identity: Identity, thread_id: str) -> Thread:
+        """Return the caller's thread, creating it; raises NotFound if it belongs to another user or tenant."""
+        ...
+
+    async def get_thread(self, identity: Identity, thread_id: str) -> Thread:
+        """The caller's thread; NotFound when absent or not theirs."""
+        ...
+
+    async def list_threads(
+        self, identity: Identity, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]: ...
+
+    async def append_messages(self, identity: Identity, thread_id: str, messages: Sequence[Message]) -> list[Message]:
+        """Append in order, idempotent by message id; returns only the messages newly stored, with their seq."""
+        ...
+
+    async def known_message_ids(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> set[str]: ...
+
+    async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
+        """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
+        ...
+
+
+class AdmittedRun(NamedTuple):
+    """What ``admit_messages`` did: the run (the stored one when it existed already), whether this call created it,
+    and the messages it stored, numbered and exactly as a read returns them (content capped), oldest first."""
+
+    run: Run
+    created: bool
+    messages: list[Message]
+
+
+class ThreadStore(ConversationStore, Protocol):
+    """The whole threads-and-messages aggregate: the conversation store plus the thread's claim by one run at a
+    time, the admission write and the thread's deletion.
+
+    Fake: ``InMemoryThreads``; adapter: ``DynamoDBThreads``; contract: tests/contract/test_thread_store_contract.py.
+    The admission write and the takeover also touch a run record: the adapter is given the run ledger's adapter of
+    the same table for that (a run is created in the same transaction as the messages that start it)."""
+
+    async def claim_thread(
+        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime
+    ) -> bool: ...
+
+    async def open_and_claim(
+        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime
+    ) -> ThreadClaim | None: ...
+
+    async def admit_messages(
+        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+    ) -> AdmittedRun: ...
+
+    async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None: ...
+
+    async def take_over_thread(
+        self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime
+    ) -> ThreadTakeover | None: ...
+
+    async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None: ...
+
+    async def delete_thread(self, identity: Identity, thread_id: str, *, holder: str) -> list[str]: ...
