@@ -23,7 +23,8 @@ def states(request: pytest.FixtureRequest) -> States:
     if request.param == "memory":
         return InMemoryThreadStates()
     store: Any = request.getfixturevalue("store")
-    return DynamoDBThreadStates(store.table_name, lambda: store.client)
+    threads = store.threads
+    return DynamoDBThreadStates(threads.table_name, lambda: threads.client)
 
 
 async def test_a_state_is_stored_whole_and_each_write_raises_the_version(states: States) -> None:
