@@ -167,6 +167,19 @@ class MemoryPolicy(BaseModel):
     """Extract at once when this many user messages are pending (at most 100: one run reads at most 100)."""
 
 
+MultitaskStrategy = Literal["reject", "interrupt"]
+"""As ``shared.runs.multitask.MULTITASK_STRATEGIES``; ``enqueue`` (issue 28) is not built yet."""
+
+
+class RunPolicy(BaseModel):
+    """What a new message does while a run is active on its thread (``shared.runs.multitask``; docs/policy.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    multitask_strategy: MultitaskStrategy = "reject"
+    """The default when the request's ``forwardedProps.multitaskStrategy`` does not say."""
+
+
 class ExecutionProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -179,6 +192,7 @@ class ExecutionProfile(BaseModel):
     history_policy: HistoryPolicy = Field(default_factory=HistoryPolicy)
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
     memory_policy: MemoryPolicy = Field(default_factory=MemoryPolicy)
+    run_policy: RunPolicy = Field(default_factory=RunPolicy)
     """Only memory profiles use it (when their thread's extraction fires)."""
     intent_variant: Literal["A", "B"] = "B"
     """Which intent-recognition prompt the worker uses (``shared.intent``)."""
