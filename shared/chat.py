@@ -7,7 +7,7 @@ worker executor; front-end tool results are settled against the thread's pending
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from ag_ui.core import RunAgentInput
 
@@ -18,6 +18,7 @@ from shared.profiles import ProfileChoice, Profiles
 from shared.runs import intake
 from shared.runs.admission import Admission
 from shared.runs.execution import Executor
+from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, ThreadsAndAudit, strategy_of
 from shared.runs.pending_calls import settle_pending_calls
 from shared.runs.service import RunService
 
@@ -64,11 +65,18 @@ class ChatService:
         runs: RunService,
         history: MessageHistoryReader,
         executor: Callable[[], Executor],
+        *,
+        threads: ThreadsAndAudit | None = None,
+        lease_s: float = 30.0,
     ) -> None:
+        """``threads``: what the ``interrupt`` strategy reads and audits (without it, every strategy rejects)."""
         self._profiles = profiles
         self._runs = runs
         self._history = history
         self._executor = executor
+        self._interrupting = (
+            Interrupting(threads, runs.cancel, wait_s=lease_s + WAIT_MARGIN_S) if threads is not None else None
+        )
 
     async def start(self, caller: Identity, body: bytes) -> Admission:
         """Admit the run a ``RunAgentInput`` body asks for (or attach to it, for a retry of the same request)."""
@@ -88,10 +96,17 @@ class ChatService:
                 recent=recent,
             )
 
-        return await self._runs.admit(
-            ctx,
-            body_digest=intake.body_digest(run_input),
-            new_messages=new_messages,
-            executor=self._executor(),
-            settle=settle,
-        )
+        def attempt() -> Awaitable[Admission]:
+            # A fresh executor each time: a refused admission discards what the previous one opened.
+            return self._runs.admit(
+                ctx,
+                body_digest=intake.body_digest(run_input),
+                new_messages=new_messages,
+                executor=self._executor(),
+                settle=settle,
+            )
+
+        strategy = strategy_of(run_input.forwarded_props, choice.profile.run_policy.multitask_strategy)
+        if strategy == "interrupt" and self._interrupting is not None:
+            return await self._interrupting.admit(caller, ctx.thread_id, ctx.run_id, attempt)
+        return await attempt()

@@ -370,7 +370,9 @@ class Services:
         """Starts chat runs (each run gets a worker executor of its own from ``worker``)."""
         from shared.chat import ChatService
 
-        return ChatService(self.profiles, self.runs, self.store, self.worker)
+        return ChatService(
+            self.profiles, self.runs, self.store, self.worker, threads=self.store, lease_s=self.settings.run_lease_s
+        )
 
     @cached_property
     def threads(self) -> ThreadService:

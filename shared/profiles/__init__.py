@@ -39,6 +39,8 @@ from shared.profiles.schema import (
     HistoryPolicy,
     MemoryPolicy,
     ModelConfig,
+    MultitaskStrategy,
+    RunPolicy,
     ToolPolicy,
 )
 
@@ -52,10 +54,12 @@ __all__ = [
     "MemoryPolicy",
     "ModelConfig",
     "ModelTraits",
+    "MultitaskStrategy",
     "ProfileCatalog",
     "ProfileChecks",
     "ProfileChoice",
     "Profiles",
+    "RunPolicy",
     "ToolPolicy",
     "build_catalog",
     "default_catalog",

@@ -116,6 +116,19 @@ class MemoryPolicy(BaseModel):
     """Extract at once when this many user messages are pending (at most 100: one run reads at most 100)."""
 
 
+MultitaskStrategy = Literal["reject", "interrupt"]
+"""As ``shared.runs.multitask.MULTITASK_STRATEGIES``; ``enqueue`` (issue 28) is not built yet."""
+
+
+class RunPolicy(BaseModel):
+    """What a new message does while a run is active on its thread (``shared.runs.multitask``; docs/policy.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    multitask_strategy: MultitaskStrategy = "reject"
+    """The default when the request's ``forwardedProps.multitaskStrategy`` does not say."""
+
+
 class ExecutionProfile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -129,6 +142,8 @@ class ExecutionProfile(BaseModel):
     tool_policy: ToolPolicy = Field(default_factory=ToolPolicy)
     memory_policy: MemoryPolicy = Field(default_factory=MemoryPolicy)
     """Only memory profiles use it (when their thread's extraction fires)."""
+    run_policy: RunPolicy = Field(default_factory=RunPolicy)
+    """Chat profiles: the multitask strategy when a message arrives while a run is active."""
     intent_variant: Literal["A", "B"] = "B"
     """Which intent-recognition prompt the worker uses (``shared.intent``)."""
     enable_router: bool | None = Field(default=None, exclude=True)

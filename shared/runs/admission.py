@@ -325,7 +325,7 @@ class Admitter:
 
         try:
             sweeper = RunSweeper(self._store, self._stream, on_run_ended=self._limits.ended if self._limits else None)
-            await sweeper.end_run(previous, cutoff, SweepReport(), reason="lease_expired")
+            await sweeper.end_run(previous, cutoff, SweepReport(), reason="lease_expired", ended_by="takeover")
         except Exception:
             # The context window still repairs dangling calls at read time, and the sweeper ends the run later.
             logger.exception("could not close the run taken over", extra={"run_id": takeover.previous_run_id})

@@ -26,6 +26,7 @@ from shared.models import Identity, Message, Run
 from shared.ports import EventStream, StreamEntry
 from shared.ports.store import RunStore
 from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, SettleMessages
+from shared.runs.dead_runs import DeadRuns
 from shared.runs.deadline import current_deadline
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, Prefetching
 from shared.runs.outcomes import RUN_STREAM_TTL_S
@@ -91,6 +92,7 @@ class RunService:
             stream_outage_grace_s=stream_outage_grace_s,
             settle_grace_s=settle_grace_s,
             tail_deadline_margin_s=tail_deadline_margin_s,
+            dead_runs=DeadRuns(store, stream, lease=timedelta(seconds=lease_s), limits=limits),
         )
 
     async def admit(

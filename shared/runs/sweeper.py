@@ -176,9 +176,16 @@ class RunSweeper:
         return report
 
     async def end_run(
-        self, run: Run, cutoff: datetime, report: SweepReport, *, reason: str = "heartbeat_stale"
+        self,
+        run: Run,
+        cutoff: datetime,
+        report: SweepReport,
+        *,
+        reason: str = "heartbeat_stale",
+        ended_by: str = "sweeper",
     ) -> bool:
-        """End one stale run; False when another sweeper did, or the run turned out to be alive."""
+        """End one stale run; False when another sweeper did, or the run turned out to be alive. ``ended_by``
+        (audited): ``sweeper``, ``takeover`` (a new run on the thread) or ``reader`` (a tail of the run)."""
         if not await self._store.abandon_run(run.tenant_id, run.run_id, stale_before=cutoff, error_code=SWEPT_CODE):
             return False
         logger.warning(
@@ -208,6 +215,7 @@ class RunSweeper:
                 user_id=run.user_id,
                 details={
                     "reason": reason,
+                    "ended_by": ended_by,
                     "heartbeat_at": run.heartbeat_at.isoformat(),
                     "salvaged_message_ids": salvaged,
                     "synthetic_results_for": [call_id for call_id, _ in results],

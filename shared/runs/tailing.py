@@ -3,7 +3,9 @@
 The stream (Redis) only delivers; the store (DynamoDB) is the record. A reader that cannot reach the stream for
 ``stream_outage_grace_s`` gets a terminal ``RUN_ERROR`` ``stream_unavailable``, and a reader of a run that ended
 without a terminal event on its stream gets one rebuilt from the run ledger. A response closes shortly before its
-invocation's deadline; the client resumes with Last-Event-ID.
+invocation's deadline; the client resumes with Last-Event-ID. A reader of a run that executes elsewhere and whose
+lease expired (its process stopped without recording the end) ends that run (``shared.runs.dead_runs``): the
+takeover's repair closes its stream with ``RUN_ERROR`` ``run_failed``, which the reader then receives.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Protocol
 from shared.models import Run, utc_now
 from shared.ports import EventStream, StreamEntry
 from shared.run_events.emitter import is_terminal
+from shared.runs.dead_runs import DeadRuns
 from shared.runs.local_feed import FeedReader, RunFeed
 from shared.runs.outcomes import terminal_from_ledger
 from shared.stream_keys import run_stream_key
@@ -28,6 +31,8 @@ SETTLE_GRACE_S = 15.0
 """How long after the ledger records a run's end its terminal event may still be on its way (settlement)."""
 TAIL_DEADLINE_MARGIN_S = 5.0
 """A stream response closes this long before its invocation's deadline; the client resumes with Last-Event-ID."""
+FIRST_LEASE_CHECK_S = 1.0
+"""How soon a reader of a silent run first reads the ledger (a run whose lease expired is then ended at once)."""
 STREAM_UNAVAILABLE = "stream_unavailable"
 STREAM_UNAVAILABLE_MESSAGE = (
     "The live event stream is unavailable. The run goes on and is saved: read the thread history, or resume "
@@ -70,8 +75,10 @@ class StreamTail:
         stream_outage_grace_s: float = 5.0,
         settle_grace_s: float = SETTLE_GRACE_S,
         tail_deadline_margin_s: float = TAIL_DEADLINE_MARGIN_S,
+        dead_runs: DeadRuns | None = None,
     ) -> None:
         self._store = store
+        self._dead_runs = dead_runs
         self._stream = stream
         self._local = local
         self._invocation_deadline = invocation_deadline
@@ -129,8 +136,12 @@ class StreamTail:
                 if item is not None and is_terminal(item.event):
                     return
         # The run executes elsewhere, or the feed could say no more: the stream, after the last entry sent.
+        # The ledger is read after each silent stretch, and when the run's lease would expire (a dead run is ended).
+        now = time.time()
+        ping_at = now + self._ping_interval_s
+        check_at = now + FIRST_LEASE_CHECK_S if self._dead_runs is not None else ping_at
         while True:
-            block_ms = self._block_ms(ends_at)
+            block_ms = self._block_ms(ends_at, until=min(ping_at, check_at))
             if block_ms is None:
                 return
             entries = await self._read_through_outage(key, cursor, block_ms)
@@ -140,11 +151,17 @@ class StreamTail:
                 )
                 return
             if not entries:
-                rebuilt = await self._rebuilt_terminal(tenant_id, run_id, key, cursor)
+                now = time.time()
+                rebuilt = None
+                if now >= min(ping_at, check_at):
+                    rebuilt, check_at = await self._after_silence(tenant_id, run_id, key, cursor)
                 if rebuilt is None:
-                    yield None
+                    if now >= ping_at:
+                        ping_at = now + self._ping_interval_s
+                        yield None
                     continue
                 entries = rebuilt
+            ping_at = time.time() + self._ping_interval_s
             for entry in entries:
                 cursor = entry.id
                 yield entry
@@ -163,11 +180,34 @@ class StreamTail:
             for entry in entries:
                 yield entry
 
-    async def _rebuilt_terminal(self, tenant_id: str, run_id: str, key: str, cursor: str) -> list[StreamEntry] | None:
-        """After a silent stretch: None while the run goes on (or its terminal event may still come); else what
-        follows ``cursor`` after all, or the terminal event rebuilt from the ledger."""
-        ended = await self._ended_run(tenant_id, run_id)
-        if ended is None or self._terminal_may_come(tenant_id, ended):
+    async def _after_silence(
+        self, tenant_id: str, run_id: str, key: str, cursor: str
+    ) -> tuple[list[StreamEntry] | None, float]:
+        """After a silent stretch: what ``_rebuilt_terminal`` finds, and when to read the ledger next (at the next
+        ping, or when the lease of a run that executes elsewhere expires, whichever comes first)."""
+        run = await self._read_run(tenant_id, run_id)
+        next_check = time.time() + self._ping_interval_s
+        if run is None or run.status.is_terminal or self._dead_runs is None:
+            return await self._rebuilt_terminal(tenant_id, run, key, cursor), next_check
+        if self._local.is_running(tenant_id, run_id):
+            return None, next_check
+        if not self._dead_runs.is_dead(run):
+            return None, min(next_check, time.time() + self._dead_runs.seconds_until_expiry(run))
+        try:
+            await self._dead_runs.end(run)
+        except Exception:
+            logger.exception("could not end a dead run for its reader", extra={"run_id": run_id})
+            return None, next_check
+        # The repair closed the run's stream with its terminal event (or another reader's did): read it now.
+        entries = await self._read_through_outage(key, cursor, 0)
+        return entries or None, time.time() + FIRST_LEASE_CHECK_S
+
+    async def _rebuilt_terminal(
+        self, tenant_id: str, ended: Run | None, key: str, cursor: str
+    ) -> list[StreamEntry] | None:
+        """None while the run goes on (or its terminal event may still come); else what follows ``cursor`` after
+        all, or the terminal event rebuilt from the ledger."""
+        if ended is None or not ended.status.is_terminal or self._terminal_may_come(tenant_id, ended):
             return None
         # The run settled and its terminal event never reached the stream: one more look, then the event rebuilt
         # from the ledger.
@@ -178,12 +218,15 @@ class StreamTail:
         """When a stream response closes (epoch seconds): before its invocation's deadline, with a margin."""
         return (deadline or self._invocation_deadline()) - self._tail_deadline_margin_s
 
-    def _block_ms(self, ends_at: float) -> int | None:
-        """How long the next blocking read may wait: the ping interval, cut at the end; None once it has passed."""
-        left = ends_at - time.time()
+    def _block_ms(self, ends_at: float, *, until: float | None = None) -> int | None:
+        """How long the next blocking read may wait: the ping interval (or until ``until``), cut at the end; None
+        once the end has passed."""
+        now = time.time()
+        left = ends_at - now
         if left <= 0:
             return None
-        return max(1, int(min(self._ping_interval_s, left) * 1000))
+        wait = self._ping_interval_s if until is None else max(0.0, until - now)
+        return max(1, int(min(wait, left) * 1000))
 
     def _terminal_may_come(self, tenant_id: str, ended: Run) -> bool:
         """Whether an ended run's terminal event may still be on its way: it goes on the stream after the ledger
@@ -194,13 +237,12 @@ class StreamTail:
             return False
         return utc_now() - ended.updated_at < self._settle_grace
 
-    async def _ended_run(self, tenant_id: str, run_id: str) -> Run | None:
+    async def _read_run(self, tenant_id: str, run_id: str) -> Run | None:
         try:
-            run = await self._store.get_run(tenant_id, run_id)
+            return await self._store.get_run(tenant_id, run_id)
         except Exception:
             logger.warning("could not read the run ledger while tailing", extra={"run_id": run_id})
             return None
-        return run if run is not None and run.status.is_terminal else None
 
     async def _read_through_outage(self, key: str, cursor: str, block_ms: int) -> list[StreamEntry] | None:
         """``read_after``, retried while the stream is unreachable; None once the outage outlasts the grace."""
