@@ -13,11 +13,12 @@ import httpx
 import pytest
 
 from shared.wiring import ServiceOverrides, Services
-from tests.conftest import bearer, make_settings
 from tests.support.agui_clients import run_js_agent_async, turn_problems, validate_sse
 from tests.support.live_app import serve_app
 from tests.support.model_server import ModelServer, ScriptedTurn
+from tests.support.settings import make_settings
 from tests.support.sse import iter_sse_frames
+from tests.support.tokens import bearer
 
 pytestmark = pytest.mark.e2e
 
