@@ -13,14 +13,14 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.reliability.streams import TERMINAL, body
 
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.models import Identity, RunStatus
-from tests.lambda_emulation.conftest import LEASE_S
+from tests.lambda_emulation.leases import LEASE_S
 from tests.support.lambda_instance import Instance
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
 from tests.support.sse import iter_sse_frames
+from tests.support.streams import TERMINAL, body
 from tests.support.tokens import bearer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.reliability.streams import TERMINAL, body
 
 from tests.support.lambda_instance import Instance
 from tests.support.model_server import ModelServer, ScriptedTurn
 from tests.support.sse import iter_sse_frames
+from tests.support.streams import TERMINAL, body
 from tests.support.tokens import bearer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
