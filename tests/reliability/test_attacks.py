@@ -80,7 +80,7 @@ async def test_a_tool_output_that_injects_a_forbidden_call_is_refused_and_audite
     # THEN the forbidden tool never ran, was never offered to the model, and the model got a refusal
     assert tools.deleted == []
     offered = {t["function"]["name"] for t in model_server.requests[0].get("tools", [])}
-    assert offered == {"get_current_time"}
+    assert offered == {"get_current_time", "update_state"}  # chat_default's allowlist; never delete_account
     events = events_of(resp.text)
     assert assert_well_formed_run(events)["type"] == "RUN_FINISHED"
     refusal = next(e for e in events if e["type"] == "TOOL_CALL_RESULT" and e["toolCallId"] == "call-evil")
