@@ -33,8 +33,8 @@ README_PORT = 8000
 def readme_turn(readme: str) -> str:
     """The README's shell block that gets a local token and streams a run."""
     blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.DOTALL)
-    (block,) = [b for b in blocks if "make -s token" in b and "/api/v1/agent" in b]
-    return block
+    # The first such block: later ones (trying LIMITS) restart the server with other settings.
+    return next(b for b in blocks if "make -s token" in b and "/api/v1/agent" in b)
 
 
 def _port() -> int:
