@@ -7,6 +7,7 @@ worker executor; front-end tool results are settled against the thread's pending
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 
 from ag_ui.core import RunAgentInput
@@ -14,12 +15,15 @@ from ag_ui.core import RunAgentInput
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.ports import MessageHistoryReader
+from shared.ports.run_queue import RunQueue
 from shared.profiles import ProfileChoice, Profiles
+from shared.run_results import INTERRUPTED
 from shared.runs import intake
 from shared.runs.admission import Admission
 from shared.runs.execution import Executor
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, ThreadsAndAudit, strategy_of
 from shared.runs.pending_calls import settle_pending_calls
+from shared.runs.queueing import Enqueuing, QueuedTurn, QueueThreads
 from shared.runs.service import RunService
 
 CHAT_PROFILE = "chat_default"
@@ -68,18 +72,37 @@ class ChatService:
         *,
         threads: ThreadsAndAudit | None = None,
         lease_s: float = 30.0,
+        queue: RunQueue | None = None,
+        queue_threads: QueueThreads | None = None,
     ) -> None:
-        """``threads``: what the ``interrupt`` strategy reads and audits (without it, every strategy rejects)."""
+        """``threads``: what the ``interrupt`` strategy reads and audits; ``queue`` and ``queue_threads``: where
+        the ``enqueue`` strategy keeps and starts its queued runs (without them, those strategies reject)."""
         self._profiles = profiles
         self._runs = runs
         self._history = history
         self._executor = executor
+        interrupt = functools.partial(runs.cancel, reason=INTERRUPTED)
         self._interrupting = (
-            Interrupting(threads, runs.cancel, wait_s=lease_s + WAIT_MARGIN_S) if threads is not None else None
+            Interrupting(threads, interrupt, wait_s=lease_s + WAIT_MARGIN_S) if threads is not None else None
+        )
+        self.enqueuing = (
+            Enqueuing(queue, queue_threads, self._admit_queued)
+            if queue is not None and queue_threads is not None
+            else None
         )
 
-    async def start(self, caller: Identity, body: bytes) -> Admission:
-        """Admit the run a ``RunAgentInput`` body asks for (or attach to it, for a retry of the same request)."""
+    async def _admit_queued(self, caller: Identity, body: bytes) -> Admission:
+        """Admit a queued request when its turn comes, as any run is admitted (no multitask strategy)."""
+        admitted = await self.start(caller, body, strategy="reject")
+        assert isinstance(admitted, Admission)
+        return admitted
+
+    async def start(
+        self, caller: Identity, body: bytes, *, deadline: float | None = None, strategy: str | None = None
+    ) -> Admission | QueuedTurn:
+        """Admit the run a ``RunAgentInput`` body asks for (or attach to it, for a retry of the same request); with
+        the ``enqueue`` strategy and a busy thread, queue it (``shared.runs.queueing``). ``deadline``: the
+        invocation's (epoch seconds), until which a queued run's request waits to start it."""
         run_input = intake.parse_run_input(body)
         choice = self._profiles.choose(CHAT_PROFILE, tenant_id=caller.tenant_id, user_id=caller.user_id)
         new_messages = intake.run_messages(run_input, chat_meta(choice))
@@ -106,7 +129,18 @@ class ChatService:
                 settle=settle,
             )
 
-        strategy = strategy_of(run_input.forwarded_props, choice.profile.run_policy.multitask_strategy)
+        policy = choice.profile.run_policy
+        strategy = strategy or strategy_of(run_input.forwarded_props, policy.multitask_strategy)
         if strategy == "interrupt" and self._interrupting is not None:
             return await self._interrupting.admit(caller, ctx.thread_id, ctx.run_id, attempt)
+        if strategy == "enqueue" and self.enqueuing is not None:
+            return await self.enqueuing.admit(
+                caller,
+                ctx.thread_id,
+                ctx.run_id,
+                body,
+                depth=policy.queue_depth,
+                deadline=deadline or self._runs.invocation_deadline(),
+                attempt=attempt,
+            )
         return await attempt()

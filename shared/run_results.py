@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 
 from shared.models import Usage
 
+INTERRUPTED = "interrupted"
+"""A cancel's reason when a new message interrupts the run (the ``interrupt`` multitask strategy): the run's partial
+answer is stored with ``ended_by: "interrupted"``."""
+
 
 @dataclass
 class ExecutionResult:

@@ -164,4 +164,3 @@ async def _after(first: StreamEntry, rest: AsyncIterator[StreamEntry | None]) ->
     yield first
     async for entry in rest:
         yield entry
-

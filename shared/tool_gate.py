@@ -288,8 +288,18 @@ class ToolGate:
     def offer_audit(self, ctx: GateContext) -> list[AuditRecord]:
         """One ``tool_decision`` record (``phase: offer``) per client-declared tool that is not offered."""
         return [
-            self._record(ctx, name, "", allowed=False, layer=layer, reason=reason, reason_text=text,
-                         resembles=resembles, phase="offer", kind=None)
+            self._record(
+                ctx,
+                name,
+                "",
+                allowed=False,
+                layer=layer,
+                reason=reason,
+                reason_text=text,
+                resembles=resembles,
+                phase="offer",
+                kind=None,
+            )
             for name, layer, reason, text, resembles in self._frontend_refused
         ]
 
@@ -298,8 +308,18 @@ class ToolGate:
         layer, reason, reason_text, resembles = self._judge(raw_name)
         allowed = layer is None
         kind = self._kinds.get(raw_name) if allowed else None
-        record = self._record(ctx, raw_name, arguments, allowed=allowed, layer=layer, reason=reason,
-                              reason_text=reason_text, resembles=resembles, phase="call", kind=kind)
+        record = self._record(
+            ctx,
+            raw_name,
+            arguments,
+            allowed=allowed,
+            layer=layer,
+            reason=reason,
+            reason_text=reason_text,
+            resembles=resembles,
+            phase="call",
+            kind=kind,
+        )
         return GateDecision(
             allowed=allowed,
             layer=layer,

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from shared.ports.limits import UsageCounters
     from shared.ports.memory import DueQueue, Embedder, MemoryStore, PendingExtractions
     from shared.ports.migrations import FunctionInvoker, MigrationLog
+    from shared.ports.run_queue import RunQueue
     from shared.ports.thread_state import ThreadStateStore
     from shared.run_results import ExecutionResult
     from shared.threads import ThreadService
@@ -273,9 +274,7 @@ class Services:
             return packaged
         from shared.runtime_config import CatalogBase, LiveProfiles
 
-        base = CatalogBase(
-            {p.name: p for p in packaged}, checks, settings.profile_rollout, settings.window_n_override
-        )
+        base = CatalogBase({p.name: p for p in packaged}, checks, settings.profile_rollout, settings.window_n_override)
         return LiveProfiles(source, base, fallback=packaged, poll_interval_s=settings.runtime_config_poll_s)
 
     def profile_checks(self) -> ProfileChecks:
@@ -371,8 +370,31 @@ class Services:
         from shared.chat import ChatService
 
         return ChatService(
-            self.profiles, self.runs, self.store, self.worker, threads=self.store, lease_s=self.settings.run_lease_s
+            self.profiles,
+            self.runs,
+            self.store,
+            self.worker,
+            threads=self.store,
+            lease_s=self.settings.run_lease_s,
+            queue=self.run_queue,
+            queue_threads=self.store,
         )
+
+    @cached_property
+    def run_queue(self) -> RunQueue:
+        """The runs waiting for a busy thread (``enqueue``): DynamoDB, on the store's table (an in-memory store gets
+        the in-memory fake)."""
+        from shared.adapters.aws.dynamodb_store import DynamoDBStore
+
+        store = self.store
+        if isinstance(store, DynamoDBStore):
+            from shared.adapters.aws.run_queue import DynamoDBRunQueue
+
+            threads = store.threads
+            return DynamoDBRunQueue(threads.table_name, lambda: threads.client)
+        from shared.adapters.in_memory.run_queue import InMemoryRunQueue
+
+        return InMemoryRunQueue()
 
     @cached_property
     def threads(self) -> ThreadService:

@@ -18,6 +18,8 @@ from functions.agent_api.sse import PING, SSE_HEADERS, OwnedRunResponse, frame
 from shared.errors import PayloadTooLarge
 from shared.ports import StreamEntry
 from shared.runs import intake
+from shared.runs.queueing import QueuedTurn
+from shared.runs.service import RunService
 
 router = APIRouter(prefix="/api/v1/agent", tags=["runs"])
 
@@ -62,12 +64,43 @@ Body = Annotated[bytes, Depends(read_limited_body)]
         }
     },
 )
-async def run_agent(caller: Caller, deadline: Deadline, body: Body, chat: Chat, runs: Runs) -> StreamingResponse:
-    admission = await chat.start(caller, body)
-    run_id = admission.run.run_id
+async def run_agent(
+    request: Request, caller: Caller, deadline: Deadline, body: Body, chat: Chat, runs: Runs
+) -> StreamingResponse:
+    started = await chat.start(caller, body, deadline=deadline)
+    if isinstance(started, QueuedTurn):
+        return queued_response(request, caller, started, deadline, runs)
+    run_id, thread_id = started.run.run_id, started.run.thread_id
+
+    async def settled() -> None:
+        await runs.wait_settled(caller.tenant_id, run_id)
+        if chat.enqueuing is not None and started.created:
+            # The thread is free again: a queued run whose request has gone is started here (shared.runs.queueing).
+            queue = chat.enqueuing.thread_queue(caller.tenant_id, thread_id)
+            until = chat.enqueuing.waiter_until(deadline or runs.invocation_deadline())
+            await queue.hand_over(until=until, wait_settled=runs.wait_settled)
+
     return OwnedRunResponse(
         run_frames(runs.tail_run(caller.tenant_id, run_id, deadline=deadline)),
-        settled=lambda: runs.wait_settled(caller.tenant_id, run_id),
+        settled=settled,
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+def queued_response(
+    request: Request, caller: Caller, turn: QueuedTurn, deadline: float | None, runs: RunService
+) -> StreamingResponse:
+    """A queued run's response: pings while it waits, then its events; it ends once the run has settled, even when
+    the client left (the run was accepted, so it runs)."""
+
+    def tail(tenant_id: str, run_id: str, at: float | None) -> AsyncIterator[StreamEntry | None]:
+        return runs.tail_run(tenant_id, run_id, deadline=at)
+
+    ping_s = services_of(request).settings.sse_ping_interval_s
+    return OwnedRunResponse(
+        run_frames(turn.entries(tail, deadline=deadline, ping_interval_s=ping_s)),
+        settled=lambda: turn.settled(runs.wait_settled),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )

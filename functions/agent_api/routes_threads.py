@@ -39,6 +39,9 @@ def message_view(msg: Message) -> dict[str, Any]:
         view["toolCallId"] = msg.tool_call_id
     if msg.flags.get("partial"):
         view["partial"] = True
+        ended_by = msg.flags.get("ended_by")
+        if isinstance(ended_by, str):
+            view["endedBy"] = ended_by
     return view
 
 

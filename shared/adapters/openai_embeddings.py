@@ -58,9 +58,7 @@ class OpenAIEmbedder:
         for start in range(0, len(texts), self._batch):
             chunk = [t if t.strip() else " " for t in texts[start : start + self._batch]]
             try:
-                response = await self.client.embeddings.create(
-                    model=self.model, input=chunk, encoding_format="float"
-                )
+                response = await self.client.embeddings.create(model=self.model, input=chunk, encoding_format="float")
             except Exception as exc:
                 raise ModelError(
                     f"embeddings request failed: {type(exc).__name__}", code="embeddings_unavailable"
@@ -84,8 +82,10 @@ class OpenAIEmbedder:
 def _flat(embedding: object) -> list[float]:
     """The item's vector, checked: a server without pooling (llama.cpp serving a chat model's GGUF) answers one
     vector per token, a list of lists, which is no text embedding."""
-    if not isinstance(embedding, list) or not embedding or not all(
-        isinstance(x, int | float) and not isinstance(x, bool) for x in embedding
+    if (
+        not isinstance(embedding, list)
+        or not embedding
+        or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in embedding)
     ):
         raise ModelError("embeddings server returned no flat vector of numbers", code="embeddings_invalid")
     return [float(x) for x in embedding]

@@ -227,9 +227,7 @@ class AutomationRunner:
             profile=profile,
             meta=meta,
             # Memory profiles pin their own two tools; a worker task uses only the tools it declares.
-            declared_tools=(
-                frozenset(task.tools) if profile.executor is ExecutorKind.WORKER or task.tools else None
-            ),
+            declared_tools=(frozenset(task.tools) if profile.executor is ExecutorKind.WORKER or task.tools else None),
             request_summary=f"automation task {task.task_id}, {fire_id}",
         )
 

@@ -59,8 +59,9 @@ class RunState:
         try:
             self._current = await self._read()
         except Exception:
-            logger.warning("thread state not read beside admission; read again", extra={"run_id": self._ctx.run_id},
-                           exc_info=True)
+            logger.warning(
+                "thread state not read beside admission; read again", extra={"run_id": self._ctx.run_id}, exc_info=True
+            )
 
     async def _read(self) -> StoredState:
         stored = await self._states.read(self._ctx.identity, self._ctx.thread_id)
@@ -91,8 +92,7 @@ class RunState:
         try:
             stored = await write
         except Exception:
-            logger.warning("the client's state could not be stored", extra={"run_id": self._ctx.run_id},
-                           exc_info=True)
+            logger.warning("the client's state could not be stored", extra={"run_id": self._ctx.run_id}, exc_info=True)
             self._current = None
             return None
         if self._current is not None and self._current.version == 0:
@@ -105,9 +105,11 @@ class RunState:
             arguments: Any = json.loads(arguments_json)
         except ValueError:
             return tool_error("invalid_arguments", "arguments were not valid JSON")
-        problems = argument_errors(UPDATE_STATE_SPEC.parameters, arguments) if isinstance(arguments, dict) else [
-            "arguments must be a JSON object"
-        ]
+        problems = (
+            argument_errors(UPDATE_STATE_SPEC.parameters, arguments)
+            if isinstance(arguments, dict)
+            else ["arguments must be a JSON object"]
+        )
         if problems:
             return tool_error("invalid_arguments", "; ".join(problems))
         current = await self.settle()

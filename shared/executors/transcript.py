@@ -29,8 +29,6 @@ def to_chat_messages(messages: Iterable[Message]) -> list[ChatMessage]:
     return out
 
 
-
-
 def with_run_notes(history: list[ChatMessage], notes: list[str]) -> list[ChatMessage]:
     """``history`` with the notes that change from run to run (memory note, client context) put in front of its
     newest user message's text, after everything that stays the same.

@@ -29,7 +29,7 @@ from shared.ports.model import ChatModel
 from shared.ports.thread_state import ThreadStateStore
 from shared.run_events.emitter import RunEmitter
 from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
-from shared.run_results import ExecutionFailed, ExecutionResult
+from shared.run_results import INTERRUPTED, ExecutionFailed, ExecutionResult
 from shared.thread_state.tool import UPDATE_STATE, UPDATE_STATE_SPEC
 from shared.tokens import counter_for, message_counter_for
 from shared.tool_gate import GateContext, ToolGate
@@ -269,8 +269,10 @@ class WorkerExecutor:
                     break
             else:
                 raise AgentError("the tool loop reached its limit", code="tool_loop_limit")
-        except asyncio.CancelledError:
-            await self._salvage(ctx, emitter, turn, unanswered, reason="cancelled")
+        except asyncio.CancelledError as stop:
+            # An interrupt (a new message with the ``interrupt`` strategy) names itself in the cancel's message.
+            ended_by = "interrupted" if INTERRUPTED in stop.args else "cancelled"
+            await self._salvage(ctx, emitter, turn, unanswered, reason="cancelled", ended_by=ended_by)
             result.cancelled = True
         except Exception as exc:
             await self._salvage(ctx, emitter, turn, unanswered, reason="run_failed")
@@ -295,15 +297,17 @@ class WorkerExecutor:
         unanswered: list[ToolCall],
         *,
         reason: str,
+        ended_by: str | None = None,
     ) -> None:
-        """Leave the thread valid for the next run: close what is open, keep partial text (marked), and give
-        every tool call without a result a synthetic one, persisted, so no provider sees a dangling call."""
+        """Leave the thread valid for the next run: close what is open, keep partial text (marked ``ended_by``,
+        else ``reason``), and give every tool call without a result a synthetic one (``reason``), persisted, so no
+        provider sees a dangling call."""
         calls = list(unanswered)
         if turn is not None:
             await turn.close()
             partial = turn.result
             if partial.text or partial.tool_calls:
-                await self._persist_assistant(ctx, partial, flags={"partial": True, "ended_by": reason})
+                await self._persist_assistant(ctx, partial, flags={"partial": True, "ended_by": ended_by or reason})
                 calls.extend(partial.tool_calls)
         for call in calls:
             content = synthetic_error(reason, f"the run ended ({reason}) before this tool ran")

@@ -73,9 +73,7 @@ class LimitGate:
     def now(self) -> datetime:
         return self._clock()
 
-    async def reserve(
-        self, identity: Identity, run_id: str, *, interactive: bool, estimate: int
-    ) -> ReserveRequest:
+    async def reserve(self, identity: Identity, run_id: str, *, interactive: bool, estimate: int) -> ReserveRequest:
         """Reserve a run, or raise ``TooManyRequests`` with nothing taken. ``interactive`` (a chat run) takes a
         concurrency slot and counts as a run of the minute; every run reserves its tokens. The reservation is the
         caller's until it ``hold``s it (the run was stored) or ``release``s it."""

@@ -295,9 +295,7 @@ class OpenAIChatModel:
             if isinstance(reason, str):
                 state.finish_reason = reason
 
-    def _delta_items(
-        self, delta: dict[str, Any], state: _StreamState, stripper: ThinkStripper
-    ) -> Iterable[ChatChunk]:
+    def _delta_items(self, delta: dict[str, Any], state: _StreamState, stripper: ThinkStripper) -> Iterable[ChatChunk]:
         # vLLM renamed reasoning_content to reasoning and some versions send both: take one, never both.
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(reasoning, str) and reasoning:

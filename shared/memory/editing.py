@@ -39,9 +39,7 @@ class MemoryEditor:
         self._clock = clock
         self._new_id = new_memory_id
 
-    async def edit(
-        self, identity: Identity, memory_id: str, *, content: str, kind: MemoryKind | None = None
-    ) -> Memory:
+    async def edit(self, identity: Identity, memory_id: str, *, content: str, kind: MemoryKind | None = None) -> Memory:
         """Write the caller's corrected text as a new active version of ``memory_id``; returns it.
 
         Raises ``NotFound`` for an unknown memory or someone else's (the key includes the user) and ``Conflict``

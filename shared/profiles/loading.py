@@ -51,6 +51,7 @@ def _parse_raw(
         ]
         return None, raw, problems
 
+
 def load_catalog(
     directory: Path,
     *,
@@ -183,6 +184,4 @@ def default_known_tools() -> frozenset[str]:
 
 def default_catalog(known_tools: Iterable[str] | None = None) -> ProfileCatalog:
     """The shipped profiles, without roll-out switches (the app's wiring adds those from its settings)."""
-    return load_catalog(
-        PROFILES_DIR, known_tools=default_known_tools() if known_tools is None else known_tools
-    )
+    return load_catalog(PROFILES_DIR, known_tools=default_known_tools() if known_tools is None else known_tools)

@@ -116,8 +116,8 @@ class MemoryPolicy(BaseModel):
     """Extract at once when this many user messages are pending (at most 100: one run reads at most 100)."""
 
 
-MultitaskStrategy = Literal["reject", "interrupt"]
-"""As ``shared.runs.multitask.MULTITASK_STRATEGIES``; ``enqueue`` (issue 28) is not built yet."""
+MultitaskStrategy = Literal["reject", "interrupt", "enqueue"]
+"""As ``shared.runs.multitask.MULTITASK_STRATEGIES``."""
 
 
 class RunPolicy(BaseModel):
@@ -127,6 +127,8 @@ class RunPolicy(BaseModel):
 
     multitask_strategy: MultitaskStrategy = "reject"
     """The default when the request's ``forwardedProps.multitaskStrategy`` does not say."""
+    queue_depth: int = Field(default=3, ge=1, le=10)
+    """``enqueue``: how many runs may wait on one thread; one more is refused with ``409 queue_full``."""
 
 
 class ExecutionProfile(BaseModel):

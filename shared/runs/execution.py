@@ -117,9 +117,7 @@ class BackgroundRuns:
         # tails the stream only once it is written. Both tasks are created here, the run's first, so they take
         # their first steps in the same pass of the event loop (the run's starts its watch before the executor
         # runs): a pass of a loop busy with other runs costs milliseconds.
-        task = asyncio.create_task(
-            self._execute(ctx, claim_thread, deadline, emitter), name=f"run:{ctx.run_id}"
-        )
+        task = asyncio.create_task(self._execute(ctx, claim_thread, deadline, emitter), name=f"run:{ctx.run_id}")
         self._inner[key] = asyncio.create_task(executor.execute(ctx, emitter), name=f"executor:{ctx.run_id}")
         self._tasks.add(task)
         self._by_run[key] = task
@@ -159,14 +157,15 @@ class BackgroundRuns:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def cancel_local(self, tenant_id: str, run_id: str) -> None:
-        """Stop the run's executor if it runs here; it winds down (its salvage) and the run settles as cancelled."""
+    def cancel_local(self, tenant_id: str, run_id: str, reason: str | None = None) -> None:
+        """Stop the run's executor if it runs here; it winds down (its salvage) and the run settles as cancelled.
+        ``reason`` (``"interrupted"``) travels as the cancellation's message, for the executor's salvage."""
         inner = self._inner.get((tenant_id, run_id))
         # Once only: a second cancel would interrupt the executor's own wind-down (its salvage of the turn). Our
         # own record, not ``Task.cancelling()``, which libraries' cancel scopes inside the executor also move.
         if inner is not None and not inner.done() and inner not in self._cancel_sent:
             self._cancel_sent.add(inner)
-            inner.cancel()
+            inner.cancel(reason)
 
     def _deadline_reached(self, tenant_id: str, run_id: str) -> None:
         logger.warning("run reached its deadline; ending it", extra={"run_id": run_id})
@@ -213,7 +212,7 @@ class BackgroundRuns:
             beat=lambda: self._store.heartbeat(tenant, ctx.run_id, last_stream_id=emitter.last_id),
             stream=self._stream,
             heartbeat_s=self._heartbeat_s,
-            on_cancel=lambda: self.cancel_local(tenant, ctx.run_id),
+            on_cancel=lambda reason=None: self.cancel_local(tenant, ctx.run_id, reason),
         )
 
     async def _outcome(self, ctx: RunContext, emitter: RunEmitter) -> Outcome:

@@ -152,8 +152,13 @@ def tool_results(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message]
             # Only bounded, not pattern-checked: the id is the model provider's, and must only equal a pending one.
             raise InvalidRequest(
                 "toolCallId must be 1-256 characters",
-                details=[{"loc": ["body", "messages", index, "toolCallId"], "msg": "invalid identifier",
-                          "type": "value_error"}],
+                details=[
+                    {
+                        "loc": ["body", "messages", index, "toolCallId"],
+                        "msg": "invalid identifier",
+                        "type": "value_error",
+                    }
+                ],
             )
         content = msg.content if isinstance(msg.content, str) else str(msg.content)
         if not content and msg.error:

@@ -33,8 +33,8 @@ RETRY_BUSY_S = 1.0
 """How often it tries the admission while the thread still looks held (a holder whose lease expired is taken over)."""
 WAIT_MARGIN_S = 5.0
 """An interrupting admission waits at most the lease plus this for the thread (a dead holder is taken over)."""
-MULTITASK_STRATEGIES: tuple[str, ...] = ("reject", "interrupt")
-"""``enqueue`` (issue 28) is not built yet: a request naming it is refused with 422."""
+MULTITASK_STRATEGIES: tuple[str, ...] = ("reject", "interrupt", "enqueue")
+"""``enqueue`` is ``shared.runs.queueing``'s."""
 
 
 class ThreadsAndAudit(Protocol):

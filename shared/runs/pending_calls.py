@@ -38,8 +38,9 @@ def _refuse(message: str, call_id: str | None, *, code: str) -> InvalidRequest:
     return InvalidRequest(
         message,
         code=code,
-        details=[{"loc": ["body", "messages", "toolCallId"], "msg": message, "type": "value_error",
-                  "toolCallId": call_id}],
+        details=[
+            {"loc": ["body", "messages", "toolCallId"], "msg": message, "type": "value_error", "toolCallId": call_id}
+        ],
     )
 
 
@@ -118,9 +119,7 @@ class _CallsOnRecord(NamedTuple):
                     code="not_a_frontend_tool_call",
                 )
             elif call_id in answers or call_id in self.answered or call_id in self.handed:
-                raise _refuse(
-                    f"tool call {call_id!r} already has a result", call_id, code="tool_call_already_answered"
-                )
+                raise _refuse(f"tool call {call_id!r} already has a result", call_id, code="tool_call_already_answered")
             else:
                 raise _refuse(f"no pending tool call {call_id!r} on this thread", call_id, code="unknown_tool_call")
         return answers

@@ -206,21 +206,24 @@ class RunService:
             raise NotFound("run not found")
         return run
 
-    async def cancel(self, identity: Identity, run_id: str) -> Run:
+    async def cancel(self, identity: Identity, run_id: str, *, reason: str | None = None) -> Run:
         """Ask a run to stop, wherever it executes: the ledger records the request (and carries it to the run at its
-        next heartbeat when Redis is down); the run's control signal on Redis stops it at once."""
+        next heartbeat when Redis is down); the run's control signal on Redis stops it at once. ``reason``
+        (``"interrupted"``, for the ``interrupt`` strategy) rides on the signal: the run's salvage marks its partial
+        answer with it (a cancel carried by the ledger alone has none, and is marked ``cancelled``)."""
         run = await self.get_visible_run(identity, run_id)
         if run.status.is_terminal:
             return run
         await self._store.request_cancel(identity.tenant_id, run_id)
-        await self._signal_cancel(identity.tenant_id, run_id)
-        self.background.cancel_local(identity.tenant_id, run_id)
+        await self._signal_cancel(identity.tenant_id, run_id, reason)
+        self.background.cancel_local(identity.tenant_id, run_id, reason)
         return run.model_copy(update={"cancel_requested": True})
 
-    async def _signal_cancel(self, tenant_id: str, run_id: str) -> None:
+    async def _signal_cancel(self, tenant_id: str, run_id: str, reason: str | None) -> None:
         key = run_control_key(tenant_id, run_id)
+        signal = {"type": CANCEL_SIGNAL} if reason is None else {"type": CANCEL_SIGNAL, "reason": reason}
         try:
-            await self._stream.append(key, {"type": CANCEL_SIGNAL})
+            await self._stream.append(key, signal)
             await self._stream.expire(key, RUN_STREAM_TTL_S)
         except Exception:
             logger.warning("could not signal a cancel; the ledger carries it", extra={"run_id": run_id}, exc_info=True)

@@ -61,8 +61,6 @@ _HISTORY_SCAN = 200
 _STREAM_PAGE = 500
 
 
-
-
 @dataclass
 class SweepReport:
     found: int = 0

@@ -58,7 +58,7 @@ class RunWatch:
         beat: Callable[[], Any],
         stream: EventStream,
         heartbeat_s: float,
-        on_cancel: Callable[[], None],
+        on_cancel: Callable[..., None],
         signal_block_ms: int = SIGNAL_BLOCK_MS,
     ) -> None:
         self._tenant_id = tenant_id
@@ -118,11 +118,11 @@ class RunWatch:
         except Exception:
             logger.warning("could not set the control stream's expiry", extra={"run_id": self._run_id})
 
-    def _cancel(self, via: str) -> None:
+    def _cancel(self, via: str, reason: str | None = None) -> None:
         if self.state.cancel_seen_via is None:
             self.state.cancel_seen_via = via
             logger.info("cancel received", extra={"run_id": self._run_id, "via": via})
-        self._on_cancel()
+        self._on_cancel(reason)
 
     async def _heartbeat(self) -> None:
         while not self._stopping:
@@ -165,5 +165,6 @@ class RunWatch:
             for entry in entries:
                 cursor = entry.id
                 if entry.event.get("type") == CANCEL_SIGNAL:
-                    self._cancel("signal")
+                    reason = entry.event.get("reason")
+                    self._cancel("signal", reason if isinstance(reason, str) else None)
                     return

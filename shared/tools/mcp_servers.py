@@ -176,8 +176,10 @@ class McpToolbox:
                 specs = await self._specs(server, config)
             except Exception as exc:
                 reason = _describe(exc)
-                logger.warning("MCP server unavailable; its tools are left out of this run",
-                               extra={"mcp_server": server, "reason": reason})
+                logger.warning(
+                    "MCP server unavailable; its tools are left out of this run",
+                    extra={"mcp_server": server, "reason": reason},
+                )
                 offer.unavailable.append(Unavailable(server, reason))
                 continue
             offer.tools.extend(self._tool(server, config, spec) for spec in specs)
@@ -205,8 +207,10 @@ class McpToolbox:
                         continue
                     schema = dict(tool.input_schema or {"type": "object"})
                     if schema.get("type") != "object":
-                        logger.warning("MCP tool skipped: its input schema is not an object",
-                                       extra={"mcp_server": server, "tool": tool.name})
+                        logger.warning(
+                            "MCP tool skipped: its input schema is not an object",
+                            extra={"mcp_server": server, "tool": tool.name},
+                        )
                         continue
                     specs[tool.name] = ToolSpec(
                         name=mcp_tool_name(server, tool.name),
@@ -226,8 +230,9 @@ class McpToolbox:
                 async with self._client(config) as client:
                     result = await client.call_tool(remote_name, arguments)
             except Exception as exc:
-                logger.warning("MCP tool call failed", extra={"mcp_server": server, "tool": remote_name,
-                                                               "reason": _describe(exc)})
+                logger.warning(
+                    "MCP tool call failed", extra={"mcp_server": server, "tool": remote_name, "reason": _describe(exc)}
+                )
                 raise ToolFailed(f"the tool server {server!r} could not be reached") from exc
             text = _text_of(result)
             if result.is_error:
@@ -264,5 +269,3 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
     return f"{type(exc).__name__}: {exc}"[:300]
-
-

@@ -144,9 +144,7 @@ class DynamoDBPendingExtractions(TableAdapter):
                 raise  # a failed condition: another run holds it now, or the marker was cancelled
 
     async def cancel_thread(self, tenant_id: str, thread_id: str) -> None:
-        await self._call(
-            lambda: self.client.delete_item(TableName=self._table, Key=self._key(tenant_id, thread_id))
-        )
+        await self._call(lambda: self.client.delete_item(TableName=self._table, Key=self._key(tenant_id, thread_id)))
 
     async def cancel_user(self, tenant_id: str, user_id: str, *, now: datetime) -> None:
         await self._call(

@@ -49,9 +49,7 @@ class DynamoDBThreadStates(TableAdapter):
         condition = "attribute_not_exists(PK) OR owner_user_id = :u"
         values: dict[str, Any] = {":u": identity.user_id}
         if expected_version is not None:
-            condition = (
-                "attribute_not_exists(PK)" if expected_version == 0 else "owner_user_id = :u AND version = :v"
-            )
+            condition = "attribute_not_exists(PK)" if expected_version == 0 else "owner_user_id = :u AND version = :v"
             if expected_version:
                 values[":v"] = expected_version
             else:

@@ -250,9 +250,7 @@ class DynamoDBUsageCounters(TableAdapter):
         )
         current = set(_window_names(windows)) | set(_window_names(request.windows))
         stale = [
-            name
-            for name in resp.get("Attributes", {})
-            if name.startswith(WINDOW_PREFIXES) and name not in current
+            name for name in resp.get("Attributes", {}) if name.startswith(WINDOW_PREFIXES) and name not in current
         ]
         if stale:
             names = {f"#s{i}": name for i, name in enumerate(stale)}

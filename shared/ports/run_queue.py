@@ -1,0 +1,47 @@
+"""The run queue's port: the runs waiting for a busy thread (the ``enqueue`` multitask strategy), in order.
+
+A queued run is an accepted request that has not started: who sent it and its body, kept until the thread is free
+and its turn comes (``shared.runs.queueing``). The order is the store's, so it holds across instances: first in,
+first out by admission. The depth of a thread's queue is bounded atomically by the store.
+
+Fake: ``InMemoryRunQueue`` (shared/adapters/in_memory/run_queue.py); adapter: ``DynamoDBRunQueue``
+(shared/adapters/aws/run_queue.py); contract: tests/contract/test_run_queue_contract.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedRun:
+    """One waiting run: its id, its caller, the request body that will start it, and until when the request that
+    queued it waits to start it itself (epoch seconds; after that, whoever frees the thread starts it)."""
+
+    run_id: str
+    user_id: str
+    scopes: tuple[str, ...]
+    body: bytes
+    enqueued_at: datetime
+    waiter_until: float
+
+
+class RunQueue(Protocol):
+    """The queued runs of each thread, oldest first.
+
+    Fake: ``InMemoryRunQueue``; adapter: ``DynamoDBRunQueue``; contract: tests/contract/test_run_queue_contract.py."""
+
+    async def enqueue(self, tenant_id: str, thread_id: str, entry: QueuedRun, *, depth: int) -> int | None:
+        """Append ``entry`` unless the thread already has ``depth`` queued runs (then None, nothing stored).
+        Returns its position (1 = next). An entry whose run id is queued already keeps its place (a retry)."""
+        ...
+
+    async def entries(self, tenant_id: str, thread_id: str) -> list[QueuedRun]:
+        """The thread's queued runs, oldest first."""
+        ...
+
+    async def remove(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
+        """Take the run out of the queue (it started, or will never start); True when this call removed it."""
+        ...

@@ -1,0 +1,275 @@
+"""The ``enqueue`` multitask strategy: a message sent while a run is active waits its turn, in order, and then runs.
+
+- **Admitted at once.** A request that finds its thread busy (or others already waiting) is stored in the thread's
+  run queue (``shared.ports.run_queue``): who sent it and its body. The store numbers the entries, so the order is
+  first in, first out by admission, across instances. A thread holds at most the profile's
+  ``run_policy.queue_depth`` queued runs; beyond that the request is refused with ``409 queue_full`` and nothing
+  is stored.
+- **Started when the thread is free.** The request that queued a run waits for it (its response sends the SSE
+  pings meanwhile): whenever its entry is first in the queue and the thread is free (or its holder's lease expired,
+  which admission takes over), it admits the run as any run is admitted (claim, pending front-end calls settled,
+  limits reserved), removes the entry and streams the run. Two starters of one entry are harmless: the second
+  admission of the same run id and body attaches to the first.
+- **The client may leave.** The waiting is not the response's: it goes on when the client disconnects (the response
+  of the request that queued a run ends only once that run has settled, ``OwnedRunResponse``), and the run's events
+  can be followed with ``GET /runs/{runId}/events`` once it has started.
+- **Hand-over.** The request that queued a run waits for it until shortly before its own invocation's deadline
+  (``waiter_until``, recorded in the entry); its stream then ends without a terminal event (the resume hint:
+  follow ``GET /runs/{runId}/events``). After that the run is started by whoever next finds the thread free with
+  that entry first: the request whose run just ended (``hand_over``, after its own run settled), or the request of
+  another queued run on the thread while it waits. Each starts it in its own invocation and waits for it to settle.
+- **Limits.** A queued run holds no concurrency slot and no token reservation while it waits: it reserves them
+  when it is admitted. Refused then (``429``, or a front-end tool result that no longer answers a pending call), it
+  is taken out of the queue and its stream ends with that ``RUN_ERROR``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+
+from shared.errors import AgentError, Conflict
+from shared.models import Identity, Run, Thread, utc_now
+from shared.ports import StreamEntry
+from shared.ports.run_queue import QueuedRun, RunQueue
+from shared.runs.admission import Admission
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 0.2
+"""How often a waiting request looks at its thread's queue and claim (two reads)."""
+RETRY_BUSY_S = 1.0
+"""How often it tries the admission while the thread still looks held (a holder whose lease expired is taken over)."""
+START_RESERVE_S = 60.0
+"""A waiting request stops trying to start its run this long before its invocation's deadline (the run needs time
+to run there); later, whoever frees the thread starts it (the module docstring's hand-over)."""
+HAND_OVER_GRACE_S = 2 * POLL_S
+"""A waiter is trusted to start its own run until this long before its ``waiter_until``: it polls once more after."""
+
+
+class QueueThreads(Protocol):
+    """The store as the queue uses it (``InMemoryStore``, ``DynamoDBStore``)."""
+
+    async def get_thread(self, identity: Identity, thread_id: str) -> Thread: ...
+
+    async def get_run(self, tenant_id: str, run_id: str) -> Run | None: ...
+
+
+StartQueued = Callable[[Identity, bytes], Awaitable[Admission]]
+"""Admits a queued request (its caller and body) as any run is admitted, with no multitask strategy."""
+TailRun = Callable[[str, str, float | None], AsyncIterator[StreamEntry | None]]
+"""``tail(tenant_id, run_id, deadline)``: the run's events until its terminal event (``RunService.tail_run``)."""
+WaitSettled = Callable[[str, str], Awaitable[None]]
+
+
+def _busy(exc: Exception) -> bool:
+    return isinstance(exc, Conflict) and exc.code == "thread_busy"
+
+
+def refused_event(run_id: str, thread_id: str, exc: AgentError) -> dict[str, Any]:
+    """The terminal event of a queued run refused at its admission (not on any stream: it never started)."""
+    return {"type": "RUN_ERROR", "message": exc.message, "code": exc.code, "runId": run_id, "threadId": thread_id}
+
+
+class QueuedTurn:
+    """A queued run as its own request follows it: the waiting (a task of its own, so it outlives the response),
+    then the run's events."""
+
+    def __init__(self, queue: ThreadQueue, identity: Identity, run_id: str, position: int, until: float) -> None:
+        self.run_id = run_id
+        self.position = position
+        self.refused: AgentError | None = None
+        self._queue = queue
+        self._identity = identity
+        self._waiting: asyncio.Task[bool] = asyncio.create_task(queue.wait_for_turn(self, until))
+
+    async def started(self) -> bool:
+        """Whether the run started (here or elsewhere) before this request's waiting ended."""
+        return await asyncio.shield(self._waiting)
+
+    def entries(
+        self, tail: TailRun, *, deadline: float | None, ping_interval_s: float
+    ) -> AsyncIterator[StreamEntry | None]:
+        """The response's entries: a ping (None) every ``ping_interval_s`` while waiting, then the run's events;
+        if the waiting ends before the run started, nothing more (the client follows ``GET /runs/{runId}/events``)."""
+        return self._entries(tail, deadline, ping_interval_s)
+
+    async def _entries(
+        self, tail: TailRun, deadline: float | None, ping_interval_s: float
+    ) -> AsyncIterator[StreamEntry | None]:
+        while not self._waiting.done():
+            await asyncio.wait({self._waiting}, timeout=ping_interval_s)
+            if not self._waiting.done():
+                yield None
+        if self.refused is not None:
+            yield StreamEntry(id="", event=refused_event(self.run_id, self._queue.thread_id, self.refused))
+            return
+        if not self._waiting.result():
+            return
+        async for entry in tail(self._identity.tenant_id, self.run_id, deadline):
+            yield entry
+
+    async def settled(self, wait_settled: WaitSettled) -> None:
+        """Wait (shielded) for the waiting, the run if it started here, and the runs this request handed over."""
+        await self.started()
+        await wait_settled(self._identity.tenant_id, self.run_id)
+        await self._queue.settle_started(wait_settled)
+
+
+class ThreadQueue:
+    """One thread's queue as a request sees it: its entries, and the starting of the first one."""
+
+    def __init__(self, queue: RunQueue, threads: QueueThreads, start: StartQueued, tenant_id: str, thread_id: str):
+        self._queue = queue
+        self._threads = threads
+        self._start = start
+        self.tenant_id = tenant_id
+        self.thread_id = thread_id
+        self._started_here: list[str] = []
+
+    async def wait_for_turn(self, turn: QueuedTurn, until: float) -> bool:
+        """Start ``turn``'s run when it is first and the thread free; True once it started (here or elsewhere)."""
+        next_try = 0.0
+        while True:
+            last_look = time.time() >= until
+            try:
+                state = await self._look(turn, retry_busy=time.monotonic() >= next_try)
+            except AgentError as exc:
+                turn.refused = exc
+                return False
+            except Exception:
+                logger.warning("could not look at a thread's queue", extra={"run_id": turn.run_id}, exc_info=True)
+                state = "waiting"
+            if state == "started":
+                return True
+            if state == "tried":
+                next_try = time.monotonic() + RETRY_BUSY_S
+            if last_look:
+                logger.info("a queued run's request ends before its turn", extra={"run_id": turn.run_id})
+                return False
+            await asyncio.sleep(POLL_S)
+
+    async def _look(self, turn: QueuedTurn, *, retry_busy: bool) -> str:
+        """One look: ``started`` (the run exists), ``tried`` (the thread was busy), else ``waiting``."""
+        entries = await self._queue.entries(self.tenant_id, self.thread_id)
+        if all(e.run_id != turn.run_id for e in entries):
+            if await self._threads.get_run(self.tenant_id, turn.run_id) is not None:
+                return "started"
+            raise Conflict("the queued run was refused when its turn came", code="run_not_started")
+        head = entries[0]
+        if head.run_id != turn.run_id and head.waiter_until - HAND_OVER_GRACE_S > time.time():
+            return "waiting"  # its own request starts it
+        if await self._threads.get_run(self.tenant_id, head.run_id) is not None:
+            await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)  # its starter stopped short
+            return "waiting"
+        holder = (await self._threads.get_thread(_owner(head, self.tenant_id), self.thread_id)).active_run_id
+        if holder is not None and not retry_busy:
+            return "waiting"
+        return await self._start_first(head, mine=head.run_id == turn.run_id)
+
+    async def _start_first(self, head: QueuedRun, *, mine: bool) -> str:
+        """Admit the first queued run; ``tried`` when the thread is still busy. A refusal of someone else's queued
+        run takes it out of the queue (its own request, gone, reads ``run_not_started``); of ours, raises it."""
+        try:
+            admission = await self._start(_owner(head, self.tenant_id), head.body)
+        except AgentError as exc:
+            if _busy(exc):
+                return "tried"
+            await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)
+            logger.warning("a queued run was refused at its turn", extra={"run_id": head.run_id, "code": exc.code})
+            if mine:
+                raise
+            return "waiting"
+        await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)
+        if not mine:
+            self._started_here.append(admission.run.run_id)
+            logger.info("started a queued run whose request had gone", extra={"run_id": head.run_id})
+            return "waiting"
+        return "started"
+
+    async def hand_over(self, *, until: float, wait_settled: WaitSettled) -> None:
+        """After a run on the thread ended: start the first queued run if its request has gone, wait for it to
+        settle, and go on while there is time (this invocation now owns those runs)."""
+        while time.time() < until:
+            entries = await self._queue.entries(self.tenant_id, self.thread_id)
+            if not entries or entries[0].waiter_until - HAND_OVER_GRACE_S > time.time():
+                return
+            head = entries[0]
+            if await self._threads.get_run(self.tenant_id, head.run_id) is not None:
+                await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)
+                continue
+            if await self._start_first(head, mine=False) == "tried":
+                return  # another run holds the thread: it hands over when it ends
+            await self.settle_started(wait_settled)
+
+    async def settle_started(self, wait_settled: WaitSettled) -> None:
+        """Wait for the runs this request started for others to settle."""
+        while self._started_here:
+            await wait_settled(self.tenant_id, self._started_here.pop(0))
+
+
+def _owner(entry: QueuedRun, tenant_id: str) -> Identity:
+    return Identity(tenant_id=tenant_id, user_id=entry.user_id, scopes=frozenset(entry.scopes))
+
+
+class Enqueuing:
+    """Admits a run with the ``enqueue`` strategy (the module docstring says what that does)."""
+
+    def __init__(
+        self, queue: RunQueue, threads: QueueThreads, start: StartQueued, *, start_reserve_s: float = START_RESERVE_S
+    ) -> None:
+        self._queue = queue
+        self._threads = threads
+        self._start = start
+        self._start_reserve_s = start_reserve_s
+
+    def thread_queue(self, tenant_id: str, thread_id: str) -> ThreadQueue:
+        return ThreadQueue(self._queue, self._threads, self._start, tenant_id, thread_id)
+
+    def waiter_until(self, deadline: float) -> float:
+        """Until when a request started now waits to start its queued run itself (epoch seconds)."""
+        return max(time.time(), deadline - self._start_reserve_s)
+
+    async def admit(
+        self,
+        identity: Identity,
+        thread_id: str,
+        run_id: str,
+        body: bytes,
+        *,
+        depth: int,
+        deadline: float,
+        attempt: Callable[[], Awaitable[Admission]],
+    ) -> Admission | QueuedTurn:
+        """Admit the run now if its thread is free and nobody waits; else queue it (``queue_full`` beyond
+        ``depth``). A retry of a run that started attaches to it; of a queued one, follows it."""
+        tenant = identity.tenant_id
+        entries = await self._queue.entries(tenant, thread_id)
+        until = self.waiter_until(deadline)
+        queued = next((p for p, e in enumerate(entries, start=1) if e.run_id == run_id), None)
+        if queued is not None:
+            return QueuedTurn(self.thread_queue(tenant, thread_id), identity, run_id, queued, until)
+        if not entries or await self._threads.get_run(tenant, run_id) is not None:
+            try:
+                return await attempt()
+            except Conflict as exc:
+                if not _busy(exc):
+                    raise
+        else:
+            await self._threads.get_thread(identity, thread_id)  # someone else's thread: 404, nothing stored
+        entry = QueuedRun(
+            run_id=run_id,
+            user_id=identity.user_id,
+            scopes=tuple(sorted(identity.scopes)),
+            body=body,
+            enqueued_at=utc_now(),
+            waiter_until=until,
+        )
+        position = await self._queue.enqueue(tenant, thread_id, entry, depth=depth)
+        if position is None:
+            raise Conflict(f"the thread already has {depth} queued runs", code="queue_full")
+        logger.info("run queued", extra={"run_id": run_id, "thread_id": thread_id, "position": position})
+        return QueuedTurn(self.thread_queue(tenant, thread_id), identity, run_id, position, until)

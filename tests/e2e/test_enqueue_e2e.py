@@ -1,0 +1,190 @@
+"""The ``enqueue`` multitask strategy end to end (issue 28): messages sent while an answer streams wait their turn,
+in order, each answered once; beyond the queue's depth, ``409 queue_full``; a queued run whose client left still
+runs and can be followed. uvicorn serving the app, a real redis-server, moto, the real ``openai`` client against
+the scripted model server, and the official ``@ag-ui/client`` and ``ag-ui-validate``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from shared.wiring import ServiceOverrides, Services
+from tests.support.agui_clients import run_js_agent_async, turn_problems, validate_sse
+from tests.support.live_app import serve_app
+from tests.support.model_server import ModelServer, ScriptedTurn
+from tests.support.settings import make_settings
+from tests.support.sse import iter_sse_frames
+from tests.support.streams import TERMINAL, assert_well_formed_run, events_of
+from tests.support.tokens import bearer
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def model_server() -> Iterator[ModelServer]:
+    with ModelServer() as server:
+        yield server
+
+
+@pytest.fixture
+def live(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
+    settings = make_settings(
+        redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key", sse_ping_interval_s=0.5
+    )
+    with serve_app(Services(settings, overrides=ServiceOverrides(store=store))) as url:
+        yield url
+
+
+def run_body(thread: str, run: str, text: str, strategy: str | None = "enqueue") -> dict[str, Any]:
+    message = {"id": f"m-{run}", "role": "user", "content": text}
+    body: dict[str, Any] = {"threadId": thread, "runId": run, "messages": [message]}
+    if strategy is not None:
+        body["forwardedProps"] = {"multitaskStrategy": strategy}
+    return body
+
+
+class Following:
+    """A POST read in the background: its raw body and its events; ``streaming`` once the answer flows."""
+
+    def __init__(self) -> None:
+        self.raw = ""
+        self.status: int | None = None
+        self.streaming = asyncio.Event()
+        self.pinged = asyncio.Event()
+
+    async def post(self, client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> None:
+        async with client.stream("POST", f"{url}/api/v1/agent", json=body, headers=bearer()) as resp:
+            self.status = resp.status_code
+            async for chunk in resp.aiter_text():
+                self.raw += chunk
+                if ": ping" in self.raw:
+                    self.pinged.set()
+                if self.raw.count('"TEXT_MESSAGE_CONTENT"') >= 3:
+                    self.streaming.set()
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return events_of(self.raw)
+
+
+def long_answer() -> ScriptedTurn:
+    return ScriptedTurn(text=[f"w{i} " for i in range(30)], chunk_delay_s=0.1)
+
+
+def last_user_text(request: dict[str, Any]) -> str:
+    return str([m for m in request["messages"] if m["role"] == "user"][-1]["content"])
+
+
+async def test_three_queued_messages_are_answered_in_order_once_each_and_a_fourth_is_refused(
+    live: str, model_server: ModelServer
+) -> None:
+    model_server.enqueue(long_answer(), *(ScriptedTurn(text=[f"answer {i}."]) for i in (1, 2, 3)))
+    first = Following()
+    queued = [Following() for _ in range(3)]
+    async with httpx.AsyncClient(timeout=60) as client:
+        # GIVEN an answer streaming on the thread
+        following = [asyncio.create_task(first.post(client, live, run_body("th-q", "run-0", "hello", None)))]
+        await asyncio.wait_for(first.streaming.wait(), 10)
+        # WHEN three messages are sent with the enqueue strategy, one after the other
+        for i, q in enumerate(queued, start=1):
+            following.append(asyncio.create_task(q.post(client, live, run_body("th-q", f"run-{i}", f"question {i}"))))
+            await asyncio.wait_for(q.pinged.wait(), 10)
+        # AND a fourth, beyond the queue's depth (3)
+        fourth = await client.post(f"{live}/api/v1/agent", json=run_body("th-q", "run-4", "one more"), headers=bearer())
+        await asyncio.gather(*following)
+        history = (await client.get(f"{live}/api/v1/threads/th-q/history", headers=bearer())).json()["items"]
+    # THEN the fourth is refused with queue_full, and nothing of it is stored
+    assert fourth.status_code == 409 and fourth.json()["error"]["code"] == "queue_full", fourth.text
+    assert all(m["content"] != "one more" for m in history)
+    # AND each queued POST streamed (pings while waiting, then its run), one run each, clean
+    for i, q in enumerate(queued, start=1):
+        assert q.status == 200
+        terminal = assert_well_formed_run(q.events)
+        assert terminal["type"] == "RUN_FINISHED" and terminal["runId"] == f"run-{i}", q.events
+        assert validate_sse(q.raw).clean
+    assert validate_sse(first.raw).clean
+    # AND the model answered them in the order they were sent, each exactly once, after the first run
+    asked = [last_user_text(r) for r in model_server.requests]
+    assert asked == ["hello", "question 1", "question 2", "question 3"], asked
+    texts = [(m["role"], m["content"]) for m in history]
+    assert [t for t in texts if t[0] == "user"] == [
+        ("user", "hello"),
+        ("user", "question 1"),
+        ("user", "question 2"),
+        ("user", "question 3"),
+    ]
+    assert [c for r, c in texts if r == "assistant"][1:] == ["answer 1.", "answer 2.", "answer 3."]
+
+
+async def test_a_queued_run_whose_client_left_still_runs_and_can_be_followed(
+    live: str, model_server: ModelServer
+) -> None:
+    model_server.enqueue(long_answer(), ScriptedTurn(text=["still ", "answered."]))
+    first = Following()
+    async with httpx.AsyncClient(timeout=60) as client:
+        following = asyncio.create_task(first.post(client, live, run_body("th-gone", "run-0", "hello", None)))
+        await asyncio.wait_for(first.streaming.wait(), 10)
+        # GIVEN a queued message whose client leaves while it waits
+        async with client.stream(
+            "POST", f"{live}/api/v1/agent", json=run_body("th-gone", "run-q", "are you there?"), headers=bearer()
+        ) as resp:
+            assert resp.status_code == 200
+            async for frame in iter_sse_frames(resp, strict_eof=False):
+                assert frame.data is None  # only pings while it waits
+                break
+        # WHEN the first run ends
+        await following
+        # THEN the queued run runs anyway, and its events can be followed with GET /runs/{runId}/events
+        followed = await follow_run(client, live, "run-q")
+    assert followed[-1]["type"] == "RUN_FINISHED", followed
+    assert_well_formed_run(followed)
+    assert "".join(e.get("delta", "") for e in followed if e["type"] == "TEXT_MESSAGE_CONTENT") == "still answered."
+
+
+async def follow_run(client: httpx.AsyncClient, url: str, run_id: str) -> list[dict[str, Any]]:
+    """The run's events, once it has started (a queued run that has not started yet is not found)."""
+    for _ in range(200):
+        async with client.stream("GET", f"{url}/api/v1/agent/runs/{run_id}/events", headers=bearer()) as resp:
+            if resp.status_code == 404:
+                await asyncio.sleep(0.1)
+                continue
+            assert resp.status_code == 200
+            events = [f.json() async for f in iter_sse_frames(resp, strict_eof=False) if f.data is not None]
+            assert events and events[-1]["type"] in TERMINAL
+            return events
+    raise AssertionError("the queued run never started")
+
+
+async def test_the_official_client_queues_behind_a_streaming_run_cleanly(live: str, model_server: ModelServer) -> None:
+    model_server.enqueue(long_answer(), ScriptedTurn(text=["Queued ", "answer."]))
+    first = Following()
+    async with httpx.AsyncClient(timeout=60) as client:
+        following = asyncio.create_task(first.post(client, live, run_body("th-js-q", "run-1", "hello", None)))
+        await asyncio.wait_for(first.streaming.wait(), 10)
+        # WHEN @ag-ui/client sends the second message with forwardedProps.multitaskStrategy = enqueue
+        report = await run_js_agent_async(
+            f"{live}/api/v1/agent",
+            bearer(),
+            "th-js-q",
+            [
+                {
+                    "runId": "run-js-2",
+                    "userMessage": {"id": "u-2", "content": "and then?"},
+                    "forwardedProps": {"multitaskStrategy": "enqueue"},
+                }
+            ],
+        )
+        await following
+    (turn,) = report["turns"]
+    # THEN the client saw a clean run after the first one finished, and ag-ui-validate finds nothing on either stream
+    assert turn_problems(turn) == []
+    wire = turn["requests"][0]["response"]
+    assert wire is not None and wire["status"] == 200
+    assert validate_sse(wire["body"]).clean
+    assert "Queued answer." in "".join(e.get("delta", "") for e in events_of(wire["body"]))
+    assert first.events[-1]["type"] == "RUN_FINISHED" and first.events[-1]["outcome"] == {"type": "success"}
+    assert validate_sse(first.raw).clean
