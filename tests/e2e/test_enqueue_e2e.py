@@ -6,12 +6,16 @@ the scripted model server, and the official ``@ag-ui/client`` and ``ag-ui-valida
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
+from shared.runs.deadline import LAMBDA_CONTEXT_HEADER
+from shared.runs.queueing import START_RESERVE_S
 from shared.wiring import ServiceOverrides, Services
 from tests.support.agui_clients import run_js_agent_async, turn_problems, validate_sse
 from tests.support.live_app import serve_app
@@ -188,3 +192,30 @@ async def test_the_official_client_queues_behind_a_streaming_run_cleanly(live: s
     assert "Queued answer." in "".join(e.get("delta", "") for e in events_of(wire["body"]))
     assert first.events[-1]["type"] == "RUN_FINISHED" and first.events[-1]["outcome"] == {"type": "success"}
     assert validate_sse(first.raw).clean
+
+
+async def test_a_wait_that_would_outlast_the_deadline_ends_the_stream_and_the_run_still_happens(
+    live: str, model_server: ModelServer
+) -> None:
+    model_server.enqueue(long_answer(), ScriptedTurn(text=["handed ", "over."]))
+    first = Following()
+    async with httpx.AsyncClient(timeout=60) as client:
+        following = asyncio.create_task(first.post(client, live, run_body("th-late", "run-0", "hello", None)))
+        await asyncio.wait_for(first.streaming.wait(), 10)
+        # GIVEN a queued POST whose invocation ends (deadline) before the first run does: it may start its run only
+        # until START_RESERVE_S before its deadline, which is already now
+        deadline_ms = int((time.time() + START_RESERVE_S + 1) * 1000)
+        headers = {**bearer(), LAMBDA_CONTEXT_HEADER: json.dumps({"deadline": deadline_ms})}
+        queued = await client.post(
+            f"{live}/api/v1/agent", json=run_body("th-late", "run-late", "later?"), headers=headers
+        )
+        # THEN its stream ends without a terminal event (the client follows GET /runs/{runId}/events)
+        assert queued.status_code == 200
+        assert events_of(queued.text) == [], queued.text
+        # WHEN the first run ends, its request hands the thread over to the queued run
+        await following
+        followed = await follow_run(client, live, "run-late")
+    # THEN the queued run ran, and its events can be followed
+    assert_well_formed_run(followed)
+    assert followed[-1]["type"] == "RUN_FINISHED"
+    assert "".join(e.get("delta", "") for e in followed if e["type"] == "TEXT_MESSAGE_CONTENT") == "handed over."

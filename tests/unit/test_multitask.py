@@ -33,8 +33,9 @@ def test_the_request_chooses_else_the_profile_and_an_unknown_value_is_refused() 
     assert strategy_of({"multitaskStrategy": "interrupt"}, "reject") == "interrupt"
     assert strategy_of({"other": 1}, "reject") == "reject"
     assert strategy_of(None, "interrupt") == "interrupt"
+    assert strategy_of({"multitaskStrategy": "enqueue"}, "reject") == "enqueue"
     with pytest.raises(InvalidRequest) as refused:
-        strategy_of({"multitaskStrategy": "enqueue"}, "reject")
+        strategy_of({"multitaskStrategy": "rollback"}, "reject")
     assert refused.value.details[0]["loc"] == ["body", "forwardedProps", "multitaskStrategy"]
 
 
