@@ -20,7 +20,8 @@
   another queued run on the thread while it waits. Each starts it in its own invocation and waits for it to settle.
 - **Limits.** A queued run holds no concurrency slot and no token reservation while it waits: it reserves them
   when it is admitted. Refused then (``429``, or a front-end tool result that no longer answers a pending call), it
-  is taken out of the queue and its stream ends with that ``RUN_ERROR``.
+  is taken out of the queue and its stream ends with ``RUN_ERROR`` ``run_not_started`` (the refusal's code in the
+  message).
 """
 
 from __future__ import annotations
@@ -69,9 +70,20 @@ def _busy(exc: Exception) -> bool:
     return isinstance(exc, Conflict) and exc.code == "thread_busy"
 
 
+RUN_NOT_STARTED = "run_not_started"
+"""The ``RUN_ERROR`` code of a queued run refused when its turn came (it never started, so it has no other event)."""
+
+
 def refused_event(run_id: str, thread_id: str, exc: AgentError) -> dict[str, Any]:
-    """The terminal event of a queued run refused at its admission (not on any stream: it never started)."""
-    return {"type": "RUN_ERROR", "message": exc.message, "code": exc.code, "runId": run_id, "threadId": thread_id}
+    """The terminal event of a queued run refused at its admission (not on any stream: the run never started)."""
+    return {
+        "type": "RUN_ERROR",
+        "message": f"The queued message could not start when its turn came ({exc.code}).",
+        "code": RUN_NOT_STARTED,
+        "runId": run_id,
+        "threadId": thread_id,
+        "usage": [],
+    }
 
 
 class QueuedTurn:
@@ -158,7 +170,7 @@ class ThreadQueue:
         if all(e.run_id != turn.run_id for e in entries):
             if await self._threads.get_run(self.tenant_id, turn.run_id) is not None:
                 return "started"
-            raise Conflict("the queued run was refused when its turn came", code="run_not_started")
+            raise Conflict("the queued run was refused when its turn came", code=RUN_NOT_STARTED)
         head = entries[0]
         if head.run_id != turn.run_id and head.waiter_until - HAND_OVER_GRACE_S > time.time():
             return "waiting"  # its own request starts it

@@ -22,6 +22,7 @@ from functions.agent_api.app import create_app
 from shared.executors.worker import MAX_CONTEXT_NOTE_CHARS, MAX_MODEL_TURNS
 from shared.runs.intake import MAX_CONTEXT_ITEMS, MAX_USER_MESSAGE_CHARS
 from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S
+from shared.runs.queueing import RUN_NOT_STARTED
 from shared.runs.tailing import STREAM_UNAVAILABLE
 from shared.settings import Settings
 from shared.wiring import Services
@@ -103,8 +104,12 @@ def tool_error_codes_in_source() -> set[str]:
     """The codes a chat run can put in a tool result: the gate's refusal, the tool runner's errors, and the worker's
     errors, salvage and ``update_state`` answers."""
     found: set[str] = set()
-    for path in (ROOT / "shared" / "tool_gate.py", ROOT / "shared" / "executors" / "worker.py",
-                 ROOT / "shared" / "executors" / "run_state.py", ROOT / "shared" / "tools" / "runner.py"):
+    for path in (
+        ROOT / "shared" / "tool_gate.py",
+        ROOT / "shared" / "executors" / "worker.py",
+        ROOT / "shared" / "executors" / "run_state.py",
+        ROOT / "shared" / "tools" / "runner.py",
+    ):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "tool_error":
                 if node.args and _string(node.args[0]):
@@ -141,7 +146,7 @@ def test_every_error_code_the_code_raises_is_documented_and_every_documented_htt
 
 def test_the_run_error_codes_documented_are_the_ones_a_run_can_end_with() -> None:
     documented = codes_in_column(section(doc("errors.md"), 3), 0)
-    assert documented == set(RUN_ERROR_MESSAGES) | {STREAM_UNAVAILABLE}
+    assert documented == set(RUN_ERROR_MESSAGES) | {STREAM_UNAVAILABLE, RUN_NOT_STARTED}
 
 
 def test_the_tool_error_codes_documented_are_the_ones_a_chat_run_can_return() -> None:
