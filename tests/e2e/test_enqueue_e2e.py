@@ -219,3 +219,44 @@ async def test_a_wait_that_would_outlast_the_deadline_ends_the_stream_and_the_ru
     assert_well_formed_run(followed)
     assert followed[-1]["type"] == "RUN_FINISHED"
     assert "".join(e.get("delta", "") for e in followed if e["type"] == "TEXT_MESSAGE_CONTENT") == "handed over."
+
+
+@pytest.fixture
+def one_run_each(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
+    """The app with a per-user limit of one concurrent run."""
+    settings = make_settings(
+        redis_url=redis_url,
+        llm_base_url=model_server.base_url,
+        llm_api_key="test-key",
+        sse_ping_interval_s=0.5,
+        limits=json.dumps({"user": {"concurrentRuns": 1}}),
+    )
+    with serve_app(Services(settings, overrides=ServiceOverrides(store=store))) as url:
+        yield url
+
+
+async def test_a_queued_run_holds_no_concurrency_slot_while_it_waits(
+    one_run_each: str, model_server: ModelServer
+) -> None:
+    model_server.enqueue(long_answer(), ScriptedTurn(text=["my ", "turn."]))
+    first, queued = Following(), Following()
+    async with httpx.AsyncClient(timeout=60) as client:
+        # GIVEN a user allowed one run at a time, with an answer streaming
+        following = [asyncio.create_task(first.post(client, one_run_each, run_body("th-slot", "run-0", "hi", None)))]
+        await asyncio.wait_for(first.streaming.wait(), 10)
+        # WHEN the user queues a message on the thread
+        following.append(
+            asyncio.create_task(queued.post(client, one_run_each, run_body("th-slot", "run-q", "next one")))
+        )
+        await asyncio.wait_for(queued.pinged.wait(), 10)
+        # AND a run on another thread is refused meanwhile: the one slot is the first run's
+        other = await client.post(
+            f"{one_run_each}/api/v1/agent", json=run_body("th-other", "run-x", "elsewhere", None), headers=bearer()
+        )
+        # THEN the queued message was accepted while the slot was taken (waiting holds none), and ran once it was free
+        assert other.status_code == 429 and other.json()["error"]["code"] == "too_many_runs", other.text
+        assert queued.status == 200
+        await asyncio.gather(*following)
+    terminal = assert_well_formed_run(queued.events)
+    assert terminal["type"] == "RUN_FINISHED" and terminal["runId"] == "run-q", queued.events
+    assert first.events[-1]["type"] == "RUN_FINISHED"
