@@ -5,6 +5,7 @@ scripted model server, and the official ``@ag-ui/client`` and ``ag-ui-validate``
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -175,3 +176,33 @@ async def test_reject_and_an_unknown_strategy(live: str, model_server: ModelServ
     assert unknown.status_code == 422 and unknown.json()["error"]["code"] == "invalid_request"
     assert unknown.json()["error"]["details"][0]["loc"] == ["body", "forwardedProps", "multitaskStrategy"]
     assert first.events[-1]["outcome"] == {"type": "cancelled"}
+
+
+async def test_the_official_client_is_refused_cleanly_by_reject(live: str, model_server: ModelServer) -> None:
+    model_server.enqueue(long_answer())
+    first = FirstRun()
+    async with httpx.AsyncClient(timeout=60) as client:
+        following = asyncio.create_task(first.follow(client, live, run_body("th-js-rej", "run-1", "u-1", "hello")))
+        await asyncio.wait_for(first.streaming.wait(), 10)
+        # WHEN @ag-ui/client sends a second message with forwardedProps.multitaskStrategy = reject
+        report = await run_js_agent_async(
+            f"{live}/api/v1/agent",
+            bearer(),
+            "th-js-rej",
+            [
+                {
+                    "runId": "run-js-2",
+                    "userMessage": {"id": "u-2", "content": "again"},
+                    "forwardedProps": {"multitaskStrategy": "reject"},
+                }
+            ],
+        )
+        await client.post(f"{live}/api/v1/agent/runs/run-1/cancel", headers=bearer())
+        await following
+    (turn,) = report["turns"]
+    # THEN the client's run is refused with the 409 thread_busy answer, and the first stream stays valid
+    wire = turn["requests"][0]["response"]
+    assert wire is not None and wire["status"] == 409, wire
+    assert json.loads(wire["body"])["error"]["code"] == "thread_busy"
+    assert turn["error"] is not None or turn["runFailed"], turn
+    assert validate_sse("".join(first.raw)).clean
