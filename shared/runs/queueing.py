@@ -40,8 +40,9 @@ from shared.runs.admission import Admission
 
 logger = logging.getLogger(__name__)
 
-POLL_S = 0.2
-"""How often a waiting request looks at its thread's queue and claim (two reads)."""
+POLL_S = 0.5
+"""How often a waiting request looks at its thread's queue and claim (a query and up to two reads): a queued run
+starts at most this long after its thread is freed."""
 RETRY_BUSY_S = 1.0
 """How often it tries the admission while the thread still looks held (a holder whose lease expired is taken over)."""
 START_RESERVE_S = 60.0
@@ -96,6 +97,7 @@ class QueuedTurn:
         self.refused: AgentError | None = None
         self._queue = queue
         self._identity = identity
+        self._until = until
         self._waiting: asyncio.Task[bool] = asyncio.create_task(queue.wait_for_turn(self, until))
 
     async def started(self) -> bool:
@@ -125,10 +127,13 @@ class QueuedTurn:
             yield entry
 
     async def settled(self, wait_settled: WaitSettled) -> None:
-        """Wait (shielded) for the waiting, the run if it started here, and the runs this request handed over."""
-        await self.started()
+        """Wait (shielded) for the waiting, the run if it started here, and the runs this request started for
+        others; then hand the thread over to the next queued run if its request has gone."""
+        started = await self.started()
         await wait_settled(self._identity.tenant_id, self.run_id)
         await self._queue.settle_started(wait_settled)
+        if started:
+            await self._queue.hand_over(until=self._until, wait_settled=wait_settled)
 
 
 class ThreadQueue:

@@ -56,3 +56,8 @@ async def test_a_second_message_with_interrupt_through_b_stops_a_run_on_a_within
     assert '"RUN_FINISHED"' in answer.text
     sent = [m for m in model_server.requests[-1]["messages"] if m["role"] != "system"]
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    # AND the interrupted answer stays in history marked as interrupted (the reason crossed with the cancel signal)
+    async with httpx.AsyncClient(timeout=30) as client:
+        history = (await client.get(f"{b.url}/api/v1/threads/th-int/history", headers=bearer())).json()["items"]
+    partial = [m for m in history if m["role"] == "assistant" and m.get("partial")]
+    assert [m.get("endedBy") for m in partial] == ["interrupted"], partial
