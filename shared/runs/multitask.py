@@ -1,10 +1,12 @@
 """A second message while a run is active on its thread ("double texting"): the multitask strategy decides.
 
 - ``reject``: the new run is refused with ``409 thread_busy`` and nothing is stored (the client decides).
+- ``enqueue``: the new run waits its turn in the thread's run queue (``shared.runs.queueing``).
 - ``interrupt``: the active run is cancelled through the cancel path that works across environments
   (``RunService.cancel``: the ledger flag and the run's Redis control signal); it winds down as on any cancel (its
   stream ends with ``RUN_FINISHED`` ``outcome: {"type": "cancelled"}``, its partial answer is stored marked
-  ``partial`` / ``ended_by: "cancelled"``, its dangling tool calls get synthetic ``cancelled`` results) and
+  ``partial`` / ``ended_by: "interrupted"`` (the reason rides on the cancel signal; ``shared.run_results``), its
+  dangling tool calls get synthetic ``cancelled`` results) and
   releases the thread; the new run is then admitted and its window holds both user messages. The new POST never
   sees ``thread_busy`` while the old run winds down: it waits (up to the lease plus a margin, so a run whose
   process died is taken over instead) and is admitted. The interruption is audited (``run_interrupted``).
