@@ -131,4 +131,3 @@ def asgi_client() -> Any:
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app")
 
     return build
-

@@ -15,11 +15,12 @@ from fastapi.responses import StreamingResponse
 
 from functions.agent_api.deps import Caller, Chat, Deadline, Runs, services_of
 from functions.agent_api.sse import PING, SSE_HEADERS, OwnedRunResponse, frame
-from shared.errors import PayloadTooLarge
+from shared.errors import NotFound, PayloadTooLarge
 from shared.ports import StreamEntry
 from shared.runs import intake
-from shared.runs.queueing import QueuedTurn
+from shared.runs.queueing import Enqueuing, QueuedTurn
 from shared.runs.service import RunService
+from shared.runs.tailing import TAIL_DEADLINE_MARGIN_S
 
 router = APIRouter(prefix="/api/v1/agent", tags=["runs"])
 
@@ -112,6 +113,8 @@ def queued_response(
     responses={200: {"content": {"text/event-stream": {}}, "description": "AG-UI events of the run"}},
 )
 async def run_events(
+    request: Request,
+    chat: Chat,
     caller: Caller,
     deadline: Deadline,
     runs: Runs,
@@ -120,10 +123,34 @@ async def run_events(
     lastEventId: Annotated[str | None, Query(description="for clients that cannot set Last-Event-ID")] = None,
 ) -> StreamingResponse:
     intake.check_id("runId", runId, where="path")
-    run = await runs.get_visible_run(caller, runId)
     after = intake.check_stream_id(last_event_id or lastEventId or "0-0")
+    try:
+        run = await runs.get_visible_run(caller, runId)
+    except NotFound:
+        # A run queued with the enqueue strategy (shared.runs.queueing) exists only in its thread's queue until
+        # its turn: pings until it starts, then its events.
+        if chat.enqueuing is None or await chat.enqueuing.queued_run(caller, runId) is None:
+            raise
+        return queued_events(request, caller, runId, deadline, chat.enqueuing, runs)
     return StreamingResponse(
         run_frames(runs.tail_run(caller.tenant_id, run.run_id, after=after, deadline=deadline)),
+        media_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+def queued_events(
+    request: Request, caller: Caller, run_id: str, deadline: float | None, queue: Enqueuing, runs: RunService
+) -> StreamingResponse:
+    """The events of a run still queued, for a reader: pings until it starts, then its events."""
+
+    def tail(tenant_id: str, tailed: str, _: float | None) -> AsyncIterator[StreamEntry | None]:
+        return runs.tail_run(tenant_id, tailed, deadline=deadline)
+
+    ping_s = services_of(request).settings.sse_ping_interval_s
+    ends_at = (deadline or runs.invocation_deadline()) - TAIL_DEADLINE_MARGIN_S
+    return StreamingResponse(
+        run_frames(queue.follow(caller, run_id, tail, deadline=ends_at, ping_interval_s=ping_s)),
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )

@@ -28,6 +28,14 @@ class QueuedRun:
     waiter_until: float
 
 
+@dataclass(frozen=True, slots=True)
+class QueuedRunRef:
+    """A queued run found by its id: its thread and its caller."""
+
+    thread_id: str
+    user_id: str
+
+
 class RunQueue(Protocol):
     """The queued runs of each thread, oldest first.
 
@@ -44,4 +52,8 @@ class RunQueue(Protocol):
 
     async def remove(self, tenant_id: str, thread_id: str, run_id: str) -> bool:
         """Take the run out of the queue (it started, or will never start); True when this call removed it."""
+        ...
+
+    async def find(self, tenant_id: str, run_id: str) -> QueuedRunRef | None:
+        """Where a queued run waits (its thread) and whose it is; None when it is not queued."""
         ...

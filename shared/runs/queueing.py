@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from shared.errors import AgentError, Conflict
 from shared.models import Identity, Run, Thread, utc_now
 from shared.ports import StreamEntry
-from shared.ports.run_queue import QueuedRun, RunQueue
+from shared.ports.run_queue import QueuedRun, QueuedRunRef, RunQueue
 from shared.runs.admission import Admission
 
 logger = logging.getLogger(__name__)
@@ -245,6 +245,31 @@ class Enqueuing:
 
     def thread_queue(self, tenant_id: str, thread_id: str) -> ThreadQueue:
         return ThreadQueue(self._queue, self._threads, self._start, tenant_id, thread_id)
+
+    async def queued_run(self, identity: Identity, run_id: str) -> QueuedRunRef | None:
+        """The caller's queued run of that id (None when not queued, or not the caller's)."""
+        ref = await self._queue.find(identity.tenant_id, run_id)
+        return ref if ref is not None and ref.user_id == identity.user_id else None
+
+    async def follow(
+        self, identity: Identity, run_id: str, tail: TailRun, *, deadline: float, ping_interval_s: float
+    ) -> AsyncIterator[StreamEntry | None]:
+        """A reader of a queued run (``GET /runs/{runId}/events``): a ping (None) every ``ping_interval_s`` until
+        it starts, then its events; nothing more when it leaves the queue without starting, or when the reader's
+        ``deadline`` (epoch seconds, the tail's margin taken) comes first."""
+        tenant = identity.tenant_id
+        next_ping = time.monotonic() + ping_interval_s
+        while time.time() < deadline:
+            if await self._threads.get_run(tenant, run_id) is not None:
+                async for entry in tail(tenant, run_id, None):
+                    yield entry
+                return
+            if await self._queue.find(tenant, run_id) is None and await self._threads.get_run(tenant, run_id) is None:
+                return  # refused at its turn: its own request reported it
+            await asyncio.sleep(POLL_S)
+            if time.monotonic() >= next_ping:
+                next_ping = time.monotonic() + ping_interval_s
+                yield None
 
     def waiter_until(self, deadline: float) -> float:
         """Until when a request started now waits to start its queued run itself (epoch seconds)."""

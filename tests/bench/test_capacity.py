@@ -84,8 +84,15 @@ def test_at_100k_users_the_lambda_quota_is_the_one_to_raise_and_the_ask_covers_t
     assert 0.5 < quota.utilisation < 1.0
     asked = int(re.sub(r"[^0-9]", "", ask_for(quota).rsplit(":", 1)[1].split()[0]))
     assert asked >= 2 * quota.need
-    assert ask_for(max((r for r in loads(RECORDED_FIGURES, RECORDED_CPU, Inputs(dau=1_000)) if r.quota),
-                       key=lambda r: r.utilisation)) == "nothing yet"
+    assert (
+        ask_for(
+            max(
+                (r for r in loads(RECORDED_FIGURES, RECORDED_CPU, Inputs(dau=1_000)) if r.quota),
+                key=lambda r: r.utilisation,
+            )
+        )
+        == "nothing yet"
+    )
 
 
 def test_the_memory_size_follows_the_measured_cpu() -> None:
@@ -94,8 +101,11 @@ def test_the_memory_size_follows_the_measured_cpu() -> None:
     assert chosen is not None
     assert all(not row.fits for row in rows if row.memory_mb < chosen.memory_mb)
     # an app needing a third of the CPU before its model request and at start-up would fit a smaller size
-    lighter = replace(RECORDED_CPU, pre_model_cpu_s=RECORDED_CPU.pre_model_cpu_s / 3,
-                      cold_start_cpu_s=RECORDED_CPU.cold_start_cpu_s / 3)
+    lighter = replace(
+        RECORDED_CPU,
+        pre_model_cpu_s=RECORDED_CPU.pre_model_cpu_s / 3,
+        cold_start_cpu_s=RECORDED_CPU.cold_start_cpu_s / 3,
+    )
     smaller = chosen_size(sizes(RECORDED_FIGURES, lighter, Inputs()))
     assert smaller is not None and smaller.memory_mb < chosen.memory_mb
 

@@ -27,9 +27,15 @@ def tasks(request: pytest.FixtureRequest) -> AutomationStore:
 
 def task(task_id: str = "at_1", tenant: str = "t1", user: str = "u1", **changes: Any) -> AutomationTask:
     base: dict[str, Any] = {
-        "task_id": task_id, "tenant_id": tenant, "owner_user_id": user, "name": "briefing",
-        "schedule_expression": "cron(0 8 * * ? *)", "thread_id": "th-1", "tools": ("get_current_time",),
-        "prompt": "Summarise my day", "task_type": "briefing",
+        "task_id": task_id,
+        "tenant_id": tenant,
+        "owner_user_id": user,
+        "name": "briefing",
+        "schedule_expression": "cron(0 8 * * ? *)",
+        "thread_id": "th-1",
+        "tools": ("get_current_time",),
+        "prompt": "Summarise my day",
+        "task_type": "briefing",
     }
     return AutomationTask(**{**base, **changes})
 

@@ -138,8 +138,14 @@ async def test_list_active_is_the_newest_updated_active_memories_up_to_the_limit
     for i in range(5):
         await memories.put(mem(f"mem_{i}", content=f"fact {i}").model_copy(update={"updated_at": AT.replace(hour=i)}))
     await memories.deactivate(
-        "tenant-a", "alice", "mem_4", status=MemoryStatus.RETRACTED, reason="user", run_id="r2",
-        evidence_quote="", source_message_ids=(),
+        "tenant-a",
+        "alice",
+        "mem_4",
+        status=MemoryStatus.RETRACTED,
+        reason="user",
+        run_id="r2",
+        evidence_quote="",
+        source_message_ids=(),
     )
     await memories.put(mem("mem_bob", user="bob"))
     active = await memories.list_active("tenant-a", "alice", limit=3)

@@ -218,21 +218,35 @@ async def test_odd_chunks_are_read_for_what_they_hold_and_the_rest_is_ignored(
 ) -> None:
     # GIVEN a server whose chunks have missing, null and mistyped fields, a second choice, and a usage trailer
     # without a completion count
-    server.enqueue(ScriptedTurn(raw_chunks=[
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},
-        {"choices": [{"delta": {"content": "Hel"}}]},  # no index: the first choice
-        {"choices": [{"index": 1, "delta": {"content": "other choice"}}]},
-        {"choices": [{"index": 0, "delta": {"content": 42, "reasoning": ["not", "text"]}}]},
-        {"choices": None},
-        {"choices": [None, "x", {"index": 0, "delta": None}]},
-        {"choices": [{"index": 0, "delta": {"content": "lo", "tool_calls": [
-            {"function": {"name": "no_index"}},
-            {"index": 0, "id": 7, "function": {"name": "get_time", "arguments": None}},
-            {"index": 0, "function": {"arguments": '{"tz": "UTC"}'}},
-        ]}}]},
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-        {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": None}},
-    ]))
+    server.enqueue(
+        ScriptedTurn(
+            raw_chunks=[
+                {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},
+                {"choices": [{"delta": {"content": "Hel"}}]},  # no index: the first choice
+                {"choices": [{"index": 1, "delta": {"content": "other choice"}}]},
+                {"choices": [{"index": 0, "delta": {"content": 42, "reasoning": ["not", "text"]}}]},
+                {"choices": None},
+                {"choices": [None, "x", {"index": 0, "delta": None}]},
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "content": "lo",
+                                "tool_calls": [
+                                    {"function": {"name": "no_index"}},
+                                    {"index": 0, "id": 7, "function": {"name": "get_time", "arguments": None}},
+                                    {"index": 0, "function": {"arguments": '{"tz": "UTC"}'}},
+                                ],
+                            },
+                        }
+                    ]
+                },
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+                {"choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": None}},
+            ]
+        )
+    )
     # WHEN the adapter streams the turn
     chunks = await collect(make_model(), ask())
     # THEN the text and the tool call are what the well-formed fields said, in order
@@ -710,8 +724,12 @@ async def test_the_request_body_and_headers_are_what_the_sdks_create_sends(
     stream = await model.client.chat.completions.create(
         model=MODEL,
         messages=[m.to_openai() for m in request.messages],  # type: ignore[misc]
-        tools=[{"type": "function", "function": {"name": "get_current_time", "description": "The time.",
-                                                 "parameters": {"type": "object"}}}],
+        tools=[
+            {
+                "type": "function",
+                "function": {"name": "get_current_time", "description": "The time.", "parameters": {"type": "object"}},
+            }
+        ],
         tool_choice={"type": "function", "function": {"name": "get_current_time"}},
         temperature=0.2,
         max_tokens=64,

@@ -63,3 +63,12 @@ async def test_concurrent_enqueues_never_exceed_the_depth(queue: Queue) -> None:
     taken = sorted(p for p in positions if p is not None)
     assert taken == [1, 2, 3]
     assert len(await queue.entries("t", "th")) == 3
+
+
+async def test_a_queued_run_is_found_by_its_id_until_it_is_removed(queue: Queue) -> None:
+    await queue.enqueue("t", "th", entry("r1"), depth=3)
+    found = await queue.find("t", "r1")
+    assert found is not None and (found.thread_id, found.user_id) == ("th", "alice")
+    assert await queue.find("t2", "r1") is None and await queue.find("t", "r2") is None
+    await queue.remove("t", "th", "r1")
+    assert await queue.find("t", "r1") is None

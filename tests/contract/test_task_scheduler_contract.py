@@ -33,8 +33,13 @@ class Backend:
 
 def task(task_id: str = "at_1", **changes: Any) -> AutomationTask:
     base: dict[str, Any] = {
-        "task_id": task_id, "tenant_id": "t1", "owner_user_id": "u1", "name": "briefing",
-        "schedule_expression": "cron(0 8 * * ? *)", "timezone": "Europe/Paris", "thread_id": "th-1",
+        "task_id": task_id,
+        "tenant_id": "t1",
+        "owner_user_id": "u1",
+        "name": "briefing",
+        "schedule_expression": "cron(0 8 * * ? *)",
+        "timezone": "Europe/Paris",
+        "thread_id": "th-1",
     }
     return AutomationTask(**{**base, **changes})
 

@@ -162,8 +162,11 @@ def live_frontend(
 def test_js_client_round_trip_of_a_front_end_tool(live_frontend: str, model_server: ModelServer) -> None:
     # GIVEN a model that calls the client's confirm_booking tool, then answers once it has the result
     model_server.enqueue(
-        ScriptedTurn(tool_calls=[ScriptedToolCall(name="confirm_booking", arguments='{"hotel": "Ritz", "nights": 2}',
-                                                  id="call_confirm")]),
+        ScriptedTurn(
+            tool_calls=[
+                ScriptedToolCall(name="confirm_booking", arguments='{"hotel": "Ritz", "nights": 2}', id="call_confirm")
+            ]
+        ),
         ScriptedTurn(text=["Booked: ", "two nights at the Ritz."]),
     )
     # WHEN the official @ag-ui/client declares the tool and runs; then adds the tool's result and runs again
@@ -172,10 +175,16 @@ def test_js_client_round_trip_of_a_front_end_tool(live_frontend: str, model_serv
         bearer(),
         "thread-fe-js",
         [
-            {"runId": "run-fe-1", "userMessage": {"id": "u-1", "content": "Book the Ritz for two nights"},
-             "tools": [CONFIRM_BOOKING]},
-            {"runId": "run-fe-2", "toolResult": {"id": "tool-1", "content": '{"confirmed": true}'},
-             "tools": [CONFIRM_BOOKING]},
+            {
+                "runId": "run-fe-1",
+                "userMessage": {"id": "u-1", "content": "Book the Ritz for two nights"},
+                "tools": [CONFIRM_BOOKING],
+            },
+            {
+                "runId": "run-fe-2",
+                "toolResult": {"id": "tool-1", "content": '{"confirmed": true}'},
+                "tools": [CONFIRM_BOOKING],
+            },
         ],
     )
     first, second = report["turns"]

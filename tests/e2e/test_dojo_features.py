@@ -77,11 +77,23 @@ def test_agentic_chat(dojo: tuple[str, dict[str, str]], model_server: ModelServe
         ScriptedTurn(text=["Sure, "], tool_calls=[call("change_background", {"background": "blue"}, "call_bg")]),
         ScriptedTurn(text=["The background is blue now."]),
     )
-    report = run_js_agent(f"{url}/api/v1/agent", headers, "dojo-chat", [
-        {"runId": "chat-1", "userMessage": {"id": "u1", "content": "Make the background blue"},
-         "tools": [CHANGE_BACKGROUND]},
-        {"runId": "chat-2", "toolResult": {"id": "t1", "content": "background changed"}, "tools": [CHANGE_BACKGROUND]},
-    ])
+    report = run_js_agent(
+        f"{url}/api/v1/agent",
+        headers,
+        "dojo-chat",
+        [
+            {
+                "runId": "chat-1",
+                "userMessage": {"id": "u1", "content": "Make the background blue"},
+                "tools": [CHANGE_BACKGROUND],
+            },
+            {
+                "runId": "chat-2",
+                "toolResult": {"id": "t1", "content": "background changed"},
+                "tools": [CHANGE_BACKGROUND],
+            },
+        ],
+    )
     first, second = report["turns"]
     assert_clean(first, second)
     assert first["events"][-1]["event"]["outcome"] == {"type": "success", "pendingToolCallIds": ["call_bg"]}
@@ -96,9 +108,14 @@ def test_backend_tool_rendering(dojo: tuple[str, dict[str, str]], model_server: 
         ScriptedTurn(tool_calls=[call("get_current_time", {"timezone": "Asia/Tokyo"}, "call_time")]),
         ScriptedTurn(text=["It is evening in Tokyo."]),
     )
-    report = run_js_agent(f"{url}/api/v1/agent", headers, "dojo-backend", [
-        {"runId": "backend-1", "userMessage": {"id": "u1", "content": "What time is it in Tokyo?"}},
-    ])
+    report = run_js_agent(
+        f"{url}/api/v1/agent",
+        headers,
+        "dojo-backend",
+        [
+            {"runId": "backend-1", "userMessage": {"id": "u1", "content": "What time is it in Tokyo?"}},
+        ],
+    )
     (turn,) = report["turns"]
     assert_clean(turn)
     kinds = types(turn)
@@ -110,9 +127,19 @@ def test_backend_tool_rendering(dojo: tuple[str, dict[str, str]], model_server: 
 
 GENERATE_STEPS = frontend_tool(
     "generate_task_steps",
-    {"steps": {"type": "array", "items": {"type": "object", "properties": {
-        "description": {"type": "string"}, "status": {"type": "string", "enum": ["enabled", "disabled"]}},
-        "required": ["description", "status"]}}},
+    {
+        "steps": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "description": {"type": "string"},
+                    "status": {"type": "string", "enum": ["enabled", "disabled"]},
+                },
+                "required": ["description", "status"],
+            },
+        }
+    },
     ["steps"],
 )
 
@@ -126,10 +153,15 @@ def test_human_in_the_loop(dojo: tuple[str, dict[str, str]], model_server: Model
         ScriptedTurn(text=["Skipping the flour; baking."]),
     )
     chosen = json.dumps({"accepted": [steps[1]]})
-    report = run_js_agent(f"{url}/api/v1/agent", headers, "dojo-hitl", [
-        {"runId": "hitl-1", "userMessage": {"id": "u1", "content": "Plan a cake"}, "tools": [GENERATE_STEPS]},
-        {"runId": "hitl-2", "toolResult": {"id": "t1", "content": chosen}, "tools": [GENERATE_STEPS]},
-    ])
+    report = run_js_agent(
+        f"{url}/api/v1/agent",
+        headers,
+        "dojo-hitl",
+        [
+            {"runId": "hitl-1", "userMessage": {"id": "u1", "content": "Plan a cake"}, "tools": [GENERATE_STEPS]},
+            {"runId": "hitl-2", "toolResult": {"id": "t1", "content": chosen}, "tools": [GENERATE_STEPS]},
+        ],
+    )
     first, second = report["turns"]
     assert_clean(first, second)
     assert "TOOL_CALL_RESULT" not in types(first)  # the page answers, not the server
@@ -143,8 +175,10 @@ def test_human_in_the_loop(dojo: tuple[str, dict[str, str]], model_server: Model
 
 GENERATE_HAIKU = frontend_tool(
     "generate_haiku",
-    {"japanese": {"type": "array", "items": {"type": "string"}},
-     "english": {"type": "array", "items": {"type": "string"}}},
+    {
+        "japanese": {"type": "array", "items": {"type": "string"}},
+        "english": {"type": "array", "items": {"type": "string"}},
+    },
     ["japanese", "english"],
 )
 
@@ -152,13 +186,23 @@ GENERATE_HAIKU = frontend_tool(
 def test_tool_based_generative_ui(dojo: tuple[str, dict[str, str]], model_server: ModelServer) -> None:
     """A front-end tool the page renders from its arguments, streamed as they come."""
     url, headers = dojo
-    haiku = {"japanese": ["古池や", "蛙飛び込む", "水の音"],
-             "english": ["An old pond", "a frog jumps in", "water's sound"]}
+    haiku = {
+        "japanese": ["古池や", "蛙飛び込む", "水の音"],
+        "english": ["An old pond", "a frog jumps in", "water's sound"],
+    }
     model_server.enqueue(ScriptedTurn(tool_calls=[call("generate_haiku", haiku, "call_haiku")]))
-    report = run_js_agent(f"{url}/api/v1/agent", headers, "dojo-haiku", [
-        {"runId": "haiku-1", "userMessage": {"id": "u1", "content": "A haiku about a pond"},
-         "tools": [GENERATE_HAIKU]},
-    ])
+    report = run_js_agent(
+        f"{url}/api/v1/agent",
+        headers,
+        "dojo-haiku",
+        [
+            {
+                "runId": "haiku-1",
+                "userMessage": {"id": "u1", "content": "A haiku about a pond"},
+                "tools": [GENERATE_HAIKU],
+            },
+        ],
+    )
     (turn,) = report["turns"]
     assert_clean(turn)
     args = "".join(e["event"]["delta"] for e in turn["events"] if e["type"] == "TOOL_CALL_ARGS")
@@ -180,18 +224,27 @@ def test_shared_state(dojo: tuple[str, dict[str, str]], model_server: ModelServe
         ScriptedTurn(text=["Added milk."]),
         ScriptedTurn(text=["Two ingredients."]),
     )
-    report = run_js_agent(f"{url}/api/v1/agent", headers, "dojo-state", [
-        {"runId": "state-1", "userMessage": {"id": "u1", "content": "Add milk"}, "state": RECIPE},
-        {"runId": "state-2", "userMessage": {"id": "u2", "content": "How many ingredients?"}},
-    ])
+    report = run_js_agent(
+        f"{url}/api/v1/agent",
+        headers,
+        "dojo-state",
+        [
+            {"runId": "state-1", "userMessage": {"id": "u1", "content": "Add milk"}, "state": RECIPE},
+            {"runId": "state-2", "userMessage": {"id": "u2", "content": "How many ingredients?"}},
+        ],
+    )
     first, second = report["turns"]
     assert_clean(first, second)
     assert first["requests"][0]["body"]["state"] == RECIPE
     kinds = types(first)
     assert kinds[:2] == ["RUN_STARTED", "STATE_SNAPSHOT"] and kinds.count("STATE_DELTA") == 1
     assert first["events"][1]["event"]["snapshot"] == RECIPE
-    changed = {"recipe": {**RECIPE["recipe"], "ingredients": [*RECIPE["recipe"]["ingredients"],
-                                                              {"name": "milk", "amount": "300ml"}]}}
+    changed = {
+        "recipe": {
+            **RECIPE["recipe"],
+            "ingredients": [*RECIPE["recipe"]["ingredients"], {"name": "milk", "amount": "300ml"}],
+        }
+    }
     # THEN the client's own state is the changed one, and it sends that with its next run
     assert first["state"] == changed
     assert second["requests"][0]["body"]["state"] == changed
@@ -207,17 +260,27 @@ def test_agentic_generative_ui(dojo: tuple[str, dict[str, str]], model_server: M
     """Progress as state: a STATE_SNAPSHOT, then one STATE_DELTA per step as the agent works through its plan."""
     url, headers = dojo
     plan = [{"description": d, "status": "pending"} for d in ("Research", "Draft", "Review")]
-    turns = [ScriptedTurn(tool_calls=[call("update_state", {"patch": [{"op": "add", "path": "/steps", "value": plan}]},
-                                           "call_plan")])]
+    turns = [
+        ScriptedTurn(
+            tool_calls=[call("update_state", {"patch": [{"op": "add", "path": "/steps", "value": plan}]}, "call_plan")]
+        )
+    ]
     for index in range(len(plan)):
-        patch = [{"op": "test", "path": f"/steps/{index}/status", "value": "pending"},
-                 {"op": "replace", "path": f"/steps/{index}/status", "value": "completed"}]
+        patch = [
+            {"op": "test", "path": f"/steps/{index}/status", "value": "pending"},
+            {"op": "replace", "path": f"/steps/{index}/status", "value": "completed"},
+        ]
         turns.append(ScriptedTurn(tool_calls=[call("update_state", {"patch": patch}, f"call_step_{index}")]))
     turns.append(ScriptedTurn(text=["All three steps are done."]))
     model_server.enqueue(*turns)
-    report = run_js_agent(f"{url}/api/v1/agent", headers, "dojo-gen-ui", [
-        {"runId": "gen-1", "userMessage": {"id": "u1", "content": "Write the report"}},
-    ])
+    report = run_js_agent(
+        f"{url}/api/v1/agent",
+        headers,
+        "dojo-gen-ui",
+        [
+            {"runId": "gen-1", "userMessage": {"id": "u1", "content": "Write the report"}},
+        ],
+    )
     (turn,) = report["turns"]
     assert_clean(turn)
     state_events = [k for k in types(turn) if k.startswith("STATE_")]

@@ -140,27 +140,29 @@ async def test_a_queued_run_whose_client_left_still_runs_and_can_be_followed(
             async for frame in iter_sse_frames(resp, strict_eof=False):
                 assert frame.data is None  # only pings while it waits
                 break
-        # WHEN the first run ends
+        # WHEN a reader follows it with GET /runs/{runId}/events while it still waits, and the first run ends
+        reading = asyncio.create_task(follow_run(client, live, "run-q", queued=True))
         await following
-        # THEN the queued run runs anyway, and its events can be followed with GET /runs/{runId}/events
-        followed = await follow_run(client, live, "run-q")
+        # THEN the queued run runs anyway, and the reader gets its events
+        followed = await reading
     assert followed[-1]["type"] == "RUN_FINISHED", followed
     assert_well_formed_run(followed)
     assert "".join(e.get("delta", "") for e in followed if e["type"] == "TEXT_MESSAGE_CONTENT") == "still answered."
 
 
-async def follow_run(client: httpx.AsyncClient, url: str, run_id: str) -> list[dict[str, Any]]:
-    """The run's events, once it has started (a queued run that has not started yet is not found)."""
-    for _ in range(200):
-        async with client.stream("GET", f"{url}/api/v1/agent/runs/{run_id}/events", headers=bearer()) as resp:
-            if resp.status_code == 404:
-                await asyncio.sleep(0.1)
-                continue
-            assert resp.status_code == 200
-            events = [f.json() async for f in iter_sse_frames(resp, strict_eof=False) if f.data is not None]
-            assert events and events[-1]["type"] in TERMINAL
-            return events
-    raise AssertionError("the queued run never started")
+async def follow_run(client: httpx.AsyncClient, url: str, run_id: str, *, queued: bool = False) -> list[dict[str, Any]]:
+    """The run's events through GET /runs/{runId}/events; ``queued``: the run has not started yet, and the reader
+    is answered at once anyway (pings until it starts)."""
+    async with client.stream("GET", f"{url}/api/v1/agent/runs/{run_id}/events", headers=bearer()) as resp:
+        assert resp.status_code == 200
+        raw = ""
+        async for chunk in resp.aiter_text():
+            raw += chunk
+    if queued:
+        assert raw.startswith(": ping"), raw[:200]
+    events = events_of(raw)
+    assert events and events[-1]["type"] in TERMINAL
+    return events
 
 
 async def test_the_official_client_queues_behind_a_streaming_run_cleanly(live: str, model_server: ModelServer) -> None:

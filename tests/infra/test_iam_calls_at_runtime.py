@@ -211,8 +211,11 @@ async def test_the_json_routes_call_only_what_the_buffered_role_grants(
                 (await client.put(task, json={"enabled": False}, headers=bearer())).status_code,
                 (await client.delete(task, headers=bearer())).status_code,
             ]
-            await client.post("/api/v1/automations", json={"name": "b", "scheduleExpression": "rate(1 day)",
-                                                          "prompt": "p"}, headers=bearer())
+            await client.post(
+                "/api/v1/automations",
+                json={"name": "b", "scheduleExpression": "rate(1 day)", "prompt": "p"},
+                headers=bearer(),
+            )
             statuses += [
                 (await client.delete("/api/v1/threads/th-b", headers=bearer())).status_code,
                 (await client.delete("/api/v1/me", headers=bearer(scopes=("agent:erase",)))).status_code,
@@ -261,9 +264,9 @@ def test_memory_extraction_calls_only_what_the_memory_role_grants(
     assert noted == {"batchItemFailures": []} and len(dues) == 1
     assert response == {"batchItemFailures": []}
     assert ("sqs:SendMessage", "MemoryQueue") in calls.needed
-    assert asyncio.run(
-        DynamoDBMemoryStore(TABLE, lambda: aws).list_memories(memory_case.TENANT, "user-m")
-    ), "nothing was extracted"
+    assert asyncio.run(DynamoDBMemoryStore(TABLE, lambda: aws).list_memories(memory_case.TENANT, "user-m")), (
+        "nothing was extracted"
+    )
     assert ("dynamodb:PutItem", "IdempotencyTable") in calls.needed
     assert _denied(expanded_template, "MemoryRole", calls) == set()
 

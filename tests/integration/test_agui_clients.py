@@ -351,9 +351,7 @@ def test_run_js_agent_raises_with_the_script_stderr_on_bad_input(base_url: str) 
         run_js_agent(f"{base_url}/agent/valid", None, "thread-1", [])
 
 
-def test_run_js_agent_explains_how_to_install_the_client(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_run_js_agent_explains_how_to_install_the_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(agui_clients, "JS_CLIENT_DIR", tmp_path)
     with pytest.raises(AgUiHarnessError, match="npm ci"):
         run_js_agent("http://127.0.0.1:9/agent", None, "thread-1", [_turn("run-1", "hi")])

@@ -162,9 +162,7 @@ async def test_a_thread_whose_memory_run_is_in_flight_is_refused_with_409(
         assert (await store.get_thread(owner, "th-1")).active_run_id is None
 
 
-async def test_deleting_the_account_needs_the_erase_scope(
-    services: Services, asgi_client: Any, aws: Any
-) -> None:
+async def test_deleting_the_account_needs_the_erase_scope(services: Services, asgi_client: Any, aws: Any) -> None:
     memories = DynamoDBMemoryStore(TABLE, lambda: aws)
     await memories.put(a_memory("mem-1"))
     async with asgi_client(services) as client:

@@ -39,8 +39,9 @@ def services(store: Any, redis_stream: Any) -> Any:
                 store=store,
                 stream=redis_stream,
                 model=model,
-                profiles=chat_catalog(frontend_allowlist=["confirm_*"] if frontend_allowlist is None
-                                         else frontend_allowlist),
+                profiles=chat_catalog(
+                    frontend_allowlist=["confirm_*"] if frontend_allowlist is None else frontend_allowlist
+                ),
             ),
         )
 
@@ -48,8 +49,13 @@ def services(store: Any, redis_stream: Any) -> Any:
 
 
 def body(run: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"threadId": "th-fe", "runId": run, "messages": messages, "tools": tools if tools is not None else [CONFIRM],
-            "context": []}
+    return {
+        "threadId": "th-fe",
+        "runId": run,
+        "messages": messages,
+        "tools": tools if tools is not None else [CONFIRM],
+        "context": [],
+    }
 
 
 def user(mid: str, text: str) -> dict[str, Any]:
@@ -91,9 +97,19 @@ async def test_a_front_end_tool_call_is_streamed_not_executed_and_ends_the_run(
     assert sorted(t.name for t in model.requests[0].tools) == ["confirm_booking", "get_current_time", "update_state"]
     # AND the run streamed the call, did not execute it (no result) and ended with RUN_FINISHED success
     types = [e["type"] for e in events]
-    assert types == ["RUN_STARTED", "STATE_SNAPSHOT", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
-                     "TEXT_MESSAGE_END", "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_FINISHED",
-                     "RUN_FINISHED"]
+    assert types == [
+        "RUN_STARTED",
+        "STATE_SNAPSHOT",
+        "STEP_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "STEP_FINISHED",
+        "RUN_FINISHED",
+    ]
     assert events[-1]["outcome"] == {"type": "success", "pendingToolCallIds": ["call_confirm_1"]}
     start = next(e for e in events if e["type"] == "TOOL_CALL_START")
     assert (start["toolCallId"], start["toolCallName"]) == ("call_confirm_1", "confirm_booking")
@@ -160,12 +176,11 @@ async def test_bad_answers_are_refused_with_422_and_nothing_is_stored(
         assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["Booked."]
 
 
-async def test_a_result_for_a_server_tools_call_or_an_answered_call_is_refused(
-    services: Any, asgi_client: Any
-) -> None:
+async def test_a_result_for_a_server_tools_call_or_an_answered_call_is_refused(services: Any, asgi_client: Any) -> None:
     # GIVEN a thread where the server ran the clock, and a front-end call that was answered
-    model = ScriptedModel(Turn(tool_calls=[TIME_CALL]), Turn(text=["noon"]), Turn(tool_calls=[CONFIRM_CALL]),
-                          Turn(text=["Booked."]))
+    model = ScriptedModel(
+        Turn(tool_calls=[TIME_CALL]), Turn(text=["noon"]), Turn(tool_calls=[CONFIRM_CALL]), Turn(text=["Booked."])
+    )
     async with asgi_client(services(model)) as client:
         assert (await post(client, body("run-1", [user("u1", "time?")])))[0] == 200
         assert (await post(client, body("run-2", [user("u2", "book")])))[0] == 200
@@ -181,9 +196,7 @@ async def test_a_result_for_a_server_tools_call_or_an_answered_call_is_refused(
     assert after == before
 
 
-async def test_a_new_user_message_instead_of_a_result_gets_the_cancel_repair(
-    services: Any, asgi_client: Any
-) -> None:
+async def test_a_new_user_message_instead_of_a_result_gets_the_cancel_repair(services: Any, asgi_client: Any) -> None:
     model = ScriptedModel(Turn(tool_calls=[CONFIRM_CALL]), Turn(text=["OK, not booking."]))
     async with asgi_client(services(model)) as client:
         await first_run(client)
@@ -271,11 +284,15 @@ def deep_schema(depth: int) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("tool", "fragment"),
     [
-        ({"name": "confirm_booking", "description": "", "parameters": {"type": "object", "properties": 3}},
-         "not a valid JSON Schema"),
+        (
+            {"name": "confirm_booking", "description": "", "parameters": {"type": "object", "properties": 3}},
+            "not a valid JSON Schema",
+        ),
         ({"name": "confirm_booking", "description": "", "parameters": deep_schema(9)}, "nested deeper"),
-        ({"name": "confirm_booking", "description": "",
-          "parameters": {"type": "object", "description": "x" * 9000}}, "larger than"),
+        (
+            {"name": "confirm_booking", "description": "", "parameters": {"type": "object", "description": "x" * 9000}},
+            "larger than",
+        ),
         ({"name": "confirm_booking", "description": "", "parameters": {"type": "string"}}, "type 'object'"),
         ({"name": "confirm booking", "description": "", "parameters": {"type": "object"}}, "tool name"),
     ],
@@ -301,8 +318,9 @@ async def test_another_user_cannot_answer_a_pending_call(services: Any, asgi_cli
         before = await history(client)
         # WHEN another user of the tenant, and a user of another tenant, answer the call on this thread
         for headers in (bearer(user="user-2"), bearer(tenant="tenant-2")):
-            resp = await client.post("/api/v1/agent", json=body("run-x", [tool_result("t-evil", "call_confirm_1")]),
-                                     headers=headers)
+            resp = await client.post(
+                "/api/v1/agent", json=body("run-x", [tool_result("t-evil", "call_confirm_1")]), headers=headers
+            )
             # THEN the first sees no such thread; the second has its own, empty thread with no such call
             assert resp.status_code in (404, 422)
             assert resp.json()["error"]["code"] in ("not_found", "unknown_tool_call")
@@ -310,12 +328,11 @@ async def test_another_user_cannot_answer_a_pending_call(services: Any, asgi_cli
     assert after == before
 
 
-async def test_a_provider_call_id_outside_our_id_pattern_can_still_be_answered(
-    services: Any, asgi_client: Any
-) -> None:
+async def test_a_provider_call_id_outside_our_id_pattern_can_still_be_answered(services: Any, asgi_client: Any) -> None:
     odd = "call|7/x=="
-    model = ScriptedModel(Turn(tool_calls=[(odd, "confirm_booking", '{"hotel": "Ritz", "nights": 1}')]),
-                          Turn(text=["Booked."]))
+    model = ScriptedModel(
+        Turn(tool_calls=[(odd, "confirm_booking", '{"hotel": "Ritz", "nights": 1}')]), Turn(text=["Booked."])
+    )
     async with asgi_client(services(model)) as client:
         await first_run(client)
         status, events = await post(client, body("run-2", [tool_result("t1", odd)]))

@@ -102,7 +102,11 @@ def test_a_threshold_outside_0_to_1_is_refused(argv: list[str], capsys: pytest.C
 def test_command_runs_as_a_module() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "devtools.intent.regression", "--scripted", "--variant", "B", "--limit", "5"],
-        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120, check=False,
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert re.search(r"^all\s+5\s+5\s+100.0%$", done.stdout, re.MULTILINE)

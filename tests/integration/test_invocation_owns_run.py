@@ -34,9 +34,7 @@ async def test_the_post_returns_only_after_its_run_settled_when_the_client_left(
     services = Services(make_settings(), overrides=overrides)
     app = create_app(services)
     payload = json.dumps(body("th-gone", "run-gone")).encode()
-    headers = [(b"content-type", b"application/json")] + [
-        (k.lower().encode(), v.encode()) for k, v in bearer().items()
-    ]
+    headers = [(b"content-type", b"application/json")] + [(k.lower().encode(), v.encode()) for k, v in bearer().items()]
     scope: dict[str, Any] = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.4"},

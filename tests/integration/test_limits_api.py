@@ -91,9 +91,7 @@ async def test_an_admin_sets_limits_in_their_tenant_only(store: Any, redis_strea
         assert mine["limits"] is None and mine["effective"] == {"concurrentRuns": 3}
 
 
-async def test_usage_for_the_caller_and_per_user_for_the_admin(
-    store: Any, redis_stream: Any, asgi_client: Any
-) -> None:
+async def test_usage_for_the_caller_and_per_user_for_the_admin(store: Any, redis_stream: Any, asgi_client: Any) -> None:
     model = ScriptedModel(Turn(text=["a"], input_tokens=1_000, output_tokens=10))
     async with asgi_client(services(store, redis_stream, model)) as client:
         assert (await client.post("/api/v1/agent", json=run_body("th-a", "r-a"), headers=USER_A)).status_code == 200

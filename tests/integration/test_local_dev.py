@@ -54,7 +54,8 @@ async def test_two_hundred_sequential_turns_with_memory_runs_between_never_fail(
     async with httpx.AsyncClient(base_url=url, timeout=60) as client:
         for turn in range(TURNS):
             resp = await client.post(
-                "/api/v1/agent", json=body("th-dev", f"run-{turn}", f"note {turn}: I like tea", f"u-{turn}"),
+                "/api/v1/agent",
+                json=body("th-dev", f"run-{turn}", f"note {turn}: I like tea", f"u-{turn}"),
                 headers=bearer(),
             )
             terminal: dict[str, Any] = events_of(resp.text)[-1] if resp.status_code == 200 else {}

@@ -134,8 +134,9 @@ async def test_a_response_resuming_mid_run_in_the_same_process_gets_the_rest_fro
     # THEN none of it was read back from the stream
     assert stream.reads.get(run_stream_key("t", "r-resume"), 0) == 0
     # AND it got what followed, once, through the terminal event: with the first five, the whole stream
-    everything = await frames_of(StreamTail(InMemoryStore(), stream, NotHere(), invocation_deadline=lambda: 10**10)
-                                 .tail_run("t", "r-resume"))
+    everything = await frames_of(
+        StreamTail(InMemoryStore(), stream, NotHere(), invocation_deadline=lambda: 10**10).tail_run("t", "r-resume")
+    )
     assert [frame(e) for e in first] + rest == everything
 
 

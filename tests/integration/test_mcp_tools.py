@@ -45,16 +45,24 @@ def services(store: Any, redis_stream: Any) -> Any:
     def build(model: ScriptedModel, box: McpToolbox, allowlist: list[str] | None = None) -> Services:
         names = box.known_tool_names() | {"get_current_time", "memory_write", "memory_forget"}
         catalog = chat_catalog(names, mcp_servers=["demo"], allowlist=allowlist, frontend_allowlist=["*"])
-        return Services(make_settings(), overrides=ServiceOverrides(store=store, stream=redis_stream, model=model,
-                                                    profiles=catalog, mcp=box))
+        return Services(
+            make_settings(),
+            overrides=ServiceOverrides(store=store, stream=redis_stream, model=model, profiles=catalog, mcp=box),
+        )
 
     return build
 
 
-async def run(client: httpx.AsyncClient, run_id: str = "run-1", tools: list[dict[str, Any]] | None = None,
-              thread: str = "th-mcp") -> list[dict[str, Any]]:
-    body = {"threadId": thread, "runId": run_id, "messages": [{"id": f"u-{run_id}", "role": "user", "content": "go"}],
-            "tools": tools or [], "context": []}
+async def run(
+    client: httpx.AsyncClient, run_id: str = "run-1", tools: list[dict[str, Any]] | None = None, thread: str = "th-mcp"
+) -> list[dict[str, Any]]:
+    body = {
+        "threadId": thread,
+        "runId": run_id,
+        "messages": [{"id": f"u-{run_id}", "role": "user", "content": "go"}],
+        "tools": tools or [],
+        "context": [],
+    }
     resp = await client.post("/api/v1/agent", json=body, headers=bearer())
     assert resp.status_code == 200, resp.text
     return [f.json() for f in parse_sse(resp.text) if not f.is_comment_only]
@@ -73,8 +81,14 @@ async def test_an_mcp_tool_is_offered_namespaced_called_and_audited(
         events = await run(client)
     # THEN the model was offered the allowed tools under their namespaced names (never secret_admin)
     offered = sorted(t.name for t in model.requests[0].tools)
-    assert offered == ["get_current_time", "mcp__demo__explode", "mcp__demo__get_current_time",
-                       "mcp__demo__lookup", "mcp__demo__slow", "update_state"]
+    assert offered == [
+        "get_current_time",
+        "mcp__demo__explode",
+        "mcp__demo__get_current_time",
+        "mcp__demo__lookup",
+        "mcp__demo__slow",
+        "update_state",
+    ]
     lookup = next(t for t in model.requests[0].tools if t.name == "mcp__demo__lookup")
     assert lookup.parameters["properties"]["city"]["type"] == "string"
     # AND the call ran on the MCP server, with the configured auth header
@@ -84,15 +98,23 @@ async def test_an_mcp_tool_is_offered_namespaced_called_and_audited(
     audit = await store.list_for_thread("tenant-1", "th-mcp", limit=20)
     decision = next(r for r in audit if r.kind == "tool_decision")
     assert (decision.details["tool_name"], decision.details["decision"], decision.details["tool_kind"]) == (
-        "mcp__demo__lookup", "allowed", "mcp")
+        "mcp__demo__lookup",
+        "allowed",
+        "mcp",
+    )
 
 
 async def test_a_tool_error_a_slow_tool_and_bad_arguments_become_tool_errors(
     services: Any, asgi_client: Any, remote: McpServerHandle
 ) -> None:
     model = ScriptedModel(
-        Turn(tool_calls=[("e", "mcp__demo__explode", "{}"), ("s", "mcp__demo__slow", '{"seconds": 30}'),
-                         ("b", "mcp__demo__lookup", '{"town": 1}')]),
+        Turn(
+            tool_calls=[
+                ("e", "mcp__demo__explode", "{}"),
+                ("s", "mcp__demo__slow", '{"seconds": 30}'),
+                ("b", "mcp__demo__lookup", '{"town": 1}'),
+            ]
+        ),
         Turn(text=["sorry"]),
     )
     async with asgi_client(services(model, toolbox(remote.url, timeout_s=1))) as client:

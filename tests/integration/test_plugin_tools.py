@@ -20,15 +20,21 @@ async def test_a_plugin_tool_is_offered_checked_and_run_by_the_worker(
     # GIVEN units_convert registered from TOOL_PLUGINS and allowed by the chat profile
     settings = make_settings(tool_plugins="tool_plugins.units_convert:TOOL")
     probe = Services(settings)
-    catalog = chat_catalog(probe.tools.names | {"memory_write", "memory_forget"},
-                           allowlist=["get_current_time", "units_convert"])
+    catalog = chat_catalog(
+        probe.tools.names | {"memory_write", "memory_forget"}, allowlist=["get_current_time", "units_convert"]
+    )
     model = ScriptedModel(
-        Turn(tool_calls=[("bad", "units_convert", '{"value": 1, "from_unit": "km", "to_unit": "lightyear"}'),
-                         ("good", "units_convert", '{"value": 3, "from_unit": "km", "to_unit": "m"}')]),
+        Turn(
+            tool_calls=[
+                ("bad", "units_convert", '{"value": 1, "from_unit": "km", "to_unit": "lightyear"}'),
+                ("good", "units_convert", '{"value": 3, "from_unit": "km", "to_unit": "m"}'),
+            ]
+        ),
         Turn(text=["3 km is 3000 m."]),
     )
-    services = Services(settings, overrides=ServiceOverrides(store=store, stream=redis_stream, model=model,
-                                             profiles=catalog))
+    services = Services(
+        settings, overrides=ServiceOverrides(store=store, stream=redis_stream, model=model, profiles=catalog)
+    )
     body = {"threadId": "th-plug", "runId": "r1", "messages": [{"id": "u1", "role": "user", "content": "3 km in m?"}]}
     async with asgi_client(services) as client:
         resp = await client.post("/api/v1/agent", json=body, headers=bearer())

@@ -45,9 +45,7 @@ async def test_history_returns_the_state_to_its_owner_and_another_user_gets_404(
         assert [e["delta"] for e in events if e["type"] == "STATE_DELTA"] == [DONE_PATCH]
         mine = await client.get("/api/v1/threads/th-s/history", headers=bearer_for(services))
         theirs = await client.get("/api/v1/threads/th-s/history", headers=bearer_for(services, user="mallory"))
-        other_tenant = await client.get(
-            "/api/v1/threads/th-s/history", headers=bearer_for(services, tenant="tenant-2")
-        )
+        other_tenant = await client.get("/api/v1/threads/th-s/history", headers=bearer_for(services, tenant="tenant-2"))
     assert mine.status_code == 200
     body = mine.json()
     assert body["state"] == {"steps": [{"description": "book hotel", "status": "done"}]}

@@ -86,4 +86,3 @@ async def test_a_reconnect_to_a_frozen_run_ends_it_within_the_lease_plus_5_s(
     run = await shared_store.get_run(USER.tenant_id, "run-1")
     assert run is not None and run.status is RunStatus.FAILED and run.error_code == "run_failed"
     assert (await shared_store.get_thread(USER, "th-dead")).active_run_id is None
-

@@ -43,9 +43,7 @@ def _succeeded(function: str, result: dict[str, Any]) -> bool:
 
 
 @pytest.mark.parametrize("function", ["automation", "memory", "buffered"])
-def test_the_first_invocation_after_init_builds_nothing(
-    function: str, world: tuple[dict[str, str], Any, Path]
-) -> None:
+def test_the_first_invocation_after_init_builds_nothing(function: str, world: tuple[dict[str, str], Any, Path]) -> None:
     env, seeds, work = world
     # GIVEN a fresh execution environment of the function, initialised as Lambda initialises it
     events = handler_runtime.events_for(function, seeds, 2, start=0)

@@ -38,9 +38,7 @@ SMOLLM2_DIMENSION = 576
 
 
 def adapter(base_url: str, *, batch_size: int = 64, timeout_s: float = 120) -> OpenAIEmbedder:
-    return OpenAIEmbedder(
-        base_url, "test-key", SERVED_MODEL, batch_size=batch_size, timeout_s=timeout_s, max_retries=0
-    )
+    return OpenAIEmbedder(base_url, "test-key", SERVED_MODEL, batch_size=batch_size, timeout_s=timeout_s, max_retries=0)
 
 
 @pytest.fixture

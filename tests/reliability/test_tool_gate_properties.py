@@ -34,13 +34,20 @@ from tests.support.gate_cases import (
 # ----------------------------------------------------------------------------------------------------------
 
 
-def check_case(system: frozenset[str], allowlist: list[str] | None, declared: frozenset[str] | None,
-               calls: list[tuple[str, str]], seen: dict[str, int], client: frozenset[str] = frozenset(),
-               patterns: list[str] | None = None) -> None:
+def check_case(
+    system: frozenset[str],
+    allowlist: list[str] | None,
+    declared: frozenset[str] | None,
+    calls: list[tuple[str, str]],
+    seen: dict[str, int],
+    client: frozenset[str] = frozenset(),
+    patterns: list[str] | None = None,
+) -> None:
     """One generated case: the offered tools are the intersection plus the allowed client tools that shadow no
     server tool, and each call is decided and audited. "Escapes" counts allowed calls outside that set."""
-    gate = ToolGate(registry(system), profile(allowlist, frontend_allowlist=patterns), declared,
-                    frontend=client_specs(client))
+    gate = ToolGate(
+        registry(system), profile(allowlist, frontend_allowlist=patterns), declared, frontend=client_specs(client)
+    )
     intersection = set(system)
     if allowlist is not None:
         intersection &= set(allowlist)
@@ -49,8 +56,11 @@ def check_case(system: frozenset[str], allowlist: list[str] | None, declared: fr
     # The front-end layer, stated independently of the gate: declared by the client, admitted by a pattern, not a
     # server tool's name, not in the MCP namespace, and not a case/look-alike variant of a server tool.
     frontend = {
-        name for name in client
-        if frontend_allowed(name, patterns or []) and name not in system and not name.startswith("mcp__")
+        name
+        for name in client
+        if frontend_allowed(name, patterns or [])
+        and name not in system
+        and not name.startswith("mcp__")
         and name.casefold() not in {s.casefold() for s in system}
     }
     offered = {spec.name for spec in gate.effective_tools()}
@@ -64,8 +74,9 @@ def check_case(system: frozenset[str], allowlist: list[str] | None, declared: fr
             assert decision.canonical_name == raw_name
             if raw_name not in intersection | frontend:
                 seen["escapes"] += 1
-            assert decision.kind == ("frontend" if raw_name in frontend else
-                                     "mcp" if raw_name.startswith("mcp__") else "server")
+            assert decision.kind == (
+                "frontend" if raw_name in frontend else "mcp" if raw_name.startswith("mcp__") else "server"
+            )
             seen["frontend_allowed"] += decision.kind == "frontend"
             executed.append(decision.canonical_name)
             continue
@@ -73,8 +84,10 @@ def check_case(system: frozenset[str], allowlist: list[str] | None, declared: fr
         seen["lookalikes"] += decision.reason == "lookalike_name"
         assert decision.canonical_name is None
         expected_layer = (
-            "system" if raw_name not in system
-            else "profile" if allowlist is not None and raw_name not in allowlist
+            "system"
+            if raw_name not in system
+            else "profile"
+            if allowlist is not None and raw_name not in allowlist
             else "declared"
         )
         assert decision.layer == expected_layer
@@ -152,8 +165,12 @@ def test_no_tool_outside_the_intersection_is_ever_allowed_over_10000_cases() -> 
     patterns=st.lists(st.sampled_from(FRONTEND_PATTERNS), unique=True),
 )
 def test_no_tool_outside_the_intersection_is_allowed_for_hypothesis_cases(
-    system: frozenset[str], allowlist: list[str] | None, declared: frozenset[str] | None, calls: list[tuple[str, str]],
-    client: frozenset[str], patterns: list[str]
+    system: frozenset[str],
+    allowlist: list[str] | None,
+    declared: frozenset[str] | None,
+    calls: list[tuple[str, str]],
+    client: frozenset[str],
+    patterns: list[str],
 ) -> None:
     # the same property with hypothesis's generation and shrinking, on fewer cases, front-end and MCP names included
     seen = {"refusals": 0, "lookalikes": 0, "escapes": 0, "frontend_allowed": 0}

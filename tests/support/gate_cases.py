@@ -14,11 +14,30 @@ from shared.profiles import ExecutionProfile, ModelConfig, ToolPolicy
 from shared.tool_gate import GateContext, GateDecision
 from shared.tools.registry import ServerTool, ToolContext, ToolRegistry
 
-POOL = ("get_current_time", "web_search", "send_email", "memory_write", "memory_forget", "calc", "read_file",
-        "mcp__files__read", "mcp__crm__get_current_time")
+POOL = (
+    "get_current_time",
+    "web_search",
+    "send_email",
+    "memory_write",
+    "memory_forget",
+    "calc",
+    "read_file",
+    "mcp__files__read",
+    "mcp__crm__get_current_time",
+)
 # Client-declared (front-end) tool names: the client's own, and ones that shadow or mimic server and MCP tools.
-CLIENT_POOL = ("confirm_booking", "confirm_payment", "pick_date", "show_map", "get_current_time", "Get_Current_Time",
-               "mcp__files__read", "mcp__other__x", "web_search", "calc")
+CLIENT_POOL = (
+    "confirm_booking",
+    "confirm_payment",
+    "pick_date",
+    "show_map",
+    "get_current_time",
+    "Get_Current_Time",
+    "mcp__files__read",
+    "mcp__other__x",
+    "web_search",
+    "calc",
+)
 FRONTEND_PATTERNS = ("confirm_*", "pick_date", "*", "show_*", "get_current_time", "mcp__files__read")
 CTX = GateContext(tenant_id="t1", user_id="u1", thread_id="th1", run_id="r1", summary="user asked: what time is it")
 REQUIRED_DETAILS = ("decision", "reason", "reason_text", "layer", "tool_name", "arguments_digest", "context_summary")
@@ -29,15 +48,21 @@ async def _noop(_arguments: dict[str, Any], _ctx: ToolContext) -> str:
 
 
 def registry(names: frozenset[str] | set[str]) -> ToolRegistry:
-    return ToolRegistry({
-        name: ServerTool(spec=ToolSpec(name=name, description=f"{name} tool", parameters={"type": "object"}),
-                         handler=_noop)
-        for name in names
-    })
+    return ToolRegistry(
+        {
+            name: ServerTool(
+                spec=ToolSpec(name=name, description=f"{name} tool", parameters={"type": "object"}), handler=_noop
+            )
+            for name in names
+        }
+    )
 
 
-def profile(allowlist: list[str] | None, executor: ExecutorKind = ExecutorKind.WORKER,
-            frontend_allowlist: list[str] | None = None) -> ExecutionProfile:
+def profile(
+    allowlist: list[str] | None,
+    executor: ExecutorKind = ExecutorKind.WORKER,
+    frontend_allowlist: list[str] | None = None,
+) -> ExecutionProfile:
     # ToolPolicy refuses mcp__ patterns in frontend_allowlist; model_construct lets the generator try them anyway.
     policy = ToolPolicy(allowlist=allowlist).model_copy(update={"frontend_allowlist": frontend_allowlist or []})
     return ExecutionProfile(name="p", executor=executor, model=ModelConfig(name="qwen3.5-flash"), tool_policy=policy)
@@ -81,8 +106,9 @@ def fullwidth(text: str) -> str:
 
 @st.composite
 def lookalike(draw: st.DrawFn, name: str) -> str:
-    kind = draw(st.sampled_from(["upper", "title", "homoglyph", "invisible", "pad", "control", "fullwidth",
-                                 "combining", "nfd"]))
+    kind = draw(
+        st.sampled_from(["upper", "title", "homoglyph", "invisible", "pad", "control", "fullwidth", "combining", "nfd"])
+    )
     position = draw(st.integers(0, len(name)))
     if kind == "upper":
         return name.upper()

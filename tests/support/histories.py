@@ -42,8 +42,9 @@ class Thread:
 
     def add(self, role: Role, content: str = "", **fields: Any) -> Message:
         seq = len(self.messages) + 1
-        msg = Message(id=f"m{seq}", thread_id=THREAD, role=role, content=content or f"{role.value} {seq}", seq=seq,
-                      **fields)
+        msg = Message(
+            id=f"m{seq}", thread_id=THREAD, role=role, content=content or f"{role.value} {seq}", seq=seq, **fields
+        )
         self.messages.append(msg)
         return msg
 
@@ -51,8 +52,9 @@ class Thread:
         return self.add(Role.USER, meta=ExecutionMeta(hidden_from_user=hidden), **fields)
 
     def calls(self, *call_ids: str, **fields: Any) -> Message:
-        return self.add(Role.ASSISTANT, tool_calls=tuple(ToolCall(id=c, name="get_current_time") for c in call_ids),
-                        **fields)
+        return self.add(
+            Role.ASSISTANT, tool_calls=tuple(ToolCall(id=c, name="get_current_time") for c in call_ids), **fields
+        )
 
     def result(self, call_id: str, **fields: Any) -> Message:
         return self.add(Role.TOOL, tool_call_id=call_id, **fields)

@@ -72,8 +72,9 @@ def mcp_server() -> Iterator[McpServerHandle]:
             handle.requests.append({"method": scope["method"], "authorization": headers.get("authorization")})
         await inner(scope, receive, send)
 
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                            timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()

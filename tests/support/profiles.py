@@ -15,9 +15,7 @@ def chat_catalog(known_tools: Any = None, **tool_policy: Any) -> ProfileCatalog:
     catalog = default_catalog(known_tools)
     profiles = {p.name: p for p in catalog}
     chat = profiles["chat_default"]
-    profiles["chat_default"] = chat.model_copy(
-        update={"tool_policy": chat.tool_policy.model_copy(update=tool_policy)}
-    )
+    profiles["chat_default"] = chat.model_copy(update={"tool_policy": chat.tool_policy.model_copy(update=tool_policy)})
     return ProfileCatalog(profiles)
 
 

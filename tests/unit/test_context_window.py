@@ -21,8 +21,9 @@ def policy(n: int = 20, **changes: Any) -> HistoryPolicy:
 
 
 def window(messages: list[Message], pol: HistoryPolicy, *, page_size: int = 50, **kwargs: Any) -> WindowResult:
-    return asyncio.run(resolve_window(ListReader(messages), TENANT, THREAD, pol, now=NOW, page_size=page_size,
-                                      **kwargs))
+    return asyncio.run(
+        resolve_window(ListReader(messages), TENANT, THREAD, pol, now=NOW, page_size=page_size, **kwargs)
+    )
 
 
 def reference_collect(messages: list[Message], n: int, include_current: bool = True) -> list[Message]:
@@ -92,8 +93,12 @@ def test_random_histories_hold_exactly_min_n_available_users_and_whole_tool_pair
 
 
 @settings(max_examples=400, deadline=None)
-@given(history=histories(well_formed=True), n=st.integers(1, 8), include_current=st.booleans(),
-       page_size=st.integers(1, 30))
+@given(
+    history=histories(well_formed=True),
+    n=st.integers(1, 8),
+    include_current=st.booleans(),
+    page_size=st.integers(1, 30),
+)
 def test_well_formed_histories_equal_the_reference_pseudo_code(
     history: History, n: int, include_current: bool, page_size: int
 ) -> None:
@@ -199,7 +204,9 @@ def test_second_result_for_the_same_call_is_dropped() -> None:
     result = window(thread.messages, policy())
     assert ids(result.messages) == ["m1", "m2", "m3"]
     assert result.repairs[0] == {
-        "kind": RepairKind.DUPLICATE_TOOL_RESULT.value, "message_ids": [duplicate.id], "tool_call_ids": ["a"]
+        "kind": RepairKind.DUPLICATE_TOOL_RESULT.value,
+        "message_ids": [duplicate.id],
+        "tool_call_ids": ["a"],
     }
 
 
@@ -214,10 +221,16 @@ def test_token_cap_drops_whole_oldest_turns_and_records_it() -> None:
     # THEN the oldest turn goes as a whole: the window starts at a user message, pairs intact
     assert ids(result.messages) == ["m4", "m5", "m6", "m7", "m8", "m9"]
     assert result.input_tokens == 60
-    assert result.repairs == [{
-        "kind": RepairKind.TOKEN_CAP_DROPPED_TURNS.value, "message_ids": ["m1", "m2", "m3"], "turns": 1,
-        "tokens_before": 90, "tokens_after": 60, "limit": 65,
-    }]
+    assert result.repairs == [
+        {
+            "kind": RepairKind.TOKEN_CAP_DROPPED_TURNS.value,
+            "message_ids": ["m1", "m2", "m3"],
+            "turns": 1,
+            "tokens_before": 90,
+            "tokens_after": 60,
+            "limit": 65,
+        }
+    ]
 
 
 def test_token_cap_never_drops_the_current_turn_and_says_so() -> None:
@@ -227,7 +240,8 @@ def test_token_cap_never_drops_the_current_turn_and_says_so() -> None:
     result = window(thread.messages, policy(max_input_tokens=5), count_tokens=lambda _m: 10)
     assert ids(result.messages) == ["m2"]
     assert [r["kind"] for r in result.repairs] == [
-        RepairKind.TOKEN_CAP_DROPPED_TURNS.value, RepairKind.TOKEN_CAP_EXCEEDED.value,
+        RepairKind.TOKEN_CAP_DROPPED_TURNS.value,
+        RepairKind.TOKEN_CAP_EXCEEDED.value,
     ]
 
 

@@ -48,8 +48,9 @@ def build_thread(turn_shapes: list[int]) -> list[Message]:
 
     def add(role: Role, **fields: Any) -> None:
         seq = len(messages) + 1
-        messages.append(Message(id=f"m{seq}", thread_id=THREAD, role=role, content=f"{role.value} {seq}", seq=seq,
-                                **fields))
+        messages.append(
+            Message(id=f"m{seq}", thread_id=THREAD, role=role, content=f"{role.value} {seq}", seq=seq, **fields)
+        )
 
     for index, shape in enumerate(turn_shapes):
         add(Role.USER)
@@ -103,7 +104,7 @@ def test_the_window_holds_at_least_n_user_messages_and_fewer_than_one_block_more
             got = window(history, blocked(n, block_size)).messages
             plain = window(history, HistoryPolicy(n=n, max_input_tokens=BIG)).messages
             assert sum(m.role is Role.USER for m in got) >= min(n, sum(m.role is Role.USER for m in history))
-            assert [m.id for m in got[-len(plain):]] == [m.id for m in plain]  # a superset of the last-N window
+            assert [m.id for m in got[-len(plain) :]] == [m.id for m in plain]  # a superset of the last-N window
             assert len(got) - len(plain) < block_size
 
 

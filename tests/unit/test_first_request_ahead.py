@@ -80,5 +80,3 @@ async def test_a_first_request_that_differs_from_the_one_sent_ahead_is_sent_agai
     assert len(first.messages[-1].content) == MAX_CONTENT_CHARS + 10
     assert len(second.messages[-1].content) == MAX_CONTENT_CHARS
     assert (rig.model.closed_early, rig.model.read_through) == (1, 1)
-
-

@@ -32,8 +32,11 @@ RFC_EXAMPLES: list[tuple[Any, list[dict[str, Any]], Any]] = [
         [{"op": "test", "path": "/baz", "value": "qux"}, {"op": "test", "path": "/foo/1", "value": 2}],
         {"baz": "qux", "foo": ["a", 2, "c"]},
     ),
-    ({"foo": "bar"}, [{"op": "add", "path": "/child", "value": {"grandchild": {}}}],
-     {"foo": "bar", "child": {"grandchild": {}}}),
+    (
+        {"foo": "bar"},
+        [{"op": "add", "path": "/child", "value": {"grandchild": {}}}],
+        {"foo": "bar", "child": {"grandchild": {}}},
+    ),
     ({"foo": ["bar"]}, [{"op": "add", "path": "/foo/-", "value": ["abc", "def"]}], {"foo": ["bar", ["abc", "def"]]}),
     ({"/": 9, "~1": 10}, [{"op": "test", "path": "/~01", "value": 10}], {"/": 9, "~1": 10}),
     ({"a": 1}, [{"op": "copy", "from": "/a", "path": "/b"}], {"a": 1, "b": 1}),

@@ -33,9 +33,7 @@ def test_no_map_sends_every_id_as_it_is(text: str | None) -> None:
     assert parse_model_id_map(text) == {}
 
 
-@pytest.mark.parametrize(
-    "text", ['{"a": ', '["a", "b"]', '{"a": 1}', '{"a": ""}', '{"": "b"}', '"qwen3.5-35b-a3b"']
-)
+@pytest.mark.parametrize("text", ['{"a": ', '["a", "b"]', '{"a": 1}', '{"a": ""}', '{"": "b"}', '"qwen3.5-35b-a3b"'])
 def test_a_malformed_map_is_refused_with_the_expected_shape(text: str) -> None:
     with pytest.raises(ConfigurationError) as failure:
         parse_model_id_map(text)

@@ -50,7 +50,9 @@ def test_shipped_profiles_load_and_match_the_design_document() -> None:
 def test_shipped_profiles_live_inside_the_package_so_they_ship_with_the_code() -> None:
     assert PROFILES_DIR.parent.name == "shared"
     assert {p.stem for p in PROFILES_DIR.glob("*.json")} >= {
-        "chat_default", "automation_memory_default", "chat_legacy_deepseek",
+        "chat_default",
+        "automation_memory_default",
+        "chat_legacy_deepseek",
     }
 
 
@@ -208,8 +210,9 @@ def test_enable_router_is_ignored_for_execution_and_never_written_back(tmp_path:
 
 @pytest.fixture
 def rollout_dir(tmp_path: Path) -> Path:
-    previous = chat_profile("chat_previous", model={"name": "deepseek-chat"},
-                            history_policy={"mode": "today_yesterday"})
+    previous = chat_profile(
+        "chat_previous", model={"name": "deepseek-chat"}, history_policy={"mode": "today_yesterday"}
+    )
     canary = chat_profile("chat_canary", model={"name": "qwen3.5-35b-a3b"})
     return write(tmp_path, chat_profile(), previous, canary, memory_profile())
 
@@ -232,10 +235,12 @@ def test_task_type_override_applies_to_that_task_type_only(rollout_dir: Path) ->
 
 
 def test_tenant_override_wins_over_task_type_override(rollout_dir: Path) -> None:
-    rollout = json.dumps({
-        "tenants": {"t1": {"chat_default": "chat_previous"}},
-        "task_types": {"digest": {"chat_default": "chat_canary"}},
-    })
+    rollout = json.dumps(
+        {
+            "tenants": {"t1": {"chat_default": "chat_previous"}},
+            "task_types": {"digest": {"chat_default": "chat_canary"}},
+        }
+    )
     catalog = load_catalog(rollout_dir, known_tools=KNOWN_TOOLS, rollout_json=rollout)
     assert catalog.resolve("chat_default", tenant_id="t1", task_type="digest").name == "chat_previous"
 

@@ -54,8 +54,9 @@ def test_a_30_percent_ramp_moves_about_30_percent_of_users_and_each_stays_on_one
 
 def test_raising_the_percentage_only_adds_users_and_lowering_it_sends_exactly_them_back(profiles_dir: Path) -> None:
     # GIVEN the same ramp at 10 %, then 30 %, then 10 % again
-    at_10, at_30 = on_new_side(catalog_with(profiles_dir, ramps=[ramp(10)])), on_new_side(
-        catalog_with(profiles_dir, ramps=[ramp(30)])
+    at_10, at_30 = (
+        on_new_side(catalog_with(profiles_dir, ramps=[ramp(10)])),
+        on_new_side(catalog_with(profiles_dir, ramps=[ramp(30)])),
     )
     back_to_10 = on_new_side(catalog_with(profiles_dir, ramps=[ramp(10)]))
     # THEN the users of the 10 % are among the 30 %, and going back restores exactly the first 10 %
@@ -72,9 +73,7 @@ def test_zero_and_hundred_percent_put_everyone_on_one_side_and_still_record_the_
 
 def test_two_ramps_split_users_independently(profiles_dir: Path) -> None:
     # GIVEN two 50 % ramps with different ids (for two tenants' users, so both can ramp chat_default)
-    catalog = catalog_with(
-        profiles_dir, ramps=[ramp(50, "ramp-a", tenants=["ta"]), ramp(50, "ramp-b", tenants=["tb"])]
-    )
+    catalog = catalog_with(profiles_dir, ramps=[ramp(50, "ramp-a", tenants=["ta"]), ramp(50, "ramp-b", tenants=["tb"])])
     # WHEN the same user ids ask in each tenant
     a, b = on_new_side(catalog, "ta"), on_new_side(catalog, "tb")
     # THEN being moved by one ramp says nothing about the other: about a quarter are moved by both

@@ -79,8 +79,14 @@ async def test_a_chat_run_streams_its_events_in_order_and_stores_the_conversatio
     events = await rig.run("run-1", "hi")
     # THEN the stream is the AG-UI sequence, one step, the text in its pieces, and RUN_FINISHED last
     assert types(events) == [
-        "RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_FINISHED",
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "STEP_FINISHED",
+        "RUN_FINISHED",
     ]
     assert [e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["Hello ", "there."]
     assert (events[0]["threadId"], events[0]["runId"]) == ("th-1", "run-1")
@@ -123,7 +129,11 @@ async def test_an_allowed_tool_call_passes_the_gate_runs_and_its_result_reaches_
     events = await rig.run("run-1", "time in Paris?")
     # THEN the call and its result are streamed before the answer
     assert types(events)[2:7] == [
-        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT", "TEXT_MESSAGE_START"
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
     ]
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
     assert result["toolCallId"] == "call_time" and "Europe/Paris" in result["content"]
@@ -161,8 +171,13 @@ async def test_a_model_error_mid_answer_ends_in_run_error_and_keeps_the_partial_
     events = await rig.run("run-1", "hi")
     # THEN the text streamed so far is closed, the step too, and RUN_ERROR with the documented code ends the run
     assert types(events) == [
-        "RUN_STARTED", "STEP_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
-        "STEP_FINISHED", "RUN_ERROR",
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "STEP_FINISHED",
+        "RUN_ERROR",
     ]
     assert events[-1]["code"] == "model_unavailable"
     # AND the partial text is stored, marked as such, and the run is failed in the ledger

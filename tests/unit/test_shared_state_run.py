@@ -105,16 +105,19 @@ async def test_a_valid_patch_is_applied_stored_and_streamed_as_a_delta_and_the_n
 
 async def test_invalid_patches_are_tool_errors_that_change_nothing() -> None:
     bad_pointer = [{"op": "replace", "path": "/steps/7/status", "value": "done"}]
-    failed_test = [{"op": "test", "path": "/steps/0/status", "value": "done"},
-                   {"op": "remove", "path": "/steps/0"}]
+    failed_test = [{"op": "test", "path": "/steps/0/status", "value": "done"}, {"op": "remove", "path": "/steps/0"}]
     too_large = [{"op": "add", "path": "/blob", "value": "x" * MAX_STATE_BYTES}]
     escaping = [{"op": "add", "path": "/../../other-thread", "value": 1}]
     rig = StateRig(
-        Turn(tool_calls=[("c1", "update_state", json.dumps({"patch": bad_pointer})),
-                         ("c2", "update_state", json.dumps({"patch": failed_test})),
-                         ("c3", "update_state", json.dumps({"patch": too_large})),
-                         ("c4", "update_state", json.dumps({"patch": escaping})),
-                         ("c5", "update_state", '{"patch": "not a list"}')]),
+        Turn(
+            tool_calls=[
+                ("c1", "update_state", json.dumps({"patch": bad_pointer})),
+                ("c2", "update_state", json.dumps({"patch": failed_test})),
+                ("c3", "update_state", json.dumps({"patch": too_large})),
+                ("c4", "update_state", json.dumps({"patch": escaping})),
+                ("c5", "update_state", '{"patch": "not a list"}'),
+            ]
+        ),
         Turn(text=["I could not change it."]),
     )
     events = await rig.run("run-1", "break it", state=PLAN)
@@ -141,16 +144,22 @@ async def test_update_state_passes_the_gate_a_profile_without_it_refuses_the_cal
     assert tool_results(events)[0]["error"]["code"] == "tool_not_allowed"
     assert of_type(events, "STATE_DELTA") == []
     assert await rig.stored() == StoredState(PLAN, 1)
-    decisions = [r.details for r in await rig.store.list_for_thread("t1", "th-1", limit=50)
-                 if r.kind == "tool_decision" and r.details["tool_name"] == "update_state"]
+    decisions = [
+        r.details
+        for r in await rig.store.list_for_thread("t1", "th-1", limit=50)
+        if r.kind == "tool_decision" and r.details["tool_name"] == "update_state"
+    ]
     assert [(d["decision"], d["layer"]) for d in decisions] == [("refused", "profile")]
 
 
 async def test_an_allowed_update_state_call_is_audited_like_every_tool() -> None:
     rig = StateRig(patch_call("c1", [{"op": "add", "path": "/x", "value": 1}]), Turn(text=["ok"]))
     await rig.run("run-1", "go", state=PLAN)
-    decisions = [r.details for r in await rig.store.list_for_thread("t1", "th-1", limit=50)
-                 if r.kind == "tool_decision" and r.details["tool_name"] == "update_state"]
+    decisions = [
+        r.details
+        for r in await rig.store.list_for_thread("t1", "th-1", limit=50)
+        if r.kind == "tool_decision" and r.details["tool_name"] == "update_state"
+    ]
     assert [(d["decision"], d["tool_kind"]) for d in decisions] == [("allowed", "executor")]
 
 

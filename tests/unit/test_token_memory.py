@@ -71,9 +71,7 @@ def test_a_remembered_token_is_checked_again_once_expired_or_after_the_recheck_i
 def test_an_expired_token_is_never_remembered(checks: list[str]) -> None:
     verifier = TokenVerifier(make_settings())
     now = int(time.time())
-    expired = jwt.encode(
-        {"sub": "u-1", "tenant_id": "t-1", "exp": now - LEEWAY_S - 60}, TEST_SECRET, algorithm="HS256"
-    )
+    expired = jwt.encode({"sub": "u-1", "tenant_id": "t-1", "exp": now - LEEWAY_S - 60}, TEST_SECRET, algorithm="HS256")
     for _ in range(2):
         with pytest.raises(Unauthenticated) as refused:
             verifier.verify(header(expired))

@@ -20,8 +20,11 @@ from tests.support.gate_cases import CTX, assert_complete_audit, client_specs, f
 
 def test_refused_by_the_system_layer_when_no_such_tool_exists() -> None:
     # GIVEN a profile and a run that both name a tool the system does not have
-    gate = ToolGate(registry({"get_current_time"}), profile(["get_current_time", "delete_account"]),
-                    frozenset({"delete_account", "get_current_time"}))
+    gate = ToolGate(
+        registry({"get_current_time"}),
+        profile(["get_current_time", "delete_account"]),
+        frozenset({"delete_account", "get_current_time"}),
+    )
     # WHEN the model calls it
     decision = gate.authorize("delete_account", '{"user": "everyone"}', CTX)
     # THEN the system layer refuses it, with a complete audit record
@@ -74,8 +77,20 @@ def test_allowed_call_is_audited_too() -> None:
         "get_current_time\x00",
         "get_current_time\u00a0",
     ],
-    ids=["title", "upper", "cyrillic-i", "cyrillic-e", "fullwidth", "zero-width", "bom", "lead-space",
-         "trail-space", "newline", "nul", "nbsp"],
+    ids=[
+        "title",
+        "upper",
+        "cyrillic-i",
+        "cyrillic-e",
+        "fullwidth",
+        "zero-width",
+        "bom",
+        "lead-space",
+        "trail-space",
+        "newline",
+        "nul",
+        "nbsp",
+    ],
 )
 def test_lookalike_names_are_refused_and_never_normalised(raw_name: str) -> None:
     gate = ToolGate(registry({"get_current_time"}), profile(["get_current_time"]), None)
@@ -119,8 +134,12 @@ MEMORY_SPECS = (
 
 def test_memory_executor_gets_only_its_memory_tools() -> None:
     # GIVEN the system registry (the clock) plus the memory executor's own tools and a memory profile
-    gate = ToolGate(registry({"get_current_time"}), profile(["memory_write", "memory_forget"], ExecutorKind.MEMORY),
-                    None, executor_tools=MEMORY_SPECS)
+    gate = ToolGate(
+        registry({"get_current_time"}),
+        profile(["memory_write", "memory_forget"], ExecutorKind.MEMORY),
+        None,
+        executor_tools=MEMORY_SPECS,
+    )
     # THEN only the memory tools are offered, and the clock is refused by the profile layer
     assert [spec.name for spec in gate.effective_tools()] == ["memory_forget", "memory_write"]
     assert gate.authorize("memory_write", "{}", CTX).allowed
@@ -171,8 +190,12 @@ def test_frontend_allowlist_semantics(name: str, patterns: list[str], allowed: b
 
 
 def test_a_frontend_tool_is_offered_allowed_and_marked_as_such() -> None:
-    gate = ToolGate(registry({"get_current_time"}), profile(["get_current_time"], frontend_allowlist=["confirm_*"]),
-                    None, frontend=client_specs({"confirm_booking", "delete_all"}))
+    gate = ToolGate(
+        registry({"get_current_time"}),
+        profile(["get_current_time"], frontend_allowlist=["confirm_*"]),
+        None,
+        frontend=client_specs({"confirm_booking", "delete_all"}),
+    )
     assert [spec.name for spec in gate.effective_tools()] == ["confirm_booking", "get_current_time"]
     decision = gate.authorize("confirm_booking", "{}", CTX)
     assert (decision.allowed, decision.kind) == (True, "frontend")
@@ -181,17 +204,27 @@ def test_a_frontend_tool_is_offered_allowed_and_marked_as_such() -> None:
     assert gate.authorize("Confirm_booking", "{}", CTX).reason == "lookalike_name"
     (refused,) = gate.offer_audit(CTX)
     assert (refused.details["tool_name"], refused.details["reason"], refused.details["layer"]) == (
-        "delete_all", "not_in_frontend_allowlist", "profile")
+        "delete_all",
+        "not_in_frontend_allowlist",
+        "profile",
+    )
 
 
 def test_a_client_tool_never_shadows_a_server_or_mcp_tool_even_when_allowlisted() -> None:
     # GIVEN a careless profile that allows every client tool, and a client declaring server and MCP names
-    gate = ToolGate(registry({"get_current_time", "mcp__files__read"}), profile(None, frontend_allowlist=["*"]), None,
-                    frontend=client_specs({"get_current_time", "mcp__files__read", "GET_CURRENT_TIME"}))
+    gate = ToolGate(
+        registry({"get_current_time", "mcp__files__read"}),
+        profile(None, frontend_allowlist=["*"]),
+        None,
+        frontend=client_specs({"get_current_time", "mcp__files__read", "GET_CURRENT_TIME"}),
+    )
     # THEN none of them is a front-end tool: calls go to the server tools, and the shadows are audited
     assert gate.frontend_names == frozenset()
     assert gate.authorize("get_current_time", "{}", CTX).kind == "server"
     assert gate.authorize("mcp__files__read", "{}", CTX).kind == "mcp"
     reasons = {r.details["tool_name"]: r.details["reason"] for r in gate.offer_audit(CTX)}
-    assert reasons == {"get_current_time": "shadows_server_tool", "mcp__files__read": "shadows_server_tool",
-                       "GET_CURRENT_TIME": "lookalike_of_server_tool"}
+    assert reasons == {
+        "get_current_time": "shadows_server_tool",
+        "mcp__files__read": "shadows_server_tool",
+        "GET_CURRENT_TIME": "lookalike_of_server_tool",
+    }

@@ -49,8 +49,15 @@ def test_the_shipped_profiles_may_allow_a_plugin_tool() -> None:
         ("no_such_package.tools:TOOL", "cannot import 'no_such_package.tools'"),
         ("tests.support.plugins", "use the form 'package.module:attribute'"),
     ],
-    ids=["duplicate-of-builtin", "duplicate-plugin", "reserved-prefix", "not-a-tool", "missing-attr", "no-module",
-         "no-attribute"],
+    ids=[
+        "duplicate-of-builtin",
+        "duplicate-plugin",
+        "reserved-prefix",
+        "not-a-tool",
+        "missing-attr",
+        "no-module",
+        "no-attribute",
+    ],
 )
 def test_a_broken_or_duplicate_plugin_fails_the_start_with_a_clear_error(value: str, fragment: str) -> None:
     with pytest.raises(ConfigurationError) as err:

@@ -7,15 +7,19 @@ message reads query):
 - ``SK = QUEUED#<seq, 12 digits>``: one entry, its body zlib-compressed (a request body may be larger than a map
   attribute would like; an item stays under 400 KB).
 
-An enqueue reads the counter and the entries (one query), then writes the counter and the entry in one
-transaction, conditional on the counter it read: two enqueues at once cannot both take the last place, and the
-numbers, hence the order, come from the store. A removal deletes the entry (conditionally: one remover wins).
+and, in the run's own partition (``T#{tenant}#R#{run}``, beside its future ledger record), ``SK = QUEUED``: the
+entry's thread and caller, so that ``GET /runs/{runId}/events`` finds a run that has not started yet.
+
+An enqueue reads the counter and the entries (one query), then writes the counter, the entry and the run's marker
+in one transaction, conditional on the counter it read: two enqueues at once cannot both take the last place, and
+the numbers, hence the order, come from the store. A removal deletes the entry (conditionally: one remover wins)
+and the marker in one transaction.
 """
 
 from __future__ import annotations
 
 import zlib
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -23,9 +27,12 @@ from botocore.exceptions import ClientError
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.errors import PayloadTooLarge
-from shared.ports.run_queue import QueuedRun
+from shared.ports.run_queue import QueuedRun, QueuedRunRef
 
 COUNTER_SK = "QUEUE"
+MARKER_SK = "QUEUED"
+MARKER_TTL = timedelta(days=1)
+"""A marker outlives its entry only if a removal failed half-way (it cannot: one transaction); TTL as a backstop."""
 ENTRY_PREFIX = "QUEUED#"
 MAX_ENTRY_BYTES = 350_000
 """A compressed body larger than this cannot be queued (a DynamoDB item holds at most 400 KB)."""
@@ -119,7 +126,22 @@ class DynamoDBRunQueue(TableAdapter):
                 "ConditionExpression": "attribute_not_exists(PK)",
             }
         }
-        await self._call(lambda: self.client.transact_write_items(TransactItems=[counter_update, put]))  # type: ignore[list-item]
+        marker = {
+            "Put": {
+                "TableName": self._table,
+                "Item": codec.to_item(
+                    {
+                        "PK": codec.run_pk(tenant_id, entry.run_id),
+                        "SK": MARKER_SK,
+                        "kind": "queued_run_marker",
+                        "thread_id": thread_id,
+                        "user_id": entry.user_id,
+                        codec.TTL_ATTRIBUTE: codec.expires_at(entry.enqueued_at, MARKER_TTL),
+                    }
+                ),
+            }
+        }
+        await self._call(lambda: self.client.transact_write_items(TransactItems=[counter_update, put, marker]))  # type: ignore[list-item]
 
     async def entries(self, tenant_id: str, thread_id: str) -> list[QueuedRun]:
         _, items = await self._read(tenant_id, thread_id)
@@ -131,19 +153,39 @@ class DynamoDBRunQueue(TableAdapter):
         found = next((i for i in items if i["run_id"] == run_id), None)
         if found is None:
             return False
+        delete = {
+            "Delete": {
+                "TableName": self._table,
+                "Key": codec.to_item({"PK": pk, "SK": found["SK"]}),
+                "ConditionExpression": "attribute_exists(PK)",
+            }
+        }
+        unmark = {
+            "Delete": {
+                "TableName": self._table,
+                "Key": codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": MARKER_SK}),
+            }
+        }
         try:
-            await self._call(
-                lambda: self.client.delete_item(
-                    TableName=self._table,
-                    Key=codec.to_item({"PK": pk, "SK": found["SK"]}),
-                    ConditionExpression="attribute_exists(PK)",
-                )
-            )
+            await self._call(lambda: self.client.transact_write_items(TransactItems=[delete, unmark]))  # type: ignore[list-item]
         except ClientError as exc:
             if not _condition_failed(exc):
                 raise
             return False  # removed by another caller at the same moment
         return True
+
+    async def find(self, tenant_id: str, run_id: str) -> QueuedRunRef | None:
+        resp = await self._call(
+            lambda: self.client.get_item(
+                TableName=self._table,
+                Key=codec.to_item({"PK": codec.run_pk(tenant_id, run_id), "SK": MARKER_SK}),
+                ConsistentRead=True,
+            )
+        )
+        if "Item" not in resp:
+            return None
+        item = codec.from_item(resp["Item"])
+        return QueuedRunRef(thread_id=str(item["thread_id"]), user_id=str(item["user_id"]))
 
 
 def _from_item(item: dict[str, Any]) -> QueuedRun:

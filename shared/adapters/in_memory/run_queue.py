@@ -5,7 +5,7 @@ Answers as the DynamoDB adapter does: tests/contract/test_run_queue_contract.py 
 
 from __future__ import annotations
 
-from shared.ports.run_queue import QueuedRun
+from shared.ports.run_queue import QueuedRun, QueuedRunRef
 
 
 class InMemoryRunQueue:
@@ -32,3 +32,10 @@ class InMemoryRunQueue:
                 del queue[index]
                 return True
         return False
+
+    async def find(self, tenant_id: str, run_id: str) -> QueuedRunRef | None:
+        for (tenant, thread_id), queue in self._queues.items():
+            for queued in queue:
+                if tenant == tenant_id and queued.run_id == run_id:
+                    return QueuedRunRef(thread_id=thread_id, user_id=queued.user_id)
+        return None
