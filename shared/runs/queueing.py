@@ -12,7 +12,7 @@
   admission of the same run id and body attaches to the first.
 - **The client may leave.** The waiting is not the response's: it goes on when the client disconnects (the response
   of the request that queued a run ends only once that run has settled, ``OwnedRunResponse``), and the run's events
-  can be followed with ``GET /runs/{runId}/events`` once it has started.
+  can be followed with ``GET /runs/{runId}/events`` (pings until it starts, ``Enqueuing.follow``).
 - **Hand-over.** The request that queued a run waits for it until shortly before its own invocation's deadline
   (``waiter_until``, recorded in the entry); its stream then ends without a terminal event (the resume hint:
   follow ``GET /runs/{runId}/events``). After that the run is started by whoever next finds the thread free with
