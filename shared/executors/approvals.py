@@ -23,7 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from shared.executors.context import ResumeDecision, RunContext
 from shared.llm.types import ToolSpec
@@ -117,9 +117,17 @@ def held_calls(
     return held
 
 
-def requests_on_record(newest_first: Sequence[Message]) -> dict[str, tuple[ApprovalRequest, ToolCall]]:
+class OnRecord(NamedTuple):
+    """An approval request as stored: the request, the call it holds and the id of the assistant message with it."""
+
+    request: ApprovalRequest
+    call: ToolCall
+    message_id: str
+
+
+def requests_on_record(newest_first: Sequence[Message]) -> dict[str, OnRecord]:
     """Every approval request among the thread's newest messages, by interrupt id, with the call it holds."""
-    found: dict[str, tuple[ApprovalRequest, ToolCall]] = {}
+    found: dict[str, OnRecord] = {}
     for msg in newest_first:
         if msg.role is not Role.ASSISTANT or not msg.flags.get(APPROVAL_FLAG):
             continue
@@ -127,7 +135,7 @@ def requests_on_record(newest_first: Sequence[Message]) -> dict[str, tuple[Appro
         for raw in msg.flags[APPROVAL_FLAG]:
             request = ApprovalRequest.from_flag(raw)
             if request.tool_call_id in calls:
-                found[request.interrupt_id] = (request, calls[request.tool_call_id])
+                found[request.interrupt_id] = OnRecord(request, calls[request.tool_call_id], msg.id)
     return found
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
-from ag_ui.core import StepFinishedEvent, StepStartedEvent
+from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallEndEvent, ToolCallStartEvent
 
 from shared.context_window import ReadThrough, resolve_window
 from shared.errors import AgentError
@@ -24,7 +24,7 @@ from shared.executors.transcript import one_leading_system, to_chat_messages, wi
 from shared.gather_inline import gather_inline
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatRequest, ToolSpec
-from shared.models import AuditRecord, Identity, Message, Role, ToolCall, new_id, utc_now
+from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
 from shared.ports import AuditLog, ConversationStore, MessageHistoryReader
 from shared.ports.model import ChatModel
 from shared.ports.thread_state import ThreadStateStore
@@ -319,11 +319,17 @@ class WorkerExecutor:
         )
         on_record = approvals.requests_on_record(recent)
         for decision in ctx.resume:
-            request, call = on_record[decision.interrupt_id]
+            request, call, message_id = on_record[decision.interrupt_id]
             await self._audit.record(approvals.decided_audit(ctx, request, call, decision))
             if decision.status == "resolved":
                 approved = approvals.approved_call(request, call, decision)
-                turn = TurnResult(message_id=new_id("msg"), tool_calls=[approved])
+                # The call was streamed by the interrupted run: named again (no arguments) so that this stream's
+                # TOOL_CALL_RESULT answers a call it started (AG-UI); a client that holds it keeps it as it was.
+                await emitter.emit(
+                    ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name, parent_message_id=message_id)
+                )
+                await emitter.emit(ToolCallEndEvent(tool_call_id=call.id))
+                turn = TurnResult(message_id=message_id, tool_calls=[approved])
                 await self._run_tool(ctx, emitter, gate, registry, turn, approved, result)
 
     async def _salvage(
