@@ -366,7 +366,8 @@ async def test_open_approval_interrupts_are_kept_on_the_thread_until_their_call_
     assert open_requests(newest) == [request]
     assert requests_on_record(newest)["int_1"].message_id == "m1"
     # AND once its call has a result, it is answered: no longer open, still on record
-    await store.threads.append_messages(ALICE, "t1", [Message(id="r1", thread_id="t1", role=Role.TOOL, content="{}", tool_call_id="c1")])
+    result = Message(id="r1", thread_id="t1", role=Role.TOOL, content="{}", tool_call_id="c1")
+    await store.threads.append_messages(ALICE, "t1", [result])
     newest = await store.threads.read_back("tenant-a", "t1", before_seq=None, limit=10)
     assert open_requests(newest) == [] and set(requests_on_record(newest)) == {"int_1"}
 
