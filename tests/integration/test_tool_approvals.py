@@ -325,7 +325,9 @@ async def test_an_expired_interrupt_cannot_be_resolved_and_its_call_gets_an_expi
     assert json.loads(last.content or "")["error"]["code"] == "approval_expired"
 
 
-async def test_a_new_message_without_resume_cancels_the_open_interrupts(rig: Any, asgi_client: Any) -> None:
+async def test_a_new_message_without_resume_cancels_the_open_interrupts(
+    rig: Any, asgi_client: Any, store: Any
+) -> None:
     r = rig(Turn(tool_calls=[EMAIL_CALL]), Turn(text=["Never mind then."]))
     async with asgi_client(r.services) as client:
         await interrupted(client)
@@ -337,3 +339,7 @@ async def test_a_new_message_without_resume_cancels_the_open_interrupts(rig: Any
     assert sent == [("user", None), ("assistant", None), ("tool", "call_mail_1"), ("user", None)]
     cancelled = r.services.overrides.model.requests[1].messages[3]
     assert json.loads(cancelled.content or "")["error"]["code"] == "cancelled"
+    # AND the synthetic result is stored, before the new message (not only repaired when the window is read)
+    stored = await raw_thread(store)
+    assert [(m.role.value, m.flags.get("ended_by")) for m in stored[:4]] == [
+        ("user", None), ("assistant", None), ("tool", "superseded"), ("user", None)]
