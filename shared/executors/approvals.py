@@ -26,8 +26,10 @@ from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from shared.executors.context import ResumeDecision, RunContext
+from shared.executors.model_turn import TurnResult
 from shared.llm.types import ToolSpec
 from shared.models import AuditRecord, Message, Role, ToolCall, digest, new_id
+from shared.run_events.tool_results import FRONTEND_CALLS_FLAG
 from shared.tool_gate import ToolGate, frontend_allowed
 from shared.tools.arguments import argument_errors
 
@@ -94,18 +96,16 @@ def needs_approval(name: str, patterns: Sequence[str]) -> bool:
     return bool(patterns) and frontend_allowed(name, patterns)
 
 
-def held_calls(
-    ctx: RunContext, gate: ToolGate, calls: Sequence[ToolCall], malformed: set[str], *, now: datetime
-) -> list[ApprovalRequest]:
-    """The calls of a turn to hold for approval: allowed server or MCP tools the profile names, with arguments that
-    meet the tool's schema (anything else is answered to the model at once, as without approval)."""
+def held_calls(ctx: RunContext, gate: ToolGate, turn: TurnResult, *, now: datetime) -> dict[str, ApprovalRequest]:
+    """The calls of a turn to hold for approval, by call id: allowed server or MCP tools the profile names, with
+    arguments that meet the tool's schema (anything else is answered to the model at once, as without approval)."""
     policy = ctx.profile.tool_policy
     if not policy.require_approval:
-        return []
+        return {}
     specs: dict[str, ToolSpec] = {spec.name: spec for spec in gate.effective_tools()}
-    held: list[ApprovalRequest] = []
-    for call in calls:
-        if gate.kind_of(call.name) not in {"server", "mcp"} or call.id in malformed:
+    held: dict[str, ApprovalRequest] = {}
+    for call in turn.tool_calls:
+        if gate.kind_of(call.name) not in {"server", "mcp"} or call.id in turn.malformed_call_ids:
             continue
         if not needs_approval(call.name, policy.require_approval):
             continue
@@ -113,8 +113,21 @@ def held_calls(
         if argument_errors(schema, json.loads(call.arguments)):
             continue
         expires = now + timedelta(seconds=policy.approval_ttl_s)
-        held.append(ApprovalRequest(new_id("int"), call.id, call.name, expires, schema))
+        held[call.id] = ApprovalRequest(new_id("int"), call.id, call.name, expires, schema)
     return held
+
+
+def turn_flags(handed: set[str], held: Mapping[str, ApprovalRequest]) -> dict[str, object]:
+    """The flags of a turn's assistant message: its calls handed to the client, its calls held for approval."""
+    flags: dict[str, object] = {FRONTEND_CALLS_FLAG: sorted(handed)} if handed else {}
+    if held:
+        flags[APPROVAL_FLAG] = [request.to_flag() for request in held.values()]
+    return flags
+
+
+def interrupts_of(calls: Sequence[ToolCall], held: Mapping[str, ApprovalRequest]) -> list[dict[str, Any]]:
+    """The AG-UI interrupts the run ends with: one per held call, in call order."""
+    return [held[call.id].interrupt(call.arguments) for call in calls if call.id in held]
 
 
 class OnRecord(NamedTuple):

@@ -29,7 +29,7 @@ from shared.ports import AuditLog, ConversationStore, MessageHistoryReader
 from shared.ports.model import ChatModel
 from shared.ports.thread_state import ThreadStateStore
 from shared.run_events.emitter import RunEmitter
-from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
+from shared.run_events.tool_results import store_and_emit, synthetic_error
 from shared.run_results import ExecutionFailed, ExecutionResult
 from shared.thread_state.tool import UPDATE_STATE, UPDATE_STATE_SPEC
 from shared.tokens import counter_for, message_counter_for
@@ -253,14 +253,8 @@ class WorkerExecutor:
                 if turn_result.usage is not None:
                     result.usage.append(turn_result.usage)
                 handed = self._handed_to_client(ctx, gate, turn_result)
-                held = approvals.held_calls(
-                    ctx, gate, turn_result.tool_calls, turn_result.malformed_call_ids, now=self._clock()
-                )
-                flags: dict[str, object] = {FRONTEND_CALLS_FLAG: sorted(handed)} if handed else {}
-                if held:
-                    flags[approvals.APPROVAL_FLAG] = [request.to_flag() for request in held]
-                await self._persist_assistant(ctx, turn_result, flags=flags)
-                held_ids = {request.tool_call_id: request for request in held}
+                held = approvals.held_calls(ctx, gate, turn_result, now=self._clock())
+                await self._persist_assistant(ctx, turn_result, flags=approvals.turn_flags(handed, held))
                 if not turn_result.tool_calls:
                     break
                 unanswered = list(turn_result.tool_calls)
@@ -270,19 +264,14 @@ class WorkerExecutor:
                         # The client runs it and answers in its next run; the decision is audited like any other.
                         result.tool_calls += 1
                         await self._audit_client_call(ctx, gate, call)
-                    elif call.id in held_ids:
-                        # Not executed: it waits for a person (shared.executors.approvals).
-                        result.tool_calls += 1
-                        await self._audit_client_call(ctx, gate, call, outcome="pending_approval")
-                        await self._audit.record(approvals.requested_audit(ctx, held_ids[call.id], call))
+                    elif call.id in held:  # not executed: it waits for a person (shared.executors.approvals)
+                        await self._hold(ctx, gate, call, held[call.id], result)
                     else:
                         await self._run_tool(ctx, emitter, gate, registry, turn_result, call, result)
                     unanswered.pop(0)
                 if handed or held:
                     result.pending_tool_call_ids = [c.id for c in turn_result.tool_calls if c.id in handed]
-                    result.interrupts = [
-                        held_ids[c.id].interrupt(c.arguments) for c in turn_result.tool_calls if c.id in held_ids
-                    ]
+                    result.interrupts = approvals.interrupts_of(turn_result.tool_calls, held)
                     break
             else:
                 raise AgentError("the tool loop reached its limit", code="tool_loop_limit")
@@ -306,6 +295,15 @@ class WorkerExecutor:
             traced.decided(decision)
             traced.outcome(outcome)
             await self._audit.record(decision.audit)
+
+    async def _hold(
+        self, ctx: RunContext, gate: ToolGate, call: ToolCall, request: approvals.ApprovalRequest,
+        result: ExecutionResult,
+    ) -> None:
+        """A call held for approval: its gate decision and the approval request audited, nothing executed."""
+        result.tool_calls += 1
+        await self._audit_client_call(ctx, gate, call, outcome="pending_approval")
+        await self._audit.record(approvals.requested_audit(ctx, request, call))
 
     async def _resume_approvals(
         self, ctx: RunContext, emitter: RunEmitter, gate: ToolGate, registry: ToolRegistry, result: ExecutionResult
