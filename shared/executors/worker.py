@@ -422,7 +422,8 @@ class WorkerExecutor:
     def _history_reader(self, ctx: RunContext, result: ExecutionResult) -> MessageHistoryReader:
         """The first window of a chat run is read from what admission read and stored (no store request); later
         turns (after tool calls) read the store."""
-        if result.model_turns == 0 and ctx.known_history is not None:
+        # A resuming run stored the approved calls' results after admission: its first window reads the store.
+        if result.model_turns == 0 and ctx.known_history is not None and not ctx.resume:
             return ReadThrough(self._store, ctx.known_history)
         return self._store
 

@@ -120,6 +120,9 @@ def test_the_official_client_approves_a_held_call_and_the_tool_runs_once(
     assert [(c["id"], json.loads(c["function"]["arguments"])) for c in calls] == [
         ("call_m1", {"to": "ann@example.com", "subject": "Hi"})]
     assert [m["toolCallId"] for m in second["messages"] if m["role"] == "tool"] == ["call_m1"]
+    # AND the model's request in that run held the tool's own result
+    answered = next(m for m in model_server.requests[-1]["messages"] if m["role"] == "tool")
+    assert json.loads(answered["content"]) == {"sent": True}
 
 
 def test_the_official_client_declines_a_held_call_and_the_tool_never_runs(

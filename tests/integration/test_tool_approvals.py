@@ -180,6 +180,9 @@ async def test_resolved_runs_the_call_once_and_the_model_continues_in_that_run(
     # AND the model's next request holds the call and its result, in order
     roles = [(m.role, m.tool_call_id) for m in r.services.overrides.model.requests[1].messages if m.role != "system"]
     assert roles == [("user", None), ("assistant", None), ("tool", "call_mail_1")]
+    # (the handler's own result, not a repair of a call the model request would see without one)
+    assert json.loads(r.services.overrides.model.requests[1].messages[-1].content or "") == {
+        "sent": True, "to": "ann@example.com"}
     # AND the decision is audited with the user who made it
     audit = await store.list_for_thread("tenant-1", "th-ap", limit=50)
     decided = [a.details for a in audit if a.kind == "tool_approval_decided"]
@@ -195,6 +198,8 @@ async def test_resolved_with_edited_arguments_runs_the_edited_call(rig: Any, asg
                                                        "payload": edited}]))
     assert status == 200
     assert r.outbox.sent == [edited]
+    last = r.services.overrides.model.requests[1].messages[-1]
+    assert json.loads(last.content or "") == {"sent": True, "to": "ann@example.org"}
 
 
 async def test_cancelled_stores_a_declined_result_and_never_calls_the_tool(

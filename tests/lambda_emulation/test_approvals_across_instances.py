@@ -101,5 +101,6 @@ async def test_an_interrupt_raised_on_a_is_resumed_through_b(
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "success"}
     sent = [m for m in model_server.requests[-1]["messages"] if m["role"] != "system"]
     assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert json.loads(sent[-1]["content"])["result"] == pytest.approx(3.106856)
     # AND the replay through A is refused: the interrupt was answered on B
     assert (replay.status_code, replay.json()["error"]["code"]) == (422, "interrupt_already_answered")
