@@ -348,3 +348,17 @@ async def test_a_new_message_without_resume_cancels_the_open_interrupts(
     stored = await raw_thread(store)
     assert [(m.role.value, m.flags.get("ended_by")) for m in stored[:4]] == [
         ("user", None), ("assistant", None), ("tool", "superseded"), ("user", None)]
+
+
+async def test_require_approval_never_widens_the_gate(rig: Any, asgi_client: Any) -> None:
+    # GIVEN a profile that requires approval for every tool but does not allow send_email
+    r = rig(Turn(tool_calls=[EMAIL_CALL]), Turn(text=["I cannot send mail."]))
+    r.profiles.catalog = chat_catalog(allowlist=["get_current_time", "update_state"], require_approval=["*"])
+    async with asgi_client(r.services) as client:
+        # WHEN the model calls send_email anyway
+        status, events = await post(client, body("run-1"))
+    # THEN the gate refused it as always: no interrupt, nothing sent, the model told it is not available
+    assert status == 200 and events[-1]["outcome"] == {"type": "success"}
+    assert r.outbox.sent == []
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert json.loads(result["content"])["error"]["code"] == "tool_not_allowed"
