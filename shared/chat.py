@@ -13,13 +13,14 @@ from collections.abc import Awaitable, Callable
 from ag_ui.core import RunAgentInput
 
 from shared.executors.context import RunContext
-from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, utc_now
 from shared.ports import MessageHistoryReader
 from shared.ports.run_queue import RunQueue
 from shared.profiles import ProfileChoice, Profiles
 from shared.run_results import INTERRUPTED
 from shared.runs import intake
 from shared.runs.admission import Admission
+from shared.runs.approvals import resume_decisions, settle_approvals
 from shared.runs.execution import Executor
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, ThreadsAndAudit, strategy_of
 from shared.runs.pending_calls import settle_pending_calls
@@ -57,6 +58,7 @@ def chat_context(
         request_summary=f"chat run, {len(run_input.messages)} messages from client",
         latest_user_text=users[-1] if users else "",
         client_state=intake.client_state(run_input),
+        resume=resume_decisions(run_input),
     )
 
 
@@ -109,7 +111,7 @@ class ChatService:
         ctx = chat_context(caller, run_input, choice, new_messages)
 
         async def settle(fresh: list[Message], recent: list[Message]) -> list[Message]:
-            return await settle_pending_calls(
+            settled = await settle_pending_calls(
                 self._history,
                 caller.tenant_id,
                 ctx.thread_id,
@@ -117,6 +119,10 @@ class ChatService:
                 run_id=ctx.run_id,
                 meta=ctx.meta,
                 recent=recent,
+            )
+            # Open approval interrupts: the resume checked, declined calls answered (shared.runs.approvals).
+            return settle_approvals(
+                ctx.resume, settled, recent, now=utc_now(), thread_id=ctx.thread_id, run_id=ctx.run_id, meta=ctx.meta
             )
 
         def attempt() -> Awaitable[Admission]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from shared.models import Usage
 
@@ -28,6 +29,8 @@ class ExecutionResult:
     window_repairs: int = 0
     pending_tool_call_ids: list[str] = field(default_factory=list)
     """Front-end tool calls handed to the client, in call order; the run ended after the turn that made them."""
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    """AG-UI ``Interrupt`` objects (wire form) of the calls held for approval; the run ended with them."""
     cancelled: bool = False
     memory_note: str | None = None
     started_at: float = field(default_factory=time.monotonic)

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from shared.context_window import KnownHistory
 from shared.llm.types import ToolSpec
 from shared.models import ExecutionMeta, Identity
 from shared.profiles import ExecutionProfile
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeDecision:
+    """One entry of ``RunAgentInput.resume``: a person's answer to an approval interrupt (shared.executors.approvals).
+
+    ``payload``: the edited arguments of a ``resolved`` call (``None``: run it as the model wrote it)."""
+
+    interrupt_id: str
+    status: Literal["resolved", "cancelled"]
+    payload: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +47,5 @@ class RunContext:
     known_history: KnownHistory | None = None
     # RunAgentInput.state as intake bounded it; None when the client sent none (the thread's stored state is used).
     client_state: dict[str, Any] | None = None
+    # RunAgentInput.resume: the answers to the thread's open approval interrupts, checked at admission.
+    resume: tuple[ResumeDecision, ...] = ()

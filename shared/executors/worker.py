@@ -11,10 +11,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
-from ag_ui.core import StepFinishedEvent, StepStartedEvent
+from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallEndEvent, ToolCallStartEvent
 
 from shared.context_window import ReadThrough, resolve_window
 from shared.errors import AgentError
+from shared.executors import approvals
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, TurnResult
 from shared.executors.opened_turn import OpenedTurn
@@ -28,7 +29,7 @@ from shared.ports import AuditLog, ConversationStore, MessageHistoryReader
 from shared.ports.model import ChatModel
 from shared.ports.thread_state import ThreadStateStore
 from shared.run_events.emitter import RunEmitter
-from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, store_and_emit, synthetic_error
+from shared.run_events.tool_results import store_and_emit, synthetic_error
 from shared.run_results import INTERRUPTED, ExecutionFailed, ExecutionResult
 from shared.thread_state.tool import UPDATE_STATE, UPDATE_STATE_SPEC
 from shared.tokens import counter_for, message_counter_for
@@ -127,6 +128,8 @@ class WorkerExecutor:
         when its own first request is the same. Not for runs whose tools come from MCP servers (listing them is
         a request of its own, and audited)."""
         if self._opened is not None or ctx.known_history is None or ctx.profile.tool_policy.mcp_servers:
+            return
+        if ctx.resume:  # approved calls run before the first turn: its request is not known yet
             return
         self._opened = OpenedTurn(self._model, self._first_request(ctx))
 
@@ -233,6 +236,7 @@ class WorkerExecutor:
         for record in gate.offer_audit(self._gate_context(ctx)):
             await self._audit.record(record)
         tools = gate.effective_tools()
+        await self._resume_approvals(ctx, emitter, gate, registry, result)
         unanswered: list[ToolCall] = []
         turn: ModelTurn | None = None
         try:
@@ -249,9 +253,8 @@ class WorkerExecutor:
                 if turn_result.usage is not None:
                     result.usage.append(turn_result.usage)
                 handed = self._handed_to_client(ctx, gate, turn_result)
-                await self._persist_assistant(
-                    ctx, turn_result, flags={FRONTEND_CALLS_FLAG: sorted(handed)} if handed else None
-                )
+                held = approvals.held_calls(ctx, gate, turn_result, now=self._clock())
+                await self._persist_assistant(ctx, turn_result, flags=approvals.turn_flags(handed, held))
                 if not turn_result.tool_calls:
                     break
                 unanswered = list(turn_result.tool_calls)
@@ -261,11 +264,14 @@ class WorkerExecutor:
                         # The client runs it and answers in its next run; the decision is audited like any other.
                         result.tool_calls += 1
                         await self._audit_client_call(ctx, gate, call)
+                    elif call.id in held:  # not executed: it waits for a person (shared.executors.approvals)
+                        await self._hold(ctx, gate, call, held[call.id], result)
                     else:
                         await self._run_tool(ctx, emitter, gate, registry, turn_result, call, result)
                     unanswered.pop(0)
-                if handed:
+                if handed or held:
                     result.pending_tool_call_ids = [c.id for c in turn_result.tool_calls if c.id in handed]
+                    result.interrupts = approvals.interrupts_of(turn_result.tool_calls, held)
                     break
             else:
                 raise AgentError("the tool loop reached its limit", code="tool_loop_limit")
@@ -281,13 +287,50 @@ class WorkerExecutor:
         result.finished_at = time.monotonic()
         return result
 
-    async def _audit_client_call(self, ctx: RunContext, gate: ToolGate, call: ToolCall) -> None:
-        """A call handed to the client: its gate decision is audited and traced like any other."""
+    async def _audit_client_call(
+        self, ctx: RunContext, gate: ToolGate, call: ToolCall, *, outcome: str = "pending_client"
+    ) -> None:
+        """A call handed to the client (or held for approval): its gate decision is audited and traced like any
+        other."""
         with tool_call(call.name, call.id, call.arguments) as traced:
             decision = gate.authorize(call.name, call.arguments, self._gate_context(ctx))
             traced.decided(decision)
-            traced.outcome("pending_client")
+            traced.outcome(outcome)
             await self._audit.record(decision.audit)
+
+    async def _hold(
+        self, ctx: RunContext, gate: ToolGate, call: ToolCall, request: approvals.ApprovalRequest,
+        result: ExecutionResult,
+    ) -> None:
+        """A call held for approval: its gate decision and the approval request audited, nothing executed."""
+        result.tool_calls += 1
+        await self._audit_client_call(ctx, gate, call, outcome="pending_approval")
+        await self._audit.record(approvals.requested_audit(ctx, request, call))
+
+    async def _resume_approvals(
+        self, ctx: RunContext, emitter: RunEmitter, gate: ToolGate, registry: ToolRegistry, result: ExecutionResult
+    ) -> None:
+        """A resuming run: every decision audited with its user; each approved call through the gate again (the
+        profile may have changed) and executed, before the first model turn (shared.executors.approvals)."""
+        if not ctx.resume:
+            return
+        recent = await self._store.read_back(
+            ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=approvals.LOOKBACK
+        )
+        on_record = approvals.requests_on_record(recent)
+        for decision in ctx.resume:
+            request, call, message_id = on_record[decision.interrupt_id]
+            await self._audit.record(approvals.decided_audit(ctx, request, call, decision))
+            if decision.status == "resolved":
+                approved = approvals.approved_call(request, call, decision)
+                # The call was streamed by the interrupted run: named again (no arguments) so that this stream's
+                # TOOL_CALL_RESULT answers a call it started (AG-UI); a client that holds it keeps it as it was.
+                await emitter.emit(
+                    ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name, parent_message_id=message_id)
+                )
+                await emitter.emit(ToolCallEndEvent(tool_call_id=call.id))
+                turn = TurnResult(message_id=message_id, tool_calls=[approved])
+                await self._run_tool(ctx, emitter, gate, registry, turn, approved, result)
 
     async def _salvage(
         self,
@@ -383,7 +426,8 @@ class WorkerExecutor:
     def _history_reader(self, ctx: RunContext, result: ExecutionResult) -> MessageHistoryReader:
         """The first window of a chat run is read from what admission read and stored (no store request); later
         turns (after tool calls) read the store."""
-        if result.model_turns == 0 and ctx.known_history is not None:
+        # A resuming run stored the approved calls' results after admission: its first window reads the store.
+        if result.model_turns == 0 and ctx.known_history is not None and not ctx.resume:
             return ReadThrough(self._store, ctx.known_history)
         return self._store
 

@@ -89,6 +89,12 @@ class ToolPolicy(BaseModel):
     ``*`` stands for any run of name characters (``confirm_*``). Empty (the default): none."""
     mcp_servers: list[str] = []
     """MCP tool servers (names from the ``MCP_SERVERS`` setting) whose allowed tools join the system layer."""
+    require_approval: list[str] = []
+    """Server, plugin and MCP tools whose calls wait for a person's approval (AG-UI interrupt/resume; docs/policy.md
+    §3.7): exact names or ``*`` patterns as in ``frontend_allowlist`` (``mcp__`` names allowed here). It narrows
+    only: a tool the gate refuses stays refused. Empty (the default): no call waits."""
+    approval_ttl_s: int = Field(default=86_400, ge=60, le=30 * 86_400)
+    """How long an approval request stays answerable (its ``expiresAt``); 24 h by default."""
 
     @field_validator("frontend_allowlist")
     @classmethod
@@ -98,6 +104,14 @@ class ToolPolicy(BaseModel):
                 raise ValueError(f"{entry!r} is not a tool name or pattern (letters, digits, '_', '-', '*')")
             if entry.startswith("mcp__"):
                 raise ValueError(f"{entry!r}: names under 'mcp__' belong to MCP servers")
+        return value
+
+    @field_validator("require_approval")
+    @classmethod
+    def _approval_patterns(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not re.match(FRONTEND_PATTERN, entry):
+                raise ValueError(f"{entry!r} is not a tool name or pattern (letters, digits, '_', '-', '*')")
         return value
 
 

@@ -64,7 +64,10 @@ def shutdown_outcome() -> Outcome:
 def finished(ctx: RunContext, result: ExecutionResult) -> Outcome:
     """The executor returned: succeeded, or cancelled when it wound down on a cancel."""
     outcome: dict[str, Any] = {"type": "cancelled" if result.cancelled else "success"}
-    if result.pending_tool_call_ids and not result.cancelled:
+    if result.interrupts and not result.cancelled:
+        # Tool calls held for approval (shared.executors.approvals): AG-UI 1.0's interrupt outcome.
+        outcome = {"type": "interrupt", "interrupts": list(result.interrupts)}
+    elif result.pending_tool_call_ids and not result.cancelled:
         # Front-end tool calls handed to the client (AG-UI's success outcome names them).
         outcome["pendingToolCallIds"] = list(result.pending_tool_call_ids)
     return Outcome(

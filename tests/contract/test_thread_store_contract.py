@@ -18,6 +18,7 @@ from shared.adapters.aws import dynamo_codec
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.in_memory.store import InMemoryStore
 from shared.errors import InvalidRequest, NotFound
+from shared.executors.approvals import APPROVAL_FLAG, ApprovalRequest, open_requests, requests_on_record
 from shared.models import (
     ExecutionMeta,
     ExecutorKind,
@@ -349,6 +350,26 @@ async def test_messages_round_trip_with_every_field(store: Store) -> None:
     # THEN every field survives, with the seq the store assigned
     assert read == [original.model_copy(update={"seq": 1}), tool_result.model_copy(update={"seq": 2})]
     assert read == stored
+
+
+async def test_open_approval_interrupts_are_kept_on_the_thread_until_their_call_is_answered(store: Store) -> None:
+    # GIVEN an assistant message holding a call for approval (shared.executors.approvals), stored and read back
+    await store.threads.open_thread(ALICE, "t1")
+    request = ApprovalRequest("int_1", "c1", "send_email", utc_now() + timedelta(hours=24),
+                              {"type": "object", "properties": {"to": {"type": "string"}}})
+    held = Message(id="m1", thread_id="t1", role=Role.ASSISTANT, content="",
+                   tool_calls=(ToolCall(id="c1", name="send_email", arguments='{"to": "a"}'),),
+                   flags={APPROVAL_FLAG: [request.to_flag()]})
+    await store.threads.append_messages(ALICE, "t1", [msg("u1", role=Role.USER), held])
+    newest = await store.threads.read_back("tenant-a", "t1", before_seq=None, limit=10)
+    # THEN the interrupt is open, exactly as it was raised (its expiry to the microsecond, its schema)
+    assert open_requests(newest) == [request]
+    assert requests_on_record(newest)["int_1"].message_id == "m1"
+    # AND once its call has a result, it is answered: no longer open, still on record
+    result = Message(id="r1", thread_id="t1", role=Role.TOOL, content="{}", tool_call_id="c1")
+    await store.threads.append_messages(ALICE, "t1", [result])
+    newest = await store.threads.read_back("tenant-a", "t1", before_seq=None, limit=10)
+    assert open_requests(newest) == [] and set(requests_on_record(newest)) == {"int_1"}
 
 
 async def test_large_content_is_capped_and_flagged(store: Store) -> None:

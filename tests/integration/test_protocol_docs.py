@@ -101,14 +101,15 @@ def error_codes_in_source() -> set[str]:
 
 
 def tool_error_codes_in_source() -> set[str]:
-    """The codes a chat run can put in a tool result: the gate's refusal, the tool runner's errors, and the worker's
-    errors, salvage and ``update_state`` answers."""
+    """The codes a chat run can put in a tool result: the gate's refusal, the tool runner's errors, the worker's
+    errors, salvage and ``update_state`` answers, and the results of approval calls that do not run."""
     found: set[str] = set()
     for path in (
         ROOT / "shared" / "tool_gate.py",
         ROOT / "shared" / "executors" / "worker.py",
         ROOT / "shared" / "executors" / "run_state.py",
         ROOT / "shared" / "tools" / "runner.py",
+        ROOT / "shared" / "runs" / "approvals.py",
     ):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "tool_error":

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from shared.errors import InvalidRequest
 from shared.models import ExecutionMeta
 from shared.runs import intake
+from shared.runs.approvals import resume_decisions
 from shared.threads import decode_cursor
 from shared.wiring import ServiceOverrides, Services
 from tests.support.live_app import serve_app
@@ -120,7 +121,16 @@ run_inputs = st.fixed_dictionaries(
         "context": json_values,
         "state": json_values,
         "forwardedProps": json_values,
-        "resume": json_values,
+        "resume": st.one_of(
+            json_values,
+            st.lists(
+                st.fixed_dictionaries(
+                    {"interruptId": ids, "status": st.sampled_from(["resolved", "cancelled"])},
+                    optional={"payload": json_values},
+                ),
+                max_size=3,
+            ),
+        ),
     },
 )
 
@@ -134,17 +144,19 @@ run_inputs = st.fixed_dictionaries(
     )
 )
 def test_run_agent_input_parsing_accepts_or_refuses_with_invalid_request_only(raw: bytes) -> None:
-    # GIVEN any body  WHEN it is parsed and its user messages taken  THEN a result, or InvalidRequest; nothing else
+    # GIVEN any body  WHEN it is parsed, its user messages and resume taken  THEN a result, or InvalidRequest only
     try:
         parsed = intake.parse_run_input(raw)
         stored = intake.user_messages(parsed, ExecutionMeta())
+        decisions = resume_decisions(parsed)
     except InvalidRequest as exc:
         refused: InvalidRequest | None = exc
     else:
         refused = None
     if refused is not None:
-        assert refused.code in {"invalid_request", "message_too_long"}
+        assert refused.code in {"invalid_request", "message_too_long", "invalid_resume_payload"}
         return
+    assert all(d.payload is None or isinstance(d.payload, dict) for d in decisions)
     assert all(intake._ID.match(m.id) for m in stored)
     assert intake._ID.match(parsed.thread_id) and intake._ID.match(parsed.run_id)
 

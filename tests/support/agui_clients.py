@@ -38,13 +38,21 @@ class ToolResult(TypedDict):
     content: str
 
 
+class InterruptAnswer(TypedDict):
+    """The answer given to every open interrupt (the client builds ``resume`` with ``buildResumeArray``)."""
+
+    status: str
+    payload: NotRequired[Any]
+
+
 class Turn(TypedDict):
-    """One ``runAgent`` call: the user message (or the answer to the newest front-end tool call) appended before
-    it, and the run parameters."""
+    """One ``runAgent`` call: the user message (or the answer to the newest front-end tool call, or to the open
+    interrupts) appended before it, and the run parameters."""
 
     runId: str
     userMessage: NotRequired[UserMessage]
     toolResult: NotRequired[ToolResult]
+    answerInterrupts: NotRequired[InterruptAnswer]
     tools: NotRequired[list[dict[str, Any]]]
     context: NotRequired[list[dict[str, Any]]]
     forwardedProps: NotRequired[dict[str, Any]]
@@ -85,6 +93,7 @@ class TurnReport(TypedDict):
     requests: list[RecordedRequest]
     logs: list[dict[str, str]]
     unhandled: list[ClientError]
+    pendingInterrupts: list[dict[str, Any]]
 
 
 class JsAgentReport(TypedDict):

@@ -12,6 +12,10 @@
 // client answers the front-end tool call of the newest assistant message (as a human-in-the-loop
 // UI does after the user confirmed), adding a role "tool" message, and runs again.
 //
+// Instead of either, a turn may carry "answerInterrupts": { "status": "resolved" | "cancelled", "payload"?: ... }:
+// the client adds no message and answers every interrupt the previous run left open (agent.pendingInterrupts)
+// with that response, building the resume with the library's own buildResumeArray, as an approval UI does.
+//
 // A turn's "state" is set on the agent (agent.setState) before it runs, as a page that edits the shared
 // state does; without it the agent keeps the state the previous turns left it with.
 //
@@ -25,6 +29,7 @@
 //   result          the `result` of the runAgent result (null when it rejected)
 //   messages        agent.messages after the turn
 //   state           agent.state after the turn
+//   pendingInterrupts agent.pendingInterrupts after the turn (AG-UI 1.0 interrupts still open)
 //   requests        what was POSTed (body parsed) and the response: status, headers, and the
 //                   raw body text as received on the wire
 //   logs            what the library wrote to the console during the turn
@@ -75,9 +80,15 @@ function readInput() {
   if (typeof input?.url !== "string" || input.url === "") fail("input.url must be a non-empty string");
   if (!Array.isArray(input.turns) || input.turns.length === 0) fail("input.turns must be a non-empty array");
   input.turns.forEach((turn, index) => {
+    if (turn?.answerInterrupts !== undefined) {
+      if (!["resolved", "cancelled"].includes(turn.answerInterrupts?.status)) {
+        fail(`input.turns[${index}].answerInterrupts.status must be "resolved" or "cancelled"`);
+      }
+      return;
+    }
     const message = turn?.userMessage ?? turn?.toolResult;
     if (typeof message?.id !== "string" || typeof message?.content !== "string") {
-      fail(`input.turns[${index}] needs a userMessage or toolResult with string id and content`);
+      fail(`input.turns[${index}] needs a userMessage, toolResult or answerInterrupts`);
     }
   });
   return input;
@@ -98,10 +109,9 @@ process.on("unhandledRejection", (reason) => {
   (currentTurn ? currentTurn.unhandled : harnessLog).push(describeError(reason));
 });
 
-async function loadHttpAgent() {
+async function loadClient() {
   try {
-    const module = await import("@ag-ui/client");
-    return module.HttpAgent;
+    return await import("@ag-ui/client");
   } catch (error) {
     fail(`cannot load @ag-ui/client (run npm ci in this folder): ${error.message}`);
   }
@@ -147,7 +157,7 @@ function recordingFetch() {
   };
 }
 
-async function runTurn(agent, spec) {
+async function runTurn(agent, spec, buildResumeArray) {
   const turn = {
     runId: spec.runId ?? null,
     events: [],
@@ -164,7 +174,11 @@ async function runTurn(agent, spec) {
     pendingReads: [],
   };
   currentTurn = turn;
-  if (spec.toolResult) {
+  let resume;
+  if (spec.answerInterrupts) {
+    const responses = Object.fromEntries(agent.pendingInterrupts.map((i) => [i.id, spec.answerInterrupts]));
+    resume = buildResumeArray(agent.pendingInterrupts, responses);
+  } else if (spec.toolResult) {
     const call = [...agent.messages].reverse().find((m) => m.role === "assistant" && m.toolCalls?.length)
       ?.toolCalls?.at(-1);
     if (!call) fail("toolResult turn: no assistant tool call to answer");
@@ -188,6 +202,7 @@ async function runTurn(agent, spec) {
   for (const key of ["runId", "tools", "context", "forwardedProps"]) {
     if (spec[key] !== undefined) parameters[key] = spec[key];
   }
+  if (resume !== undefined) parameters.resume = resume;
   try {
     const outcome = await agent.runAgent(parameters, subscriber);
     turn.newMessages = plain(outcome.newMessages);
@@ -209,13 +224,14 @@ async function runTurn(agent, spec) {
   await new Promise((resolve) => setTimeout(resolve, 0));
   turn.messages = plain(agent.messages);
   turn.state = plain(agent.state);
+  turn.pendingInterrupts = plain(agent.pendingInterrupts);
   currentTurn = null;
   return turn;
 }
 
 async function main() {
   const input = readInput();
-  const HttpAgent = await loadHttpAgent();
+  const { HttpAgent, buildResumeArray } = await loadClient();
   const agent = new HttpAgent({
     url: input.url,
     headers: input.headers ?? {},
@@ -224,7 +240,7 @@ async function main() {
   });
   const turns = [];
   for (const spec of input.turns) {
-    turns.push(await runTurn(agent, spec));
+    turns.push(await runTurn(agent, spec, buildResumeArray));
   }
   return { threadId: agent.threadId, turns, harnessLog };
 }

@@ -513,7 +513,7 @@ function eventDetail(event, view) {
       return code === "tool_not_allowed" ? `REFUSED tool_not_allowed: ${event.content}` : event.content;
     }
     case "RUN_FINISHED":
-      return `outcome ${event.outcome?.type ?? "success"}${event.outcome?.pendingToolCallIds ? ` · pending ${event.outcome.pendingToolCallIds.join(", ")}` : ""} · ${usageText(event.usage)}`;
+      return `outcome ${event.outcome?.type ?? "success"}${event.outcome?.pendingToolCallIds ? ` · pending ${event.outcome.pendingToolCallIds.join(", ")}` : ""}${event.outcome?.interrupts ? ` · waiting for approval: ${event.outcome.interrupts.map((i) => i.metadata?.toolName ?? i.toolCallId).join(", ")}` : ""} · ${usageText(event.usage)}`;
     case "RUN_ERROR":
       return `${event.code}: ${event.message} · ${usageText(event.usage)}`;
     default:
@@ -605,8 +605,9 @@ function onConnectionStatus(status) {
   }
 }
 
-/** One run on the current thread; returns the front-end tool calls left for the page to answer. */
-async function runOnce({ userMessageId = null } = {}) {
+/** One run on the current thread (``resume``: the answers to the previous run's interrupts); returns the front-end
+ * tool calls left for the page to answer and the interrupts (tool calls waiting for approval) the run ended with. */
+async function runOnce({ userMessageId = null, resume = undefined } = {}) {
   const agent = state.agent;
   agent.headers = authHeaders();
   const runId = uid("run");
@@ -635,9 +636,11 @@ async function runOnce({ userMessageId = null } = {}) {
           bubbles.get(event.messageId)?.append(event.delta);
           break;
         case "TOOL_CALL_START": {
-          const card = toolCard(event.toolCallId, event.toolCallName);
+          // A call approved in an earlier run is named again before its result: its card is already on the page.
+          const shown = box.querySelector(`[data-tool-call-id="${CSS.escape(event.toolCallId)}"]`);
+          const card = shown ?? toolCard(event.toolCallId, event.toolCallName);
           cards.set(event.toolCallId, card);
-          box.append(card);
+          if (!shown) box.append(card);
           if (FRONTEND_TOOLS.has(event.toolCallName)) pending.set(event.toolCallId, { name: event.toolCallName, args: "" });
           break;
         }
@@ -678,7 +681,9 @@ async function runOnce({ userMessageId = null } = {}) {
     },
   };
   try {
-    await agent.runAgent({ runId, tools: declareTool ? [CONFIRM_BOOKING] : [] }, subscriber);
+    const parameters = { runId, tools: declareTool ? [CONFIRM_BOOKING] : [] };
+    if (resume) parameters.resume = resume;
+    await agent.runAgent(parameters, subscriber);
   } catch (error) {
     failure = fromAgentError(error);
   }
@@ -714,7 +719,42 @@ async function runOnce({ userMessageId = null } = {}) {
   }
   await refreshUsage();
   setBusy(false);
-  return terminal?.type === "RUN_FINISHED" ? [...pending.entries()] : [];
+  if (terminal?.type !== "RUN_FINISHED") return { pending: [], interrupts: [] };
+  const interrupts = terminal.outcome?.type === "interrupt" ? terminal.outcome.interrupts : [];
+  for (const interrupt of interrupts) {
+    const card = cards.get(interrupt.toolCallId);
+    if (card) card.querySelector(".status").textContent = "waiting for approval";
+  }
+  return { pending: [...pending.entries()], interrupts };
+}
+
+/** A tool call waiting for approval (an AG-UI interrupt): the tool and its arguments, which the person may edit;
+ * resolves to the resume entry that answers it (approve, approve with the edited arguments, or decline). */
+function askApproval(interrupt) {
+  const dialog = $("approval-dialog");
+  const args = interrupt.metadata?.arguments ?? {};
+  $("approval-tool").textContent = interrupt.metadata?.toolName ?? interrupt.toolCallId;
+  $("approval-message").textContent = interrupt.message ?? "";
+  $("approval-expires").textContent = interrupt.expiresAt ?? "";
+  $("approval-args").value = JSON.stringify(args, null, 2);
+  $("approval-problem").textContent = "";
+  return new Promise((resolve) => {
+    const done = (entry) => {
+      dialog.close();
+      resolve({ interruptId: interrupt.id, ...entry });
+    };
+    $("approval-approve").onclick = () => done({ status: "resolved" });
+    $("approval-decline").onclick = () => done({ status: "cancelled" });
+    $("approval-edit").onclick = () => {
+      try {
+        done({ status: "resolved", payload: JSON.parse($("approval-args").value) });
+      } catch (error) {
+        $("approval-problem").textContent = `The arguments are not JSON: ${error.message}`;
+      }
+    };
+    dialog.oncancel = (event) => event.preventDefault(); // every open interrupt must be answered
+    dialog.showModal();
+  });
 }
 
 /** The front-end tool: a confirm dialog; its answer is sent as a tool message in the next run. */
@@ -741,9 +781,12 @@ async function send(text) {
   const id = uid("msg");
   $("messages").append(messageBubble("user", id, text));
   state.agent.addMessage({ id, role: "user", content: text });
-  let pending = await runOnce({ userMessageId: id });
-  // A front-end tool call ends the run unanswered (AG-UI convention); the page answers it in the next run.
-  while (pending.length) {
+  let { pending, interrupts } = await runOnce({ userMessageId: id });
+  // A front-end tool call ends the run unanswered (AG-UI convention); the page answers it in the next run. Tool
+  // calls waiting for approval end it with interrupts; the next run's resume answers every one of them.
+  while (pending.length || interrupts.length) {
+    const resume = [];
+    for (const interrupt of interrupts) resume.push(await askApproval(interrupt));
     for (const [toolCallId, call] of pending) {
       const confirmed = await askConfirmBooking(call.args);
       const content = JSON.stringify({ confirmed });
@@ -751,7 +794,7 @@ async function send(text) {
       const card = $("messages").querySelector(`[data-tool-call-id="${toolCallId}"]`);
       if (card) setToolResult(card, content);
     }
-    pending = await runOnce();
+    ({ pending, interrupts } = await runOnce({ resume: resume.length ? resume : undefined }));
   }
 }
 
