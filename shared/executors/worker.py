@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
@@ -20,7 +20,6 @@ from shared.executors.model_turn import ModelTurn, TurnResult
 from shared.executors.opened_turn import OpenedTurn
 from shared.executors.run_state import RunState
 from shared.executors.transcript import one_leading_system, to_chat_messages, with_run_notes
-from shared.gather_inline import gather_inline
 from shared.intent.prompts import build_system_prompt
 from shared.llm.types import ChatMessage, ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
@@ -100,7 +99,8 @@ class WorkerExecutor:
         self._prefetched = prefetched = asyncio.Event()
         state = self._run_state(ctx)
         try:
-            await gather_inline(self._prefetch_note(ctx), *([state.prefetch()] if state is not None else []))
+            reads = [self._prefetch_note(ctx), *([state.prefetch()] if state is not None else [])]
+            await asyncio.gather(*reads, return_exceptions=True)
         finally:
             prefetched.set()
 
@@ -328,12 +328,6 @@ class WorkerExecutor:
             await self._read_memory_note(ctx, result)
             return base_reserve + count(result.memory_note or "")
 
-        # The note read beside the window's reads; when it is at hand already (read beside admission), nothing is
-        # awaited beside them (a gather costs passes of a busy event loop).
-        if self._note_at_hand(ctx, result):
-            reserve_tokens: int | Awaitable[int] = base_reserve + count(result.memory_note or "")
-        else:
-            reserve_tokens = reserve()
         reader = self._history_reader(ctx, result)
         with span("agent.window.read", {"agent.window.from_admission": reader is not self._store}) as traced:
             window = await resolve_window(
@@ -343,7 +337,7 @@ class WorkerExecutor:
                 ctx.profile.history_policy,
                 now=now,
                 count_tokens=message_counter_for(ctx.profile.model.name),
-                reserve_tokens=reserve_tokens,
+                reserve_tokens=reserve(),  # the note read beside the window's reads
             )
             traced.set("agent.window.messages", len(window.messages))
         link_read_messages(window.messages)

@@ -23,6 +23,7 @@ given back when the admission fails later or attaches to a run admitted before.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
@@ -31,7 +32,6 @@ from typing import Any, NamedTuple
 from shared.context_window import PAGE_SIZE, KnownHistory
 from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
-from shared.gather_inline import gather_inline
 from shared.limits.gate import LimitGate, estimate_tokens
 from shared.limits.models import ReserveRequest
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
@@ -193,12 +193,13 @@ class Admitter:
         """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the messages to store,
         and (for ``settle``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
-        claimed, probed, known_ids, recent, reserved = await gather_inline(
+        claimed, probed, known_ids, recent, reserved = await asyncio.gather(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
             self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
             self._recent(ctx) if settle is not None else _nothing(),
             self._reserve(attempt),
+            return_exceptions=True,
         )
         if isinstance(claimed, ThreadClaim):
             attempt.claim = claimed

@@ -13,6 +13,7 @@ ports, and none of them imports this module.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -20,7 +21,6 @@ from datetime import timedelta
 
 from shared.errors import NotFound
 from shared.executors.context import RunContext
-from shared.gather_inline import gather_inline
 from shared.limits.gate import LimitGate
 from shared.models import Identity, Message, Run
 from shared.ports import EventStream, StreamEntry
@@ -160,7 +160,7 @@ class RunService:
             settle=settle,
             before_commit=lambda history: executor.preopen(dataclasses.replace(ctx, known_history=history)),
         )
-        outcome, _ = await gather_inline(admitting, executor.prefetch(ctx))
+        outcome, _ = await asyncio.gather(admitting, executor.prefetch(ctx), return_exceptions=True)
         if isinstance(outcome, BaseException) or not outcome.created:
             await executor.discard_opened()
         if isinstance(outcome, BaseException):
