@@ -1,7 +1,7 @@
 """Admission: a run is stored with the caller's new messages and its thread claimed, or refused with nothing stored.
 
 Two round trips. The first, all at once: the event stream is probed, the thread opened and claimed (its message
-counter comes back), the caller's message ids checked against the thread, and (for ``settle``) the thread's newest
+counter comes back), the caller's message ids checked against the thread, and (for ``reconcile``) the thread's newest
 messages read. The second stores the caller's messages and the run record in one transaction, so a failure leaves
 neither behind and a retry of the same request is admitted afresh.
 
@@ -48,11 +48,11 @@ LEASE_S = 30.0
 STALE_CLAIM_AFTER = timedelta(minutes=15)
 """A backstop for claims the lease check cannot judge: the longest a Lambda function runs."""
 RECENT_LOOKBACK = max(PAGE_SIZE, PENDING_LOOKBACK)
-"""How many of the thread's newest messages admission reads for ``settle``: the pending front-end calls a tool
+"""How many of the thread's newest messages admission reads for ``reconcile``: the pending front-end calls a tool
 result may answer are among them, and so is the first page of the run's context window (``KnownHistory``)."""
 
-SettleMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
-"""``settle(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
+ReconcileMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
+"""``reconcile(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
 BeforeCommit = Callable[[KnownHistory], None]
 """``before_commit(history)``: called once the run's messages are known, just before they are stored, with the
 thread as it will be once they are (numbered as the store numbers them, content not capped). Must not block."""
@@ -110,20 +110,20 @@ class Admitter:
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool = True,
-        settle: SettleMessages | None = None,
+        reconcile: ReconcileMessages | None = None,
         before_commit: BeforeCommit | None = None,
     ) -> Admission:
         """Store the run and the caller's new messages, or attach to the run stored before under the same id.
 
         ``claim_thread`` makes the run exclusive on its thread (chat and automation runs); memory runs only read
-        the thread and never make it busy. ``settle`` sees the new messages once the thread is claimed, and
+        the thread and never make it busy. ``reconcile`` sees the new messages once the thread is claimed, and
         returns the ones to store (front-end tool results checked against the pending calls, repairs added); an
-        ``AgentError`` it raises refuses the run with nothing stored. ``before_commit`` (with ``settle``, for runs
+        ``AgentError`` it raises refuses the run with nothing stored. ``before_commit`` (with ``reconcile``, for runs
         that bring new messages) sees the thread as the run will find it, before the write that stores the run.
         """
         attempt = _Attempt(ctx, claim_thread)
         try:
-            return await self._store_or_attach(attempt, body_digest, new_messages, settle, before_commit)
+            return await self._store_or_attach(attempt, body_digest, new_messages, reconcile, before_commit)
         except AgentError as exc:
             await self._give_back(attempt)
             existing = await self._existing_for_retry(ctx, exc)
@@ -144,12 +144,12 @@ class Admitter:
         attempt: _Attempt,
         body_digest: str,
         new_messages: Sequence[Message],
-        settle: SettleMessages | None,
+        reconcile: ReconcileMessages | None,
         before_commit: BeforeCommit | None,
     ) -> Admission:
         ctx = attempt.ctx
         with span("agent.admission.claim"):
-            claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, settle)
+            claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, reconcile)
         if before_commit is not None and recent is not None and fresh and claimed.newly_claimed:
             # A retry starts nothing ahead: of a stored run, it brings nothing new; of a run being admitted (the
             # same request twice at once), the thread was claimed for it already. (Copies racing can still store the
@@ -188,16 +188,16 @@ class Admitter:
         return self._attach(stored_run, ctx, body_digest)
 
     async def _claim_and_read(
-        self, attempt: _Attempt, new_messages: Sequence[Message], settle: SettleMessages | None
+        self, attempt: _Attempt, new_messages: Sequence[Message], reconcile: ReconcileMessages | None
     ) -> tuple[ThreadClaim, list[Message], list[Message] | None]:
         """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the messages to store,
-        and (for ``settle``) the thread's newest messages up to the claim's counter, newest first."""
+        and (for ``reconcile``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
         claimed, probed, known_ids, recent, reserved = await asyncio.gather(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
             self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
-            self._recent(ctx) if settle is not None else _nothing(),
+            self._recent(ctx) if reconcile is not None else _nothing(),
             self._reserve(attempt),
             return_exceptions=True,
         )
@@ -208,12 +208,12 @@ class Admitter:
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
         fresh = [m for m in new_messages if m.id not in known_ids]
-        if settle is None:
+        if reconcile is None:
             return claimed, fresh, None
         if recent_is_stale(recent, claimed.last_seq):
             # The thread moved between the read and the claim (a run ended just then): read it again.
             recent = await self._recent(ctx)
-        return claimed, await settle(fresh, recent), recent
+        return claimed, await reconcile(fresh, recent), recent
 
     async def _reserve(self, attempt: _Attempt) -> None:
         """The run's reservation (``shared.limits``), recorded on ``attempt``; refused for want of a slot, the

@@ -25,7 +25,7 @@ from shared.limits.gate import LimitGate
 from shared.models import Identity, Message, Run
 from shared.ports import EventStream, StreamEntry
 from shared.ports.store import RunStore
-from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, SettleMessages
+from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, ReconcileMessages
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.deadline import current_deadline
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, Prefetching
@@ -103,7 +103,7 @@ class RunService:
         new_messages: Sequence[Message],
         executor: Executor,
         claim_thread: bool = True,
-        settle: SettleMessages | None = None,
+        reconcile: ReconcileMessages | None = None,
     ) -> Admission:
         """Store the run and the caller's new messages (``shared.runs.admission``), then start the executor in the
         background. A retry of an admitted run attaches to it and starts nothing. The run's span (shared.tracing.runs)
@@ -113,7 +113,7 @@ class RunService:
         with trace.active():
             try:
                 with span("agent.admission"):
-                    admission = await self._admit(ctx, executor, body_digest, new_messages, claim_thread, settle)
+                    admission = await self._admit(ctx, executor, body_digest, new_messages, claim_thread, reconcile)
             except BaseException as exc:
                 trace.refused(exc)
                 raise
@@ -132,12 +132,12 @@ class RunService:
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool,
-        settle: SettleMessages | None,
+        reconcile: ReconcileMessages | None,
     ) -> Admission:
         if isinstance(executor, Prefetching):
-            return await self._admit_prefetching(ctx, executor, body_digest, new_messages, claim_thread, settle)
+            return await self._admit_prefetching(ctx, executor, body_digest, new_messages, claim_thread, reconcile)
         return await self._admitter.admit(
-            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, settle=settle
+            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
         )
 
     async def _admit_prefetching(
@@ -147,7 +147,7 @@ class RunService:
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool,
-        settle: SettleMessages | None,
+        reconcile: ReconcileMessages | None,
     ) -> Admission:
         """Admission with the executor's reads beside it, and its first model request sent before the run is
         stored (``Prefetching``). Both end, or are closed, before this returns when the run is refused or attaches
@@ -157,7 +157,7 @@ class RunService:
             body_digest=body_digest,
             new_messages=new_messages,
             claim_thread=claim_thread,
-            settle=settle,
+            reconcile=reconcile,
             before_commit=lambda history: executor.preopen(dataclasses.replace(ctx, known_history=history)),
         )
         outcome, _ = await asyncio.gather(admitting, executor.prefetch(ctx), return_exceptions=True)
