@@ -53,9 +53,6 @@ result may answer are among them, and so is the first page of the run's context 
 
 ReconcileMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
 """``reconcile(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
-BeforeCommit = Callable[[KnownHistory], None]
-"""``before_commit(history)``: called once the run's messages are known, just before they are stored, with the
-thread as it will be once they are (numbered as the store numbers them, content not capped). Must not block."""
 
 
 class Admission(NamedTuple):
@@ -79,6 +76,37 @@ class _Attempt:
     @property
     def holds_new_claim(self) -> bool:
         return self.claim is not None and self.claim.newly_claimed and self.claim_thread
+
+
+class Claim:
+    """A claimed thread with what was read beside the claim: the value admission's first step returns and its
+    second step stores. ``fresh``: the caller's messages the thread does not have yet (reconciled); ``recent``: the
+    thread's newest messages, newest first, when read (runs that reconcile)."""
+
+    def __init__(
+        self,
+        attempt: _Attempt,
+        body_digest: str,
+        claimed: ThreadClaim,
+        fresh: list[Message],
+        recent: list[Message] | None,
+    ) -> None:
+        self.attempt = attempt
+        self.body_digest = body_digest
+        self.claimed = claimed
+        self.fresh = fresh
+        self.recent = recent
+
+    def history_once_stored(self) -> KnownHistory | None:
+        """The thread as the run will find it once :meth:`Admitter.store` has stored it (numbered as the store
+        numbers messages, content not capped); None when it cannot be known, or when storing would add nothing
+        to a thread this attempt did not claim (a retry: of a stored run, it brings nothing new; of a run being
+        admitted, the same request twice at once, the thread was claimed for the other copy)."""
+        if self.recent is None or not self.fresh or not self.claimed.newly_claimed:
+            return None
+        last = self.claimed.last_seq
+        numbered = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(self.fresh, start=1)]
+        return KnownHistory.after_admission(self.recent, read_limit=RECENT_LOOKBACK, last_seq=last, stored=numbered)
 
 
 async def _nothing() -> list[Message]:
@@ -111,64 +139,76 @@ class Admitter:
         new_messages: Sequence[Message],
         claim_thread: bool = True,
         reconcile: ReconcileMessages | None = None,
-        before_commit: BeforeCommit | None = None,
     ) -> Admission:
-        """Store the run and the caller's new messages, or attach to the run stored before under the same id.
+        """Store the run and the caller's new messages, or attach to the run stored before under the same id: the
+        two steps below, one after the other."""
+        claim = await self.claim(
+            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
+        )
+        return claim if isinstance(claim, Admission) else await self.store(claim)
+
+    async def claim(
+        self,
+        ctx: RunContext,
+        *,
+        body_digest: str,
+        new_messages: Sequence[Message],
+        claim_thread: bool = True,
+        reconcile: ReconcileMessages | None = None,
+    ) -> Claim | Admission:
+        """Round trip 1: claim the thread and read beside the claim. The ``Claim`` to :meth:`store`, or the run
+        stored before under the same id (a retry attaching to it).
 
         ``claim_thread`` makes the run exclusive on its thread (chat and automation runs); memory runs only read
         the thread and never make it busy. ``reconcile`` sees the new messages once the thread is claimed, and
         returns the ones to store (front-end tool results checked against the pending calls, repairs added); an
-        ``AgentError`` it raises refuses the run with nothing stored. ``before_commit`` (with ``reconcile``, for runs
-        that bring new messages) sees the thread as the run will find it, before the write that stores the run.
-        """
+        ``AgentError`` it raises refuses the run with nothing stored."""
         attempt = _Attempt(ctx, claim_thread)
         try:
-            return await self._store_or_attach(attempt, body_digest, new_messages, reconcile, before_commit)
-        except AgentError as exc:
+            with span("agent.admission.claim"):
+                claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, reconcile)
+        except Exception as exc:
+            return await self._refused(attempt, body_digest, exc)
+        return Claim(attempt, body_digest, claimed, fresh, recent)
+
+    async def store(self, claim: Claim) -> Admission:
+        """Round trip 2: the caller's messages and the run record in one write; a run that exists already (a
+        retry, or a conflicting body) stores nothing and is attached to (or refused)."""
+        try:
+            return await self._store_or_attach(claim)
+        except Exception as exc:
+            return await self._refused(claim.attempt, claim.body_digest, exc)
+
+    async def _refused(self, attempt: _Attempt, body_digest: str, exc: Exception) -> Admission:
+        """A failed step: what it claimed is given back; the run stored before under the same id is attached to,
+        else ``exc`` is raised (an unexpected failure as ``503 service_unavailable``)."""
+        ctx = attempt.ctx
+        if isinstance(exc, AgentError):
             await self._give_back(attempt)
             existing = await self._existing_for_retry(ctx, exc)
             await self._release_reservation(attempt, existing)
             if existing is not None:
                 return self._attach(existing, ctx, body_digest)
-            raise
-        except Exception as exc:
-            logger.exception("admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id})
-            await self._give_back(attempt)
-            await self._release_reservation(attempt, None)
-            raise ServiceUnavailable(
-                "the run could not be stored; retry the same request", code="service_unavailable"
-            ) from exc
+            raise exc
+        logger.error(
+            "admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id}, exc_info=exc
+        )
+        await self._give_back(attempt)
+        await self._release_reservation(attempt, None)
+        raise ServiceUnavailable(
+            "the run could not be stored; retry the same request", code="service_unavailable"
+        ) from exc
 
-    async def _store_or_attach(
-        self,
-        attempt: _Attempt,
-        body_digest: str,
-        new_messages: Sequence[Message],
-        reconcile: ReconcileMessages | None,
-        before_commit: BeforeCommit | None,
-    ) -> Admission:
-        ctx = attempt.ctx
-        with span("agent.admission.claim"):
-            claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, reconcile)
-        if before_commit is not None and recent is not None and fresh and claimed.newly_claimed:
-            # A retry starts nothing ahead: of a stored run, it brings nothing new; of a run being admitted (the
-            # same request twice at once), the thread was claimed for it already. (Copies racing can still store the
-            # run from a copy that did not claim: the claimer's request is then closed, docs/reliability.md §3.)
-            numbered = [m.model_copy(update={"seq": claimed.last_seq + i}) for i, m in enumerate(fresh, start=1)]
-            ahead = KnownHistory.after_admission(
-                recent, read_limit=RECENT_LOOKBACK, last_seq=claimed.last_seq, stored=numbered
-            )
-            if ahead is not None:
-                before_commit(ahead)
+    async def _store_or_attach(self, claim: Claim) -> Admission:
+        attempt, ctx, claimed, fresh = claim.attempt, claim.attempt.ctx, claim.claimed, claim.fresh
         run = Run(
             run_id=ctx.run_id,
             thread_id=ctx.thread_id,
             tenant_id=ctx.identity.tenant_id,
             user_id=ctx.identity.user_id,
             meta=ctx.meta,
-            body_digest=body_digest,
+            body_digest=claim.body_digest,
         )
-        # Round trip 2: a run that exists already (a retry, or a conflicting body) stores nothing.
         with span("agent.admission.store", {"agent.admission.messages": len(fresh)}):
             stored_run, created, stored = await self._store.admit_messages(
                 ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
@@ -177,15 +217,15 @@ class Admitter:
             if self._limits is not None and attempt.reservation is not None:
                 self._limits.hold(attempt.reservation)
             history = None
-            if recent is not None:
+            if claim.recent is not None:
                 history = KnownHistory.after_admission(
-                    recent, read_limit=RECENT_LOOKBACK, last_seq=claimed.last_seq, stored=stored
+                    claim.recent, read_limit=RECENT_LOOKBACK, last_seq=claimed.last_seq, stored=stored
                 )
             return Admission(run=stored_run, created=True, history=history)
         if attempt.holds_new_claim:
             await self._release_unless_run_exists(ctx, known_to_exist=True)
         await self._release_reservation(attempt, stored_run)
-        return self._attach(stored_run, ctx, body_digest)
+        return self._attach(stored_run, ctx, claim.body_digest)
 
     async def _claim_and_read(
         self, attempt: _Attempt, new_messages: Sequence[Message], reconcile: ReconcileMessages | None

@@ -149,18 +149,23 @@ class RunService:
         claim_thread: bool,
         reconcile: ReconcileMessages | None,
     ) -> Admission:
-        """Admission with the executor's reads beside it, and its first model request sent before the run is
-        stored (``Prefetching``). Both end, or are closed, before this returns when the run is refused or attaches
-        to a stored one: nothing is left running after the response."""
-        admitting = self._admitter.admit(
-            ctx,
-            body_digest=body_digest,
-            new_messages=new_messages,
-            claim_thread=claim_thread,
-            reconcile=reconcile,
-            before_commit=lambda history: executor.preopen(dataclasses.replace(ctx, known_history=history)),
-        )
-        outcome, _ = await asyncio.gather(admitting, executor.prefetch(ctx), return_exceptions=True)
+        """Admission with the executor's reads beside it, and its first model request sent between admission's two
+        steps, once the thread as the run will find it is known (``Prefetching``, shared/executors/head_start.py).
+        Both end, or are closed, before this returns when the run is refused or attaches to a stored one: nothing
+        is left running after the response."""
+
+        async def admitting() -> Admission:
+            claim = await self._admitter.claim(
+                ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
+            )
+            if isinstance(claim, Admission):
+                return claim
+            history = claim.history_once_stored()
+            if history is not None:
+                executor.preopen(dataclasses.replace(ctx, known_history=history))
+            return await self._admitter.store(claim)
+
+        outcome, _ = await asyncio.gather(admitting(), executor.prefetch(ctx), return_exceptions=True)
         if isinstance(outcome, BaseException) or not outcome.created:
             await executor.discard_opened()
         if isinstance(outcome, BaseException):
