@@ -1,16 +1,14 @@
 """A chat run from a client's ``RunAgentInput``: the one place its ``RunContext`` is built and its run admitted.
 
-The body is parsed and checked by ``shared.runs.intake``; the run executes with the ``chat_default`` profile and the
-worker executor; front-end tool results are settled against the thread's pending calls during admission
-(``shared.runs.pending_calls``).
+The body is read once, into a ``RunRequest`` (``shared.runs.intake``); the run executes with the ``chat_default``
+profile and the worker executor; front-end tool results are reconciled with the thread's pending calls during
+admission (``shared.runs.pending_calls``).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-
-from ag_ui.core import RunAgentInput
 
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, utc_now
@@ -20,10 +18,11 @@ from shared.profiles import ProfileChoice, Profiles
 from shared.run_results import INTERRUPTED
 from shared.runs import intake
 from shared.runs.admission import Admission
-from shared.runs.approvals import resume_decisions, settle_approvals
+from shared.runs.approvals import reconcile_approvals
 from shared.runs.execution import Executor
+from shared.runs.intake import RunRequest
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, ThreadsAndAudit, strategy_of
-from shared.runs.pending_calls import settle_pending_calls
+from shared.runs.pending_calls import reconcile_pending_calls
 from shared.runs.queueing import Enqueuing, QueuedTurn, QueueThreads
 from shared.runs.service import RunService
 
@@ -42,23 +41,21 @@ def chat_meta(choice: ProfileChoice) -> ExecutionMeta:
     )
 
 
-def chat_context(
-    caller: Identity, run_input: RunAgentInput, choice: ProfileChoice, new_messages: list[Message]
-) -> RunContext:
+def chat_context(caller: Identity, request: RunRequest, choice: ProfileChoice) -> RunContext:
     """The context of a chat run: the caller's identity, the request's ids, tools, context notes and newest text."""
-    users = [m.content for m in new_messages if m.role is Role.USER]
+    users = [m.content for m in request.messages if m.role is Role.USER]
     return RunContext(
         identity=caller,
-        thread_id=run_input.thread_id,
-        run_id=run_input.run_id,
+        thread_id=request.thread_id,
+        run_id=request.run_id,
         profile=choice.profile,
         meta=chat_meta(choice),
-        client_tools=intake.client_tools(run_input),
-        context_notes=intake.context_notes(run_input),
-        request_summary=f"chat run, {len(run_input.messages)} messages from client",
+        client_tools=request.client_tools,
+        context_notes=request.context_notes,
+        request_summary=f"chat run, {request.client_message_count} messages from client",
         latest_user_text=users[-1] if users else "",
-        client_state=intake.client_state(run_input),
-        resume=resume_decisions(run_input),
+        client_state=request.client_state,
+        resume=request.resume,
     )
 
 
@@ -105,13 +102,12 @@ class ChatService:
         """Admit the run a ``RunAgentInput`` body asks for (or attach to it, for a retry of the same request); with
         the ``enqueue`` strategy and a busy thread, queue it (``shared.runs.queueing``). ``deadline``: the
         invocation's (epoch seconds), until which a queued run's request waits to start it."""
-        run_input = intake.parse_run_input(body)
         choice = self._profiles.choose(CHAT_PROFILE, tenant_id=caller.tenant_id, user_id=caller.user_id)
-        new_messages = intake.run_messages(run_input, chat_meta(choice))
-        ctx = chat_context(caller, run_input, choice, new_messages)
+        request = intake.read_run_request(body, chat_meta(choice))
+        ctx = chat_context(caller, request, choice)
 
-        async def settle(fresh: list[Message], recent: list[Message]) -> list[Message]:
-            settled = await settle_pending_calls(
+        async def reconcile(fresh: list[Message], recent: list[Message]) -> list[Message]:
+            reconciled = await reconcile_pending_calls(
                 self._history,
                 caller.tenant_id,
                 ctx.thread_id,
@@ -121,22 +117,22 @@ class ChatService:
                 recent=recent,
             )
             # Open approval interrupts: the resume checked, declined calls answered (shared.runs.approvals).
-            return settle_approvals(
-                ctx.resume, settled, recent, now=utc_now(), thread_id=ctx.thread_id, run_id=ctx.run_id, meta=ctx.meta
+            return reconcile_approvals(
+                ctx.resume, reconciled, recent, now=utc_now(), thread_id=ctx.thread_id, run_id=ctx.run_id, meta=ctx.meta
             )
 
         def attempt() -> Awaitable[Admission]:
             # A fresh executor each time: a refused admission discards what the previous one opened.
             return self._runs.admit(
                 ctx,
-                body_digest=intake.body_digest(run_input),
-                new_messages=new_messages,
+                body_digest=request.body_digest,
+                new_messages=request.messages,
                 executor=self._executor(),
-                settle=settle,
+                reconcile=reconcile,
             )
 
         policy = choice.profile.run_policy
-        strategy = strategy or strategy_of(run_input.forwarded_props, policy.multitask_strategy)
+        strategy = strategy or strategy_of(request.forwarded_props, policy.multitask_strategy)
         if strategy == "interrupt" and self._interrupting is not None:
             return await self._interrupting.admit(caller, ctx.thread_id, ctx.run_id, attempt)
         if strategy == "enqueue" and self.enqueuing is not None:

@@ -3,6 +3,7 @@ its live events. The routes of ``functions/agent_api/routes_threads.py`` transla
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from collections.abc import AsyncIterator
@@ -11,7 +12,6 @@ from typing import Protocol
 
 from shared.auth import AUDIT_SCOPE
 from shared.errors import Forbidden, InvalidRequest
-from shared.gather_inline import gather_inline
 from shared.message_snapshot import SNAPSHOT_MESSAGES, messages_snapshot
 from shared.models import AuditRecord, Identity, Message, Role, Run, Thread
 from shared.ports import AuditLog, ConversationStore, StreamEntry
@@ -83,9 +83,10 @@ class ThreadService:
         """A page of the caller's visible history, and the thread's state (read beside the page)."""
         await self._store.get_thread(caller, thread_id)
         after = decode_cursor(cursor) if cursor else 0
-        page, state = await gather_inline(
+        page, state = await asyncio.gather(
             self._store.read_forward(caller.tenant_id, thread_id, after_seq=after, limit=limit),
             self._states.read(caller, thread_id) if self._states is not None else _no_state(),
+            return_exceptions=True,
         )
         for outcome in (page, state):
             if isinstance(outcome, BaseException):

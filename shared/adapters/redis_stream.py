@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.driver_info import DriverInfo
 
-from shared.event_json import json_of
+from shared.event_json import dumps
 from shared.ports import StreamEntry
 
 RedisClient = Redis | RedisCluster
@@ -26,15 +26,15 @@ __all__ = ["RedisClient", "RedisEventStream", "connect", "run_stream_key", "thre
 
 
 class RedisEventStream:
-    """Each event is one stream entry with a single field ``e`` holding the event's JSON (an ``EncodedEvent``'s own
-    text, never encoded again; read back as ``StreamEntry.json``)."""
+    """Each event is one stream entry with a single field ``e`` holding the event's JSON (read back as
+    ``StreamEntry.json``, which the SSE frames carry as is)."""
 
     def __init__(self, client: RedisClient, *, max_len: int = 10_000) -> None:
         self._client = client
         self._max_len = max_len
 
     async def append(self, key: str, event: dict[str, Any]) -> str:
-        entry_id = await self._client.xadd(key, {"e": json_of(event)}, maxlen=self._max_len, approximate=True)
+        entry_id = await self._client.xadd(key, {"e": dumps(event)}, maxlen=self._max_len, approximate=True)
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
     async def append_batch(
@@ -45,7 +45,7 @@ class RedisEventStream:
         if clear is not None:
             pipe.delete(clear)
         for key, event in entries:
-            pipe.xadd(key, {"e": json_of(event)}, maxlen=self._max_len, approximate=True)
+            pipe.xadd(key, {"e": dumps(event)}, maxlen=self._max_len, approximate=True)
         results: list[Any] = await pipe.execute()
         ids = results[1:] if clear is not None else results
         return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]

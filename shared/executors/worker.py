@@ -1,29 +1,31 @@
-"""The worker executor: intent, tool decisions, tool calls and the answer, in one pass (docs/design.md §4.1)."""
+"""The worker executor: intent, tool decisions, tool calls and the answer, in one pass (docs/design.md §4.1).
+
+This module is the loop (model turn, tool step, next turn, until an answer or the bound); the request each turn
+sends is built from values in ``shared.executors.request_builder``, the tool calls are answered by
+``shared.executors.tool_step``, and what is done beside admission lives in ``shared.executors.head_start``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
-from zoneinfo import ZoneInfo
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallEndEvent, ToolCallStartEvent
 
 from shared.context_window import ReadThrough, resolve_window
 from shared.errors import AgentError
-from shared.executors import approvals
+from shared.executors import approvals, request_builder
 from shared.executors.context import RunContext
+from shared.executors.head_start import HeadStart
 from shared.executors.model_turn import ModelTurn, TurnResult
-from shared.executors.opened_turn import OpenedTurn
+from shared.executors.request_builder import MAX_CONTEXT_NOTE_CHARS as MAX_CONTEXT_NOTE_CHARS
 from shared.executors.run_state import RunState
-from shared.executors.transcript import one_leading_system, to_chat_messages, with_run_notes
-from shared.gather_inline import gather_inline
-from shared.intent.prompts import build_system_prompt
-from shared.llm.types import ChatMessage, ChatRequest, ToolSpec
+from shared.executors.tool_step import ToolStep, gate_context, handed_to_client
+from shared.llm.types import ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
 from shared.ports import AuditLog, ConversationStore, MessageHistoryReader
 from shared.ports.model import ChatModel
@@ -31,14 +33,11 @@ from shared.ports.thread_state import ThreadStateStore
 from shared.run_events.emitter import RunEmitter
 from shared.run_events.tool_results import store_and_emit, synthetic_error
 from shared.run_results import INTERRUPTED, ExecutionFailed, ExecutionResult
-from shared.thread_state.tool import UPDATE_STATE, UPDATE_STATE_SPEC
+from shared.thread_state.tool import UPDATE_STATE_SPEC
 from shared.tokens import counter_for, message_counter_for
-from shared.tool_gate import GateContext, ToolGate
-from shared.tools.arguments import argument_errors
-from shared.tools.registry import ToolContext, ToolRegistry
-from shared.tools.runner import run_tool, tool_error
+from shared.tool_gate import ToolGate
+from shared.tools.registry import ToolRegistry
 from shared.tracing.api import span
-from shared.tracing.genai import tool_call
 from shared.tracing.runs import link_read_messages
 
 if TYPE_CHECKING:
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MAX_MODEL_TURNS = 8
-MAX_CONTEXT_NOTE_CHARS = 4_000
 
 
 # A role, not a port: implemented in-process by shared.memory.injection, so the worker stays below memory.
@@ -87,34 +85,18 @@ class WorkerExecutor:
         self._states = states
         self._state: RunState | None = None
         """The run's shared state (``update_state``, ``STATE_SNAPSHOT``), when the worker has a state store."""
-        self._prefetched_note: tuple[str, str] | None = None
-        """(run id, note) read by :meth:`prefetch` beside admission."""
-        self._prefetched: asyncio.Event | None = None
-        """Set when :meth:`prefetch` has ended; None while it has not started."""
-        self._opened: OpenedTurn | None = None
-        """The first model request, opened by :meth:`preopen` while admission stores the run."""
+        self._head = HeadStart()
+        """The run's head start beside admission (shared/executors/head_start.py)."""
+        self._tool_step = ToolStep(store, audit)
 
     async def prefetch(self, ctx: RunContext) -> None:
-        """The memory note and the thread's state, read beside admission (they need only the caller, the thread and
-        the message): the model request then waits for one round trip less. A failure is logged and the read done
-        again in :meth:`execute`; a refused admission leaves them unused."""
-        self._prefetched = prefetched = asyncio.Event()
+        """The memory note and the thread's state, read beside admission (shared/executors/head_start.py). A
+        failure is logged and the read done again in :meth:`execute`; a refused admission leaves them unused."""
         state = self._run_state(ctx)
-        try:
-            await gather_inline(self._prefetch_note(ctx), *([state.prefetch()] if state is not None else []))
-        finally:
-            prefetched.set()
-
-    async def _prefetch_note(self, ctx: RunContext) -> None:
-        try:
-            if self._memories is None or not ctx.latest_user_text:
-                return
-            note = await self._memories.note(ctx.identity, ctx.latest_user_text, limit=self._memory_limit)
-            self._prefetched_note = (ctx.run_id, note)
-        except Exception:
-            logger.warning(
-                "memory note not read beside admission; read again", extra={"run_id": ctx.run_id}, exc_info=True
-            )
+        note = None
+        if self._memories is not None and ctx.latest_user_text:
+            note = self._memories.note(ctx.identity, ctx.latest_user_text, limit=self._memory_limit)
+        await self._head.read(ctx, note, *([state.prefetch()] if state is not None else []))
 
     def _run_state(self, ctx: RunContext) -> RunState | None:
         """This run's state (one per executor instance, as an executor runs one run)."""
@@ -123,48 +105,32 @@ class WorkerExecutor:
         return self._state
 
     def preopen(self, ctx: RunContext) -> None:
-        """Send the first model request now, while admission stores the run (shared/executors/opened_turn.py):
-        ``ctx.known_history`` is the thread as admission is about to leave it. :meth:`execute` takes the stream
-        when its own first request is the same. Not for runs whose tools come from MCP servers (listing them is
-        a request of its own, and audited)."""
-        if self._opened is not None or ctx.known_history is None or ctx.profile.tool_policy.mcp_servers:
+        """Send the first model request now, while admission stores the run (shared/executors/head_start.py):
+        ``ctx.known_history`` is the thread as admission is about to leave it. Not for runs whose tools come from
+        MCP servers (listing them is a request of its own, and audited)."""
+        if ctx.known_history is None or ctx.profile.tool_policy.mcp_servers:
             return
         if ctx.resume:  # approved calls run before the first turn: its request is not known yet
             return
-        self._opened = OpenedTurn(self._model, self._first_request(ctx))
+        self._head.open(self._model, self._first_request(ctx))
 
     async def discard_opened(self) -> None:
         """Close the request :meth:`preopen` sent, if no turn took it (the run was refused, or attached to)."""
-        opened, self._opened = self._opened, None
-        if opened is not None:
-            await opened.discard()
+        await self._head.discard()
 
     async def _first_request(self, ctx: RunContext) -> ChatRequest | None:
         """The first turn's request as :meth:`execute` will build it; None when it cannot tell yet (no memory
         note read beside admission)."""
-        if self._prefetched is not None:
-            await self._prefetched.wait()
         result = ExecutionResult()
+        note = await self._head.note_when_read(ctx.run_id)
         if self._memories is not None:
-            prefetched = self._prefetched_note
-            if prefetched is None or prefetched[0] != ctx.run_id:
+            if note is None:
                 return None
-            result.memory_note = prefetched[1]
+            result.memory_note = note
         state = self._run_state(ctx)
         if state is not None and state.known is None:
             return None
         return await self._build_request(ctx, self.gate(ctx).effective_tools(), result, record_repairs=False)
-
-    async def _model_for(self, request: ChatRequest) -> ChatModel:
-        """The opened stream when it was opened for exactly ``request``, else the model (the opened one closed)."""
-        opened, self._opened = self._opened, None
-        if opened is None:
-            return self._model
-        if opened.matches(request):
-            return opened
-        logger.info("first model request differs from the one opened ahead; sending it again")
-        await opened.discard()
-        return self._model
 
     def gate(self, ctx: RunContext, tools: ToolRegistry | None = None) -> ToolGate:
         """``declared ∩ profile allowlist ∩ system``, plus the offered front-end tools: see docs/policy.md."""
@@ -206,15 +172,6 @@ class WorkerExecutor:
             )
         )
 
-    def _gate_context(self, ctx: RunContext) -> GateContext:
-        return GateContext(
-            tenant_id=ctx.identity.tenant_id,
-            user_id=ctx.identity.user_id,
-            thread_id=ctx.thread_id,
-            run_id=ctx.run_id,
-            summary=ctx.request_summary,
-        )
-
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
         try:
             return await self._execute(ctx, emitter)
@@ -233,10 +190,10 @@ class WorkerExecutor:
         await emitter.emit(StepStartedEvent(step_name=self.step_name), defer=True)
         registry = await self._run_registry(ctx)
         gate = self.gate(ctx, registry)
-        for record in gate.offer_audit(self._gate_context(ctx)):
+        for record in gate.offer_audit(gate_context(ctx)):
             await self._audit.record(record)
         tools = gate.effective_tools()
-        await self._resume_approvals(ctx, emitter, gate, registry, result)
+        await self._tool_step.resume(ctx, emitter, gate, registry, result, state)
         unanswered: list[ToolCall] = []
         turn: ModelTurn | None = None
         try:
@@ -244,7 +201,7 @@ class WorkerExecutor:
                 request = await self._build_request(ctx, tools, result)
                 turn = ModelTurn(emitter)
                 try:
-                    turn_result = await turn.run(await self._model_for(request), request)
+                    turn_result = await turn.run(await self._head.model_for(self._model, request), request)
                 finally:
                     if result.first_event_at is None and turn.first_event_at is not None:
                         result.first_event_at = turn.first_event_at
@@ -252,7 +209,7 @@ class WorkerExecutor:
                 result.model_turns += 1
                 if turn_result.usage is not None:
                     result.usage.append(turn_result.usage)
-                handed = self._handed_to_client(ctx, gate, turn_result)
+                handed = handed_to_client(ctx, gate, turn_result)
                 held = approvals.held_calls(ctx, gate, turn_result, now=self._clock())
                 await self._persist_assistant(ctx, turn_result, flags=approvals.turn_flags(handed, held))
                 if not turn_result.tool_calls:
@@ -263,11 +220,11 @@ class WorkerExecutor:
                     if call.id in handed:
                         # The client runs it and answers in its next run; the decision is audited like any other.
                         result.tool_calls += 1
-                        await self._audit_client_call(ctx, gate, call)
+                        await self._tool_step.hand_to_client(ctx, gate, call)
                     elif call.id in held:  # not executed: it waits for a person (shared.executors.approvals)
-                        await self._hold(ctx, gate, call, held[call.id], result)
+                        await self._tool_step.hold(ctx, gate, call, held[call.id], result)
                     else:
-                        await self._run_tool(ctx, emitter, gate, registry, turn_result, call, result)
+                        await self._tool_step.run(ctx, emitter, gate, registry, turn_result, call, result, state)
                     unanswered.pop(0)
                 if handed or held:
                     result.pending_tool_call_ids = [c.id for c in turn_result.tool_calls if c.id in handed]
@@ -286,51 +243,6 @@ class WorkerExecutor:
         await emitter.emit(StepFinishedEvent(step_name=self.step_name))
         result.finished_at = time.monotonic()
         return result
-
-    async def _audit_client_call(
-        self, ctx: RunContext, gate: ToolGate, call: ToolCall, *, outcome: str = "pending_client"
-    ) -> None:
-        """A call handed to the client (or held for approval): its gate decision is audited and traced like any
-        other."""
-        with tool_call(call.name, call.id, call.arguments) as traced:
-            decision = gate.authorize(call.name, call.arguments, self._gate_context(ctx))
-            traced.decided(decision)
-            traced.outcome(outcome)
-            await self._audit.record(decision.audit)
-
-    async def _hold(
-        self, ctx: RunContext, gate: ToolGate, call: ToolCall, request: approvals.ApprovalRequest,
-        result: ExecutionResult,
-    ) -> None:
-        """A call held for approval: its gate decision and the approval request audited, nothing executed."""
-        result.tool_calls += 1
-        await self._audit_client_call(ctx, gate, call, outcome="pending_approval")
-        await self._audit.record(approvals.requested_audit(ctx, request, call))
-
-    async def _resume_approvals(
-        self, ctx: RunContext, emitter: RunEmitter, gate: ToolGate, registry: ToolRegistry, result: ExecutionResult
-    ) -> None:
-        """A resuming run: every decision audited with its user; each approved call through the gate again (the
-        profile may have changed) and executed, before the first model turn (shared.executors.approvals)."""
-        if not ctx.resume:
-            return
-        recent = await self._store.read_back(
-            ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=approvals.LOOKBACK
-        )
-        on_record = approvals.requests_on_record(recent)
-        for decision in ctx.resume:
-            request, call, message_id = on_record[decision.interrupt_id]
-            await self._audit.record(approvals.decided_audit(ctx, request, call, decision))
-            if decision.status == "resolved":
-                approved = approvals.approved_call(request, call, decision)
-                # The call was streamed by the interrupted run: named again (no arguments) so that this stream's
-                # TOOL_CALL_RESULT answers a call it started (AG-UI); a client that holds it keeps it as it was.
-                await emitter.emit(
-                    ToolCallStartEvent(tool_call_id=call.id, tool_call_name=call.name, parent_message_id=message_id)
-                )
-                await emitter.emit(ToolCallEndEvent(tool_call_id=call.id))
-                turn = TurnResult(message_id=message_id, tool_calls=[approved])
-                await self._run_tool(ctx, emitter, gate, registry, turn, approved, result)
 
     async def _salvage(
         self,
@@ -359,28 +271,16 @@ class WorkerExecutor:
     async def _build_request(
         self, ctx: RunContext, tools: list[ToolSpec], result: ExecutionResult, *, record_repairs: bool = True
     ) -> ChatRequest:
+        """Read the window (and the memory note beside it, once per run), then build the request from values."""
         now = self._clock()
-        prompt = (
-            self._system_prompt(ctx, tools)
-            if self._system_prompt
-            else build_system_prompt(
-                ctx.profile.intent_variant, tools, now.astimezone(ZoneInfo(ctx.profile.history_policy.timezone))
-            )
-        )
+        prompt = request_builder.system_prompt(ctx, tools, now, self._system_prompt)
         count = counter_for(ctx.profile.model.name)
-        base_reserve = sum(count(text) for text in (prompt, *ctx.context_notes))
-        base_reserve += sum(count(json.dumps(t.parameters)) + count(t.description) for t in tools)
+        base_reserve = request_builder.base_reserve(count, prompt, ctx, tools)
 
         async def reserve() -> int:
             await self._read_memory_note(ctx, result)
             return base_reserve + count(result.memory_note or "")
 
-        # The note read beside the window's reads; when it is at hand already (read beside admission), nothing is
-        # awaited beside them (a gather costs passes of a busy event loop).
-        if self._note_at_hand(ctx, result):
-            reserve_tokens: int | Awaitable[int] = base_reserve + count(result.memory_note or "")
-        else:
-            reserve_tokens = reserve()
         reader = self._history_reader(ctx, result)
         with span("agent.window.read", {"agent.window.from_admission": reader is not self._store}) as traced:
             window = await resolve_window(
@@ -390,31 +290,15 @@ class WorkerExecutor:
                 ctx.profile.history_policy,
                 now=now,
                 count_tokens=message_counter_for(ctx.profile.model.name),
-                reserve_tokens=reserve_tokens,
+                reserve_tokens=reserve(),  # the note read beside the window's reads
             )
             traced.set("agent.window.messages", len(window.messages))
         link_read_messages(window.messages)
-        memory_note = result.memory_note
         if record_repairs:
             await self._record_repairs(ctx, result, window.repairs)
-        notes: list[str] = []
-        if memory_note:
-            notes.append(memory_note)
         state_note = self._state.note() if self._state is not None else ""
-        if state_note:
-            notes.append(state_note)
-        if ctx.context_notes:
-            note = "\n".join(ctx.context_notes)[:MAX_CONTEXT_NOTE_CHARS]
-            notes.append(f"Client context (informational):\n{note}")
-        # Stable first (system prompt, tool specs, history), what changes per run inside the newest user message:
-        # the provider's prefix cache then matches the history (see ``with_run_notes``).
-        messages = [ChatMessage(role="system", content=prompt), *to_chat_messages(window.messages)]
-        return ChatRequest(
-            model=ctx.profile.model.name,
-            messages=tuple(one_leading_system(with_run_notes(messages, notes))),
-            tools=tuple(tools),
-            thinking=ctx.profile.model.thinking,
-        )
+        notes = request_builder.run_notes(ctx, result.memory_note, state_note)
+        return request_builder.model_request(ctx, prompt, tools, window.messages, notes)
 
     async def _record_repairs(
         self, ctx: RunContext, result: ExecutionResult, repairs: Sequence[Mapping[str, object]]
@@ -431,22 +315,13 @@ class WorkerExecutor:
             return ReadThrough(self._store, ctx.known_history)
         return self._store
 
-    def _note_at_hand(self, ctx: RunContext, result: ExecutionResult) -> bool:
-        """Whether the run's memory note needs no read: none is read, it was read (an earlier turn), or it was read
-        beside admission (``prefetch``; then it is taken into ``result``)."""
-        if self._memories is None or result.memory_note is not None:
-            return True
-        prefetched, self._prefetched_note = self._prefetched_note, None
-        if prefetched is not None and prefetched[0] == ctx.run_id:
-            result.memory_note = prefetched[1]
-            return True
-        return False
-
     async def _read_memory_note(self, ctx: RunContext, result: ExecutionResult) -> None:
         """Once per run: the memories relevant to the message that started it (later turns reuse the note). Read
         beside admission (``prefetch``), else beside the window, in the same round trip."""
-        if not self._note_at_hand(ctx, result):
-            result.memory_note = await self._memory_note(ctx) or ""
+        if self._memories is None or result.memory_note is not None:
+            return
+        note = self._head.take_note(ctx.run_id)
+        result.memory_note = note if note is not None else await self._memory_note(ctx) or ""
 
     async def _memory_note(self, ctx: RunContext) -> str | None:
         """The user's active memories as a marked system note, so the memory executor never re-extracts them."""
@@ -478,57 +353,3 @@ class WorkerExecutor:
                 )
             ],
         )
-
-    @staticmethod
-    def _handed_to_client(ctx: RunContext, gate: ToolGate, turn: TurnResult) -> set[str]:
-        """The calls of this turn that go to the client: offered front-end tools with well-formed arguments that
-        match the client's own schema (anything else is answered here, as for a server tool)."""
-        specs = {spec.name: spec for spec in ctx.client_tools}
-        handed: set[str] = set()
-        for call in turn.tool_calls:
-            if gate.kind_of(call.name) != "frontend" or call.id in turn.malformed_call_ids:
-                continue
-            if argument_errors(specs[call.name].parameters, json.loads(call.arguments)):
-                continue
-            handed.add(call.id)
-        return handed
-
-    async def _run_tool(
-        self,
-        ctx: RunContext,
-        emitter: RunEmitter,
-        gate: ToolGate,
-        registry: ToolRegistry,
-        turn: TurnResult,
-        call: ToolCall,
-        result: ExecutionResult,
-    ) -> None:
-        result.tool_calls += 1
-        call_id = call.id
-        with tool_call(call.name, call_id, turn.arguments_as_sent(call)) as traced:
-            decision = gate.authorize(call.name, turn.arguments_as_sent(call), self._gate_context(ctx))
-            traced.decided(decision)
-            await self._audit.record(decision.audit)
-            tool = registry.get(decision.canonical_name) if decision.allowed and decision.canonical_name else None
-            if decision.allowed and decision.kind == "executor" and call.name == UPDATE_STATE and self._state:
-                content, outcome = await self._state.update(turn.arguments_as_sent(call), emitter), "executed"
-            elif decision.allowed and decision.kind == "frontend":
-                # A front-end call whose arguments break the client's schema: the model gets to try again.
-                specs = {spec.name: spec for spec in ctx.client_tools}
-                problems = (
-                    ["arguments were not valid JSON"]
-                    if call_id in turn.malformed_call_ids
-                    else argument_errors(specs[call.name].parameters, json.loads(call.arguments))
-                )
-                content, outcome = tool_error("invalid_arguments", "; ".join(problems)), "invalid_arguments"
-            elif tool is None:
-                result.tool_refusals += 1
-                content, outcome = decision.model_error(), "refused"
-            elif call_id in turn.malformed_call_ids:
-                content, outcome = tool_error("invalid_arguments", "arguments were not valid JSON"), "invalid_arguments"
-            else:
-                where = ToolContext(ctx.identity.tenant_id, ctx.identity.user_id, ctx.thread_id, ctx.run_id)
-                content, outcome = await run_tool(tool, call.arguments, where), "executed"
-            traced.outcome(outcome)
-            traced.result(content)
-        await store_and_emit(self._store, emitter, ctx, call_id, content)

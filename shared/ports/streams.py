@@ -29,8 +29,7 @@ class EventStream(Protocol):
     tests/contract/test_event_stream_contract.py."""
 
     async def append(self, key: str, event: dict[str, Any]) -> str:
-        """Append one event; returns its stream entry id. An ``EncodedEvent`` (shared.event_json) is stored as the
-        text it carries, not encoded again."""
+        """Append one event; returns its stream entry id."""
         ...
 
     async def read_after(self, key: str, after_id: str, *, block_ms: int, count: int = 100) -> list[StreamEntry]:

@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 from ag_ui.core import PROTOCOL_VERSION, BaseEvent, EventType, RunStartedEvent
 
-from shared.event_json import EncodedEvent, encode_event
 from shared.models import ExecutionMeta
 from shared.ports import BatchEventStream, EventStream, StreamEntry
 
@@ -147,13 +146,13 @@ class RunEmitter:
         data = event_to_dict(event)
         before = self.last_id
         # On the thread stream runs interleave, so each event names its run; a hidden run shows only its lifecycle
-        # (start, steps, end), never its messages or tool calls. The event's JSON is encoded here, once.
+        # (start, steps, end), never its messages or tool calls.
         to_thread = self._thread_key is not None and (not self._hidden or data.get("type") in LIFECYCLE_TYPES)
-        own, tagged = encode_event(data, thread_copy=to_thread, run_id=self._run_id)
         queued = len(self._backlog)
-        self._enqueue(self._run_key, own)
-        if self._thread_key is not None and tagged is not None:
-            self._enqueue(self._thread_key, tagged)
+        self._enqueue(self._run_key, data)
+        if self._thread_key is not None and to_thread:
+            tagged = {**(data.get("metadata") or {}), "runId": self._run_id}
+            self._enqueue(self._thread_key, {**data, "metadata": tagged})
         self._held = self._held + len(self._backlog) - queued if defer else 0
         self.count += 1
         kind = data.get("type")
@@ -213,8 +212,7 @@ class RunEmitter:
                 if key == self._run_key:
                     self.last_id = entry_id
                     if self._written is not None:
-                        text = data.json if isinstance(data, EncodedEvent) else None
-                        self._written.publish(StreamEntry(id=entry_id, event=data, json=text))
+                        self._written.publish(StreamEntry(id=entry_id, event=data))
         if self._failed_at is not None:
             logger.info("event stream back; backlog written", extra={"run_id": self._run_id})
             self._failed_at = None

@@ -1,7 +1,7 @@
 """Admission: a run is stored with the caller's new messages and its thread claimed, or refused with nothing stored.
 
 Two round trips. The first, all at once: the event stream is probed, the thread opened and claimed (its message
-counter comes back), the caller's message ids checked against the thread, and (for ``settle``) the thread's newest
+counter comes back), the caller's message ids checked against the thread, and (for ``reconcile``) the thread's newest
 messages read. The second stores the caller's messages and the run record in one transaction, so a failure leaves
 neither behind and a retry of the same request is admitted afresh.
 
@@ -23,6 +23,7 @@ given back when the admission fails later or attaches to a run admitted before.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
@@ -31,7 +32,6 @@ from typing import Any, NamedTuple
 from shared.context_window import PAGE_SIZE, KnownHistory
 from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
-from shared.gather_inline import gather_inline
 from shared.limits.gate import LimitGate, estimate_tokens
 from shared.limits.models import ReserveRequest
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
@@ -48,14 +48,11 @@ LEASE_S = 30.0
 STALE_CLAIM_AFTER = timedelta(minutes=15)
 """A backstop for claims the lease check cannot judge: the longest a Lambda function runs."""
 RECENT_LOOKBACK = max(PAGE_SIZE, PENDING_LOOKBACK)
-"""How many of the thread's newest messages admission reads for ``settle``: the pending front-end calls a tool
+"""How many of the thread's newest messages admission reads for ``reconcile``: the pending front-end calls a tool
 result may answer are among them, and so is the first page of the run's context window (``KnownHistory``)."""
 
-SettleMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
-"""``settle(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
-BeforeCommit = Callable[[KnownHistory], None]
-"""``before_commit(history)``: called once the run's messages are known, just before they are stored, with the
-thread as it will be once they are (numbered as the store numbers them, content not capped). Must not block."""
+ReconcileMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
+"""``reconcile(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
 
 
 class Admission(NamedTuple):
@@ -79,6 +76,37 @@ class _Attempt:
     @property
     def holds_new_claim(self) -> bool:
         return self.claim is not None and self.claim.newly_claimed and self.claim_thread
+
+
+class Claim:
+    """A claimed thread with what was read beside the claim: the value admission's first step returns and its
+    second step stores. ``fresh``: the caller's messages the thread does not have yet (reconciled); ``recent``: the
+    thread's newest messages, newest first, when read (runs that reconcile)."""
+
+    def __init__(
+        self,
+        attempt: _Attempt,
+        body_digest: str,
+        claimed: ThreadClaim,
+        fresh: list[Message],
+        recent: list[Message] | None,
+    ) -> None:
+        self.attempt = attempt
+        self.body_digest = body_digest
+        self.claimed = claimed
+        self.fresh = fresh
+        self.recent = recent
+
+    def history_once_stored(self) -> KnownHistory | None:
+        """The thread as the run will find it once :meth:`Admitter.store` has stored it (numbered as the store
+        numbers messages, content not capped); None when it cannot be known, or when storing would add nothing
+        to a thread this attempt did not claim (a retry: of a stored run, it brings nothing new; of a run being
+        admitted, the same request twice at once, the thread was claimed for the other copy)."""
+        if self.recent is None or not self.fresh or not self.claimed.newly_claimed:
+            return None
+        last = self.claimed.last_seq
+        numbered = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(self.fresh, start=1)]
+        return KnownHistory.after_admission(self.recent, read_limit=RECENT_LOOKBACK, last_seq=last, stored=numbered)
 
 
 async def _nothing() -> list[Message]:
@@ -110,65 +138,77 @@ class Admitter:
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool = True,
-        settle: SettleMessages | None = None,
-        before_commit: BeforeCommit | None = None,
+        reconcile: ReconcileMessages | None = None,
     ) -> Admission:
-        """Store the run and the caller's new messages, or attach to the run stored before under the same id.
+        """Store the run and the caller's new messages, or attach to the run stored before under the same id: the
+        two steps below, one after the other."""
+        claim = await self.claim(
+            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
+        )
+        return claim if isinstance(claim, Admission) else await self.store(claim)
+
+    async def claim(
+        self,
+        ctx: RunContext,
+        *,
+        body_digest: str,
+        new_messages: Sequence[Message],
+        claim_thread: bool = True,
+        reconcile: ReconcileMessages | None = None,
+    ) -> Claim | Admission:
+        """Round trip 1: claim the thread and read beside the claim. The ``Claim`` to :meth:`store`, or the run
+        stored before under the same id (a retry attaching to it).
 
         ``claim_thread`` makes the run exclusive on its thread (chat and automation runs); memory runs only read
-        the thread and never make it busy. ``settle`` sees the new messages once the thread is claimed, and
+        the thread and never make it busy. ``reconcile`` sees the new messages once the thread is claimed, and
         returns the ones to store (front-end tool results checked against the pending calls, repairs added); an
-        ``AgentError`` it raises refuses the run with nothing stored. ``before_commit`` (with ``settle``, for runs
-        that bring new messages) sees the thread as the run will find it, before the write that stores the run.
-        """
+        ``AgentError`` it raises refuses the run with nothing stored."""
         attempt = _Attempt(ctx, claim_thread)
         try:
-            return await self._store_or_attach(attempt, body_digest, new_messages, settle, before_commit)
-        except AgentError as exc:
+            with span("agent.admission.claim"):
+                claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, reconcile)
+        except Exception as exc:
+            return await self._refused(attempt, body_digest, exc)
+        return Claim(attempt, body_digest, claimed, fresh, recent)
+
+    async def store(self, claim: Claim) -> Admission:
+        """Round trip 2: the caller's messages and the run record in one write; a run that exists already (a
+        retry, or a conflicting body) stores nothing and is attached to (or refused)."""
+        try:
+            return await self._store_or_attach(claim)
+        except Exception as exc:
+            return await self._refused(claim.attempt, claim.body_digest, exc)
+
+    async def _refused(self, attempt: _Attempt, body_digest: str, exc: Exception) -> Admission:
+        """A failed step: what it claimed is given back; the run stored before under the same id is attached to,
+        else ``exc`` is raised (an unexpected failure as ``503 service_unavailable``)."""
+        ctx = attempt.ctx
+        if isinstance(exc, AgentError):
             await self._give_back(attempt)
             existing = await self._existing_for_retry(ctx, exc)
             await self._release_reservation(attempt, existing)
             if existing is not None:
                 return self._attach(existing, ctx, body_digest)
-            raise
-        except Exception as exc:
-            logger.exception("admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id})
-            await self._give_back(attempt)
-            await self._release_reservation(attempt, None)
-            raise ServiceUnavailable(
-                "the run could not be stored; retry the same request", code="service_unavailable"
-            ) from exc
+            raise exc
+        logger.error(
+            "admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id}, exc_info=exc
+        )
+        await self._give_back(attempt)
+        await self._release_reservation(attempt, None)
+        raise ServiceUnavailable(
+            "the run could not be stored; retry the same request", code="service_unavailable"
+        ) from exc
 
-    async def _store_or_attach(
-        self,
-        attempt: _Attempt,
-        body_digest: str,
-        new_messages: Sequence[Message],
-        settle: SettleMessages | None,
-        before_commit: BeforeCommit | None,
-    ) -> Admission:
-        ctx = attempt.ctx
-        with span("agent.admission.claim"):
-            claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, settle)
-        if before_commit is not None and recent is not None and fresh and claimed.newly_claimed:
-            # A retry starts nothing ahead: of a stored run, it brings nothing new; of a run being admitted (the
-            # same request twice at once), the thread was claimed for it already. (Copies racing can still store the
-            # run from a copy that did not claim: the claimer's request is then closed, docs/reliability.md §3.)
-            numbered = [m.model_copy(update={"seq": claimed.last_seq + i}) for i, m in enumerate(fresh, start=1)]
-            ahead = KnownHistory.after_admission(
-                recent, read_limit=RECENT_LOOKBACK, last_seq=claimed.last_seq, stored=numbered
-            )
-            if ahead is not None:
-                before_commit(ahead)
+    async def _store_or_attach(self, claim: Claim) -> Admission:
+        attempt, ctx, claimed, fresh = claim.attempt, claim.attempt.ctx, claim.claimed, claim.fresh
         run = Run(
             run_id=ctx.run_id,
             thread_id=ctx.thread_id,
             tenant_id=ctx.identity.tenant_id,
             user_id=ctx.identity.user_id,
             meta=ctx.meta,
-            body_digest=body_digest,
+            body_digest=claim.body_digest,
         )
-        # Round trip 2: a run that exists already (a retry, or a conflicting body) stores nothing.
         with span("agent.admission.store", {"agent.admission.messages": len(fresh)}):
             stored_run, created, stored = await self._store.admit_messages(
                 ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
@@ -177,28 +217,29 @@ class Admitter:
             if self._limits is not None and attempt.reservation is not None:
                 self._limits.hold(attempt.reservation)
             history = None
-            if recent is not None:
+            if claim.recent is not None:
                 history = KnownHistory.after_admission(
-                    recent, read_limit=RECENT_LOOKBACK, last_seq=claimed.last_seq, stored=stored
+                    claim.recent, read_limit=RECENT_LOOKBACK, last_seq=claimed.last_seq, stored=stored
                 )
             return Admission(run=stored_run, created=True, history=history)
         if attempt.holds_new_claim:
             await self._release_unless_run_exists(ctx, known_to_exist=True)
         await self._release_reservation(attempt, stored_run)
-        return self._attach(stored_run, ctx, body_digest)
+        return self._attach(stored_run, ctx, claim.body_digest)
 
     async def _claim_and_read(
-        self, attempt: _Attempt, new_messages: Sequence[Message], settle: SettleMessages | None
+        self, attempt: _Attempt, new_messages: Sequence[Message], reconcile: ReconcileMessages | None
     ) -> tuple[ThreadClaim, list[Message], list[Message] | None]:
         """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the messages to store,
-        and (for ``settle``) the thread's newest messages up to the claim's counter, newest first."""
+        and (for ``reconcile``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
-        claimed, probed, known_ids, recent, reserved = await gather_inline(
+        claimed, probed, known_ids, recent, reserved = await asyncio.gather(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
             self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
-            self._recent(ctx) if settle is not None else _nothing(),
+            self._recent(ctx) if reconcile is not None else _nothing(),
             self._reserve(attempt),
+            return_exceptions=True,
         )
         if isinstance(claimed, ThreadClaim):
             attempt.claim = claimed
@@ -207,12 +248,12 @@ class Admitter:
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
         fresh = [m for m in new_messages if m.id not in known_ids]
-        if settle is None:
+        if reconcile is None:
             return claimed, fresh, None
         if recent_is_stale(recent, claimed.last_seq):
             # The thread moved between the read and the claim (a run ended just then): read it again.
             recent = await self._recent(ctx)
-        return claimed, await settle(fresh, recent), recent
+        return claimed, await reconcile(fresh, recent), recent
 
     async def _reserve(self, attempt: _Attempt) -> None:
         """The run's reservation (``shared.limits``), recorded on ``attempt``; refused for want of a slot, the

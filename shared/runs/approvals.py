@@ -1,6 +1,6 @@
 """A new run on a thread with open approval interrupts: ``RunAgentInput.resume`` checked, declined calls answered.
 
-At admission (thread claimed, nothing stored yet), :func:`settle_approvals` reads the thread's open interrupts
+At admission (thread claimed, nothing stored yet), :func:`reconcile_approvals` reads the thread's open interrupts
 (``shared.executors.approvals``: they live on the stored assistant message, in the thread's own partition) and:
 
 - **with** ``resume``: every entry must name an open interrupt of this thread and every open, unexpired interrupt
@@ -81,7 +81,7 @@ def _refuse(message: str, interrupt_id: str | None, *, code: str, index: int | N
     )
 
 
-def settle_approvals(
+def reconcile_approvals(
     resume: Sequence[ResumeDecision],
     messages: Sequence[Message],
     recent: Sequence[Message],

@@ -8,20 +8,26 @@ because the stored thread is the source of truth for the model.
 
 The tools a client declares (``RunAgentInput.tools``) are input too: :func:`client_tools` bounds their number,
 size and nesting and checks each schema before any of it can reach the model.
+
+A chat run reads its body once, with :func:`read_run_request`, into one :class:`RunRequest`: everything the run
+takes from the request, checked; nothing after it goes back to the raw input.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import RunAgentInput, ToolMessage
 from pydantic import ValidationError
 
 from shared.errors import InvalidRequest
+from shared.executors.context import ResumeDecision
 from shared.llm.types import ToolSpec
 from shared.models import ExecutionMeta, Message, Role, digest
+from shared.runs.approvals import resume_decisions
 from shared.thread_state.limits import check_client_state
 from shared.tools.arguments import json_depth, schema_problem
 
@@ -35,6 +41,43 @@ MAX_CLIENT_TOOL_SCHEMA_BYTES = 8_192
 MAX_CLIENT_TOOL_SCHEMA_DEPTH = 8
 MAX_CLIENT_TOOL_DESCRIPTION_CHARS = 1_000
 _CLIENT_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """A ``RunAgentInput`` body read once: what a chat run takes from it, each part checked."""
+
+    thread_id: str
+    run_id: str
+    messages: tuple[Message, ...]
+    """The user messages and front-end tool results, in the request's order (not yet filtered by the store)."""
+    client_tools: tuple[ToolSpec, ...]
+    context_notes: tuple[str, ...]
+    client_state: dict[str, Any] | None
+    body_digest: str
+    forwarded_props: Any
+    client_message_count: int
+    """How many messages the client sent (the whole conversation it holds), for the audit summary."""
+    resume: tuple[ResumeDecision, ...]
+    """The answers to the thread's open approval interrupts (``shared.runs.approvals``), checked for shape only."""
+
+
+def read_run_request(body: bytes, meta: ExecutionMeta) -> RunRequest:
+    """Parse and check a ``RunAgentInput`` body (``InvalidRequest`` on the first problem), its messages stamped with
+    ``meta``."""
+    run_input = parse_run_input(body)
+    return RunRequest(
+        thread_id=run_input.thread_id,
+        run_id=run_input.run_id,
+        messages=tuple(run_messages(run_input, meta)),
+        client_tools=client_tools(run_input),
+        context_notes=context_notes(run_input),
+        client_state=client_state(run_input),
+        body_digest=body_digest(run_input),
+        forwarded_props=run_input.forwarded_props,
+        client_message_count=len(run_input.messages),
+        resume=resume_decisions(run_input),
+    )
 
 
 def parse_run_input(body: bytes) -> RunAgentInput:

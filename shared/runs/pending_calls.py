@@ -6,7 +6,7 @@ When the model calls a front-end tool, the worker stores the assistant message w
 **pending** when it is a front-end call of the thread's newest assistant message with tool calls, no user message
 came after that message, and no result for it is stored.
 
-At admission (after the thread is claimed, before anything is stored), :func:`settle_pending_calls` decides what
+At admission (after the thread is claimed, before anything is stored), :func:`reconcile_pending_calls` decides what
 the new run's messages do to them:
 
 - a tool result whose ``toolCallId`` is pending is its answer (stored once: a re-sent message with a stored id was
@@ -44,7 +44,7 @@ def _refuse(message: str, call_id: str | None, *, code: str) -> InvalidRequest:
     )
 
 
-async def settle_pending_calls(
+async def reconcile_pending_calls(
     reader: MessageHistoryReader,
     tenant_id: str,
     thread_id: str,
@@ -69,11 +69,11 @@ async def settle_pending_calls(
         recent = await reader.read_back(tenant_id, thread_id, before_seq=None, limit=limit)
     calls = _CallsOnRecord.of(list(recent))
     answers = calls.answers(results)
-    settled = [
+    answered = [
         answers[call_id] if call_id in answers else _superseded(call_id, thread_id, run_id=run_id, meta=meta)
         for call_id in calls.pending
     ]
-    return [*settled, *others]
+    return [*answered, *others]
 
 
 class _CallsOnRecord(NamedTuple):

@@ -13,6 +13,7 @@ ports, and none of them imports this module.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -20,12 +21,11 @@ from datetime import timedelta
 
 from shared.errors import NotFound
 from shared.executors.context import RunContext
-from shared.gather_inline import gather_inline
 from shared.limits.gate import LimitGate
 from shared.models import Identity, Message, Run
 from shared.ports import EventStream, StreamEntry
 from shared.ports.store import RunStore
-from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, SettleMessages
+from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, ReconcileMessages
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.deadline import current_deadline
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, Prefetching
@@ -103,7 +103,7 @@ class RunService:
         new_messages: Sequence[Message],
         executor: Executor,
         claim_thread: bool = True,
-        settle: SettleMessages | None = None,
+        reconcile: ReconcileMessages | None = None,
     ) -> Admission:
         """Store the run and the caller's new messages (``shared.runs.admission``), then start the executor in the
         background. A retry of an admitted run attaches to it and starts nothing. The run's span (shared.tracing.runs)
@@ -113,7 +113,7 @@ class RunService:
         with trace.active():
             try:
                 with span("agent.admission"):
-                    admission = await self._admit(ctx, executor, body_digest, new_messages, claim_thread, settle)
+                    admission = await self._admit(ctx, executor, body_digest, new_messages, claim_thread, reconcile)
             except BaseException as exc:
                 trace.refused(exc)
                 raise
@@ -132,12 +132,12 @@ class RunService:
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool,
-        settle: SettleMessages | None,
+        reconcile: ReconcileMessages | None,
     ) -> Admission:
         if isinstance(executor, Prefetching):
-            return await self._admit_prefetching(ctx, executor, body_digest, new_messages, claim_thread, settle)
+            return await self._admit_prefetching(ctx, executor, body_digest, new_messages, claim_thread, reconcile)
         return await self._admitter.admit(
-            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, settle=settle
+            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
         )
 
     async def _admit_prefetching(
@@ -147,20 +147,25 @@ class RunService:
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool,
-        settle: SettleMessages | None,
+        reconcile: ReconcileMessages | None,
     ) -> Admission:
-        """Admission with the executor's reads beside it, and its first model request sent before the run is
-        stored (``Prefetching``). Both end, or are closed, before this returns when the run is refused or attaches
-        to a stored one: nothing is left running after the response."""
-        admitting = self._admitter.admit(
-            ctx,
-            body_digest=body_digest,
-            new_messages=new_messages,
-            claim_thread=claim_thread,
-            settle=settle,
-            before_commit=lambda history: executor.preopen(dataclasses.replace(ctx, known_history=history)),
-        )
-        outcome, _ = await gather_inline(admitting, executor.prefetch(ctx))
+        """Admission with the executor's reads beside it, and its first model request sent between admission's two
+        steps, once the thread as the run will find it is known (``Prefetching``, shared/executors/head_start.py).
+        Both end, or are closed, before this returns when the run is refused or attaches to a stored one: nothing
+        is left running after the response."""
+
+        async def admitting() -> Admission:
+            claim = await self._admitter.claim(
+                ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
+            )
+            if isinstance(claim, Admission):
+                return claim
+            history = claim.history_once_stored()
+            if history is not None:
+                executor.preopen(dataclasses.replace(ctx, known_history=history))
+            return await self._admitter.store(claim)
+
+        outcome, _ = await asyncio.gather(admitting(), executor.prefetch(ctx), return_exceptions=True)
         if isinstance(outcome, BaseException) or not outcome.created:
             await executor.discard_opened()
         if isinstance(outcome, BaseException):

@@ -17,6 +17,7 @@ from bench import (
     first_request,
     handler_init,
     input_tokens,
+    mechanisms,
     memory_tokens,
     server_overhead,
     turn_cpu,
@@ -114,6 +115,14 @@ def test_server_overhead_smoke_on_an_existing_thread_with_the_5_ms_store() -> No
         for sample in series.samples:
             assert 0 < sample.ttfe <= sample.ttft <= sample.total
             assert sample.pre_model is not None and 0 < sample.pre_model < sample.ttft
+
+
+def test_mechanisms_smoke_times_the_first_text_with_each_mechanism_of_this_tree_off() -> None:
+    samples = mechanisms.main(["--smoke"])
+    present = [name for name, _ in mechanisms.present()]
+    assert set(samples) == {*present, "bare"}
+    assert "all on" in present and "all off" in present
+    assert all(len(values) == 2 and min(values) > 0 for values in samples.values())
 
 
 def test_cold_start_smoke_times_an_entry_module_against_its_libraries() -> None:

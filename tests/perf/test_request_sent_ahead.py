@@ -49,7 +49,9 @@ async def test_without_the_memory_note_nothing_is_sent_ahead() -> None:
     notes = FailingNotes()
     message = Message(id="m-1", thread_id="th-1", role=Role.USER, content="hi")
     worker = WorkerExecutor(rig.model, rig.store, rig.store, ToolRegistry(), memories=notes)
-    await rig.runs.admit(context("run-1", "hi"), body_digest="d", new_messages=[message], executor=worker, settle=keep)
+    await rig.runs.admit(
+        context("run-1", "hi"), body_digest="d", new_messages=[message], executor=worker, reconcile=keep
+    )
     assert await rig.answer("run-1") == "Hello."
     # THEN the request waited for the run to be stored and the note read again: it carries the note
     assert rig.model.sent_at[0] > rig.store.written_at[0]

@@ -81,7 +81,7 @@ class Rig:
         message = Message(id=message_id or f"m-{run_id}", thread_id="th-1", role=Role.USER, content=text)
         worker = WorkerExecutor(self.model, self.store, self.store, ToolRegistry())
         return await self.runs.admit(
-            context(run_id, text), body_digest=digest or run_id, new_messages=[message], executor=worker, settle=keep
+            context(run_id, text), body_digest=digest or run_id, new_messages=[message], executor=worker, reconcile=keep
         )
 
     async def answer(self, run_id: str) -> str:

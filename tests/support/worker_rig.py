@@ -73,7 +73,7 @@ async def keep(fresh: list[Message], recent: list[Message]) -> list[Message]:
 async def start(runs: RunService, worker: WorkerExecutor, run_id: str, text: str) -> Any:
     message = Message(id=f"m-{run_id}", thread_id="th-1", role=Role.USER, content=text)
     return await runs.admit(
-        context(run_id, text), body_digest=run_id, new_messages=[message], executor=worker, settle=keep
+        context(run_id, text), body_digest=run_id, new_messages=[message], executor=worker, reconcile=keep
     )
 
 

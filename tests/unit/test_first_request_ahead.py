@@ -1,4 +1,4 @@
-"""The first model request of a chat run leaves while admission stores the run (shared/executors/opened_turn.py),
+"""The first model request of a chat run leaves while admission stores the run (shared/executors/head_start.py),
 and never outlives a refusal: a request sent ahead of a run that is then refused, or attached to, is closed; one
 that turns out different from what the stored run needs is closed and sent again."""
 

@@ -99,7 +99,7 @@ async def test_a_settle_that_refuses_leaves_an_existing_thread_free(store: InMem
 
     # WHEN the next run's messages are refused by settle
     with pytest.raises(InvalidRequest):
-        await admit.admit(a_context("r2"), body_digest="d", new_messages=[a_message("m2")], settle=refuse)
+        await admit.admit(a_context("r2"), body_digest="d", new_messages=[a_message("m2")], reconcile=refuse)
     # THEN nothing was stored and the thread is free for the next run
     assert await store.get_run("t", "r2") is None
     assert (await store.get_thread(USER, "th")).active_run_id is None

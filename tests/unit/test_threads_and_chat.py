@@ -65,10 +65,9 @@ def test_a_chat_context_comes_from_the_request() -> None:
         "context": [{"description": "page", "value": "settings"}],
         "forwardedProps": {},
     }
-    run_input = intake.parse_run_input(json.dumps(body).encode())
     profile = default_catalog().get(CHAT_PROFILE)
-    messages = intake.run_messages(run_input, chat_meta(ProfileChoice(profile)))
-    ctx = chat_context(USER, run_input, ProfileChoice(profile), messages)
+    request = intake.read_run_request(json.dumps(body).encode(), chat_meta(ProfileChoice(profile)))
+    ctx = chat_context(USER, request, ProfileChoice(profile))
     assert (ctx.thread_id, ctx.run_id, ctx.latest_user_text) == ("th", "r1", "last")
     assert ctx.meta.execution_profile_name == profile.name and not ctx.meta.hidden_from_user
     assert ctx.request_summary == "chat run, 2 messages from client" and len(ctx.context_notes) == 1

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.event_json import json_of
+from shared.event_json import dumps
 from shared.ports import StreamEntry
 
 EntryId = tuple[int, int]
@@ -88,7 +88,7 @@ class InMemoryEventStream:
         return ids
 
     def _append(self, key: str, event: dict[str, Any]) -> str:
-        payload = json_of(event)
+        payload = dumps(event)
         stream = self._live(key)
         if stream is None:
             stream = self._streams[key] = _Stream()
