@@ -41,7 +41,8 @@ from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, new_id
 from shared.llm.types import ChatMessage, ChatRequest
 from shared.memory.embeddings import cosine
-from shared.memory.gate import ExtractionScope, GateOutcome, MemoryGate
+from shared.memory.gate import GateOutcome, MemoryGate
+from shared.memory.grounding import ExtractionScope
 from shared.memory.injection import message_is_memory_injection, rank_by_relevance
 from shared.memory.models import Memory
 from shared.memory.text import relevance, tokens
