@@ -41,6 +41,7 @@ from shared.executors.model_turn import new_id
 from shared.memory.embeddings import LexiconEmbedder, cosine
 from shared.memory.grounding import ExtractionScope, ProposalRejected, check_context, check_grounding
 from shared.memory.models import MAX_KEPT_SOURCE_IDS, ForgetProposal, Memory, MemoryStatus, WriteProposal
+from shared.memory.ports import Embedder, MemoryStore
 from shared.memory.text import (
     NEAR_DUPLICATE_JACCARD,
     compact,
@@ -50,7 +51,6 @@ from shared.memory.text import (
 from shared.memory.tools import MEMORY_FORGET, MEMORY_WRITE
 from shared.models import AuditRecord, digest, utc_now
 from shared.ports import AuditLog
-from shared.ports.memory import Embedder, MemoryStore
 
 AUDIT_KIND = "memory_decision"
 logger = logging.getLogger(__name__)
