@@ -81,7 +81,7 @@ class _Attempt:
         return self.claim is not None and self.claim.newly_claimed and self.claim_thread
 
 
-async def _nothing() -> list[Message]:
+async def _no_messages() -> list[Message]:
     return []
 
 
@@ -197,7 +197,7 @@ class Admitter:
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
             self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
-            self._recent(ctx) if settle is not None else _nothing(),
+            self._recent(ctx) if settle is not None else _no_messages(),
             self._reserve(attempt),
         )
         if isinstance(claimed, ThreadClaim):
