@@ -37,6 +37,7 @@ from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.event_json import dumps
 from shared.llm.types import ChatChunk, ChatRequest
 from shared.models import Identity
+from shared.runs.admission import Admission
 from shared.wiring import ServiceOverrides, Services
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.settings import make_settings
@@ -97,6 +98,7 @@ async def time_to_first_text(services: Services, model: FirstTokenModel, pre_mod
     started = time.perf_counter()
     sent = len(model.sent_at)
     admission = await services.chat.start(CALLER, _body(f"th-{uuid.uuid4().hex[:12]}"))
+    assert isinstance(admission, Admission)  # a new thread is never busy: nothing is queued
     first: float | None = None
     async for entry in services.runs.tail_run(CALLER.tenant_id, admission.run.run_id):
         if entry is None:

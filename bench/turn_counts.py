@@ -50,10 +50,10 @@ from typing import Any
 import boto3
 import httpx
 
-from bench.byte_proxy import CountingProxy
 from bench.dynamo_meter import DynamoMeter, DynamoTally, describe
 from bench.stats import machine, markdown_table
 from bench.turn_scenario import CYCLE, SEED_MESSAGES, TEXTS, ModelScript, catalog_with_documents, run_body, user_text
+from tests.support.tcp_proxy import LoopbackProxy
 
 TABLE = "bench-capacity"
 IDEMPOTENCY_TABLE = "bench-capacity-idempotency"
@@ -328,7 +328,7 @@ class Reports(logging.Handler):
 class Harness:
     """The running system and its meters; ``phase(name)`` counts what happens inside it."""
 
-    def __init__(self, meter: DynamoMeter, aws: AwsCounter, redis_stats: RedisStats, proxy: CountingProxy,
+    def __init__(self, meter: DynamoMeter, aws: AwsCounter, redis_stats: RedisStats, proxy: LoopbackProxy,
                  model_requests: Any) -> None:
         self.meter, self.aws, self.redis, self.proxy = meter, aws, redis_stats, proxy
         self._model_requests = model_requests
@@ -639,7 +639,7 @@ def measure(*, threads: int, cycles: int, chunk_delay_s: float = 0.002) -> TurnC
         queue_url = create_resources(raw)
         meter, aws = _meters(raw)
         port = int(model.base_url.rsplit(":", 1)[1].split("/", 1)[0])
-        with CountingProxy("127.0.0.1", port) as proxy:
+        with LoopbackProxy("127.0.0.1", port) as proxy:
             settings = _settings(redis_url, f"http://127.0.0.1:{proxy.port}/v1", queue_url)
             redis_stats = RedisStats(redis_url)
             harness = Harness(meter, aws, redis_stats, proxy, lambda: len(model.requests))

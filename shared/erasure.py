@@ -37,9 +37,9 @@ from shared.runs.service import LEASE_S, STALE_CLAIM_AFTER
 from shared.stream_keys import run_control_key, run_stream_key, thread_stream_key
 
 if TYPE_CHECKING:
+    from shared.automation.ports import AutomationStore
     from shared.automation.service import AutomationService
-    from shared.ports.automation import AutomationStore
-    from shared.ports.memory import MemoryStore, PendingExtractions
+    from shared.memory.ports import MemoryStore, PendingExtractions
     from shared.ports.thread_state import ThreadStateStore
 
 logger = logging.getLogger(__name__)

@@ -24,8 +24,7 @@ configuration document, ``shared.runtime_config``).
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -103,8 +102,7 @@ class RolloutRules(BaseModel):
         return everyone
 
 
-@dataclass(frozen=True, slots=True)
-class RolloutChoice:
+class RolloutChoice(NamedTuple):
     """What the rules chose: the profile's name, and the ramp and side when a ramp covered the run."""
 
     profile_name: str

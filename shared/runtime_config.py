@@ -26,8 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -66,8 +65,7 @@ class RuntimeConfigDocument(BaseModel):
     """Replaces ``WINDOW_N_OVERRIDE`` when present; ``null`` turns the override off."""
 
 
-@dataclass(frozen=True, slots=True)
-class CatalogBase:
+class CatalogBase(NamedTuple):
     """What every runtime configuration builds on: the packaged profiles, what they are checked against, and the
     environment's ``PROFILE_ROLLOUT`` and ``WINDOW_N_OVERRIDE``, used when the document has no value of its own."""
 

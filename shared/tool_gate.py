@@ -28,8 +28,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from shared.llm.types import ToolSpec
 from shared.models import AuditRecord, digest
@@ -119,8 +118,7 @@ def summarize_request(text: str, limit: int = 160) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-@dataclass(frozen=True, slots=True)
-class GateContext:
+class GateContext(NamedTuple):
     """Who and what a decision is about, for the audit record."""
 
     tenant_id: str
@@ -135,8 +133,7 @@ class GateContext:
         return cls(ctx.tenant_id, ctx.user_id, ctx.thread_id, ctx.run_id, summary)
 
 
-@dataclass(frozen=True, slots=True)
-class GateDecision:
+class GateDecision(NamedTuple):
     """The gate's verdict on one tool call, with the audit record that explains it."""
 
     allowed: bool

@@ -38,23 +38,23 @@ if TYPE_CHECKING:
 
     from shared.adapters.aws.migration_runner import MigrationRunner, RunnerOptions
     from shared.auth import TokenVerifier
+    from shared.automation.ports import AutomationStore, TaskScheduler
     from shared.automation.runner import AutomationRunner
     from shared.automation.service import AutomationService
     from shared.chat import ChatService
     from shared.erasure import Erasure
     from shared.executors.context import RunContext
     from shared.limits.gate import LimitGate
+    from shared.limits.ports import UsageCounters
     from shared.limits.usage import UsageReports
     from shared.memory.coalescing import ExtractionCoalescer
     from shared.memory.job import MemoryExtraction
+    from shared.memory.ports import DueQueue, Embedder, MemoryStore, PendingExtractions
     from shared.memory.trigger import RunCompletedPublisher
+    from shared.migrations.ports import FunctionInvoker, MigrationLog
     from shared.migrations.status import PendingMigrations
     from shared.models import RunStatus
-    from shared.ports.automation import AutomationStore, TaskScheduler
     from shared.ports.config import ConfigSource
-    from shared.ports.limits import UsageCounters
-    from shared.ports.memory import DueQueue, Embedder, MemoryStore, PendingExtractions
-    from shared.ports.migrations import FunctionInvoker, MigrationLog
     from shared.ports.run_queue import RunQueue
     from shared.ports.thread_state import ThreadStateStore
     from shared.run_results import ExecutionResult

@@ -9,7 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from functions.agent_api.deps import Caller, Erasing
+from functions.agent_api.deps import Caller, ErasureService
 from shared.auth import ERASE_SCOPE
 from shared.errors import Conflict, Forbidden
 from shared.runs.intake import check_id
@@ -18,7 +18,7 @@ router = APIRouter(prefix="/api/v1", tags=["erasure"])
 
 
 @router.delete("/threads/{threadId}", status_code=204, response_class=Response)
-async def delete_thread(caller: Caller, erasure: Erasing, threadId: str) -> Response:
+async def delete_thread(caller: Caller, erasure: ErasureService, threadId: str) -> Response:
     """Delete the thread, its messages, runs and event streams, and cancel its pending memory extraction."""
     check_id("threadId", threadId, where="path")
     await erasure.delete_thread(caller, threadId)
@@ -26,7 +26,7 @@ async def delete_thread(caller: Caller, erasure: Erasing, threadId: str) -> Resp
 
 
 @router.delete("/me")
-async def delete_me(caller: Caller, erasure: Erasing) -> dict[str, Any]:
+async def delete_me(caller: Caller, erasure: ErasureService) -> dict[str, Any]:
     """Delete everything the caller owns: automation tasks and their schedules, threads, memories, and pending
     memory extraction. Needs the ``agent:erase`` scope."""
     if not caller.has_scope(ERASE_SCOPE):

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shared.adapters.aws.migration_runner import MigrationRunner, never
+from shared.adapters.aws.migration_runner import MigrationRunner, never_stop
 from shared.migrations.registry import MIGRATIONS
 from shared.settings import Settings
 from shared.wiring import Services
@@ -57,7 +57,7 @@ def list_migrations() -> list[dict[str, Any]]:
 
 def time_budget(seconds: float | None) -> Callable[[], bool]:
     if seconds is None:
-        return never
+        return never_stop
     deadline = time.monotonic() + seconds
     return lambda: time.monotonic() >= deadline
 

@@ -1,4 +1,4 @@
-"""OpenAI-compatible ``POST /embeddings`` adapter for the :class:`~shared.ports.memory.Embedder` port.
+"""OpenAI-compatible ``POST /embeddings`` adapter for the :class:`~shared.memory.ports.Embedder` port.
 
 Works with any server that speaks the OpenAI embeddings API (DashScope's compatible mode, vLLM, llama.cpp's
 server with an embedding model, OpenAI). The model id is set per deployment (``EMBEDDINGS_MODEL_ID``); the

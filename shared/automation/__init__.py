@@ -1,6 +1,6 @@
 """Scheduled automation tasks: CRUD with their EventBridge Scheduler schedules, and the runner of a fire.
 
-The task store's port is ``shared.ports.automation``; its fake is in ``shared.adapters.in_memory``, its DynamoDB
+The task store's port is ``shared.automation.ports``; its fake is in ``shared.adapters.in_memory``, its DynamoDB
 adapter in ``shared.adapters.aws``.
 
 - ``models``: the task, its schedule-expression checks, the schedule's input (``TaskRef``);

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from shared.automation.models import AutomationTask, TaskRef
+from shared.automation.ports import AutomationStore
 from shared.errors import Conflict, InvalidRequest, TooManyRequests
 from shared.executors.context import RunContext
 from shared.limits.metrics import AUTOMATION_FIRES_SKIPPED, emit_limit_metric
@@ -37,7 +38,6 @@ from shared.models import (
     utc_now,
 )
 from shared.ports import AuditLog, RunLedger
-from shared.ports.automation import AutomationStore
 from shared.profiles import Profiles
 from shared.runs.service import Executor, RunService
 
@@ -134,7 +134,7 @@ coalescer's lease is above the memory function's, so a crashed run's lease ends.
 
 # A role, not a port: the two PendingExtractions methods the runner needs (every PendingExtractions has them).
 class MemoryRunLeases(Protocol):
-    """The per-thread memory-run lease (``shared.ports.memory.PendingExtractions``)."""
+    """The per-thread memory-run lease (``shared.memory.ports.PendingExtractions``)."""
 
     async def hold(
         self, tenant_id: str, user_id: str, thread_id: str, run_id: str, *, now: datetime, lease_until: datetime

@@ -12,10 +12,10 @@ import uuid
 from typing import Any
 
 from shared.automation.models import AutomationTask, AutomationTaskPatch, AutomationTaskSpec
+from shared.automation.ports import AutomationStore, TaskScheduler
 from shared.errors import InvalidRequest, NotFound
 from shared.models import ExecutorKind, Identity, utc_now
 from shared.ports import ConversationStore
-from shared.ports.automation import AutomationStore, TaskScheduler
 from shared.profiles import MEMORY_TOOL_NAMES, Profiles
 from shared.runs.intake import check_id
 

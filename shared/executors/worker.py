@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallEndEvent, ToolCallStartEvent
+from ag_ui.core import StepFinishedEvent, StepStartedEvent
 
 from shared.context_window import ReadThrough, resolve_window
 from shared.errors import AgentError

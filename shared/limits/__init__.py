@@ -7,6 +7,6 @@
   ``too_many_runs``).
 - ``usage``: the usage views (a caller's day and month, a tenant's month per user) and their estimated cost.
 
-The counters themselves sit behind the ``UsageCounters`` port (``shared.ports.limits``): DynamoDB conditional
+The counters themselves sit behind the ``UsageCounters`` port (``shared.limits.ports``): DynamoDB conditional
 updates in production (docs/storage.md, "Limits and usage"), an in-memory fake in tests.
 """

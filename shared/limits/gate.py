@@ -26,9 +26,9 @@ from shared.errors import ServiceUnavailable, TooManyRequests
 from shared.limits.config import LimitsConfig
 from shared.limits.metrics import LIMIT_REFUSALS, emit_limit_metric
 from shared.limits.models import Refusal, ReserveRequest, RunSpend, ScopeAsk, TokenCounts, UserLimits
+from shared.limits.ports import UsageCounters
 from shared.limits.windows import SLOT_RETRY_AFTER_S, Windows
 from shared.models import Identity, Run, Usage, utc_now
-from shared.ports.limits import UsageCounters
 from shared.profiles import ExecutionProfile
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The value types of limits and usage: what a reservation asks and holds, why one is refused, what a usage
-record counts. They import only the base, so the ``UsageCounters`` port (``shared.ports.limits``) can name them."""
+record counts. They import only the base, so the ``UsageCounters`` port (``shared.limits.ports``) can name them."""
 
 from __future__ import annotations
 

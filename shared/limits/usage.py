@@ -22,9 +22,9 @@ from shared.errors import ConfigurationError, InvalidRequest, NotFound
 from shared.limits.config import LIMIT_KINDS, LimitSet, above_tenant
 from shared.limits.gate import LimitGate
 from shared.limits.models import CounterView, UsageRecord
+from shared.limits.ports import UsageCounters
 from shared.limits.windows import Windows
 from shared.models import Identity, utc_now
-from shared.ports.limits import UsageCounters
 
 
 class ModelPrice(BaseModel):

@@ -8,11 +8,10 @@ does the preflight (``shared.wiring``). Which id the provider is sent is deploym
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class ModelTraits:
+class ModelTraits(NamedTuple):
     """What the loader must know about a model id before a profile may use it."""
 
     thinking_off: bool

@@ -1,18 +1,8 @@
 """The model port over any OpenAI-compatible chat endpoint, with the ``openai`` client.
 
-This is the only module that imports ``openai``. It turns the SDK's stream into our chunks
-(``TextDelta``, ``ReasoningDelta``, ``ToolCallDelta``, one ``Finished``) and the SDK's errors into
-``ModelError`` with a stable code:
-
-    model_rate_limited          HTTP 429, after the retries                                    transient
-    model_unavailable           HTTP 5xx, connection refused or reset, after the retries;       transient
-                                or 401/403 (the key was refused; not retried)
-    model_timeout               no answer (or no next chunk) within ``timeout_s``               transient
-    model_stream_interrupted    the stream broke or ended before a ``finish_reason``            transient
-    model_rejected_request      the server rejected the request itself: any other 4xx, or a 5xx whose body is a
-                                request-validation error (llama.cpp answers a schema error with 500). Never
-                                retried: the same request fails the same way. ``details["rejected"]`` is
-                                ``"history"`` when the server's explanation points at the messages.
+With ``shared.llm.openai_errors`` (the SDK's errors as ``ModelError`` codes, and which are retried) it is
+the only code that imports ``openai``. It turns the SDK's stream into our chunks (``TextDelta``,
+``ReasoningDelta``, ``ToolCallDelta``, one ``Finished``).
 
 Retries are this adapter's own (the client is created with ``max_retries=0``), so that a validation error with a
 5xx status is not retried: 429, 408/409, other 5xx, timeouts and connection errors are tried again up to
@@ -31,8 +21,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import random
-import re
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +31,7 @@ from openai import AsyncOpenAI, AsyncStream
 from openai.types.chat import ChatCompletion, ChatCompletionToolParam
 
 from shared.errors import ModelError
+from shared.llm.openai_errors import RETRY_BASE_S, model_error, retry_delay, retryable
 from shared.llm.thinking import Provider, ThinkStripper, detect_provider, thinking_extra_body
 from shared.llm.types import (
     ChatChunk,
@@ -58,37 +47,6 @@ from shared.tokens import estimate_tokens
 from shared.tracing.genai import model_retry
 
 logger = logging.getLogger(__name__)
-
-MAX_EXPLANATION_CHARS = 300
-"""How much of a server's error text goes into a log line and an error message."""
-RETRY_BASE_S = 0.5
-RETRY_MAX_S = 8.0
-
-# A 5xx whose body says the request failed validation: a server bug in the status code, not an outage.
-_VALIDATION_BODY = re.compile(
-    r"validation error|input should be|field required|extra inputs are not permitted|invalid_request_error"
-    r"|is not of type|unprocessable|could not parse|bad request|invalid (?:value|type|message|request)",
-    re.IGNORECASE,
-)
-_HISTORY_HINT = re.compile(r"messages|tool_call|\brole\b", re.IGNORECASE)
-_SECRETS = (
-    re.compile(r"(?i)((?:bearer|basic)\s+)[^\s\"',]+"),
-    re.compile(r"(?i)((?:api[_-]?key|x-api-key|token|secret|password)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
-    re.compile(r"\b(sk-)[A-Za-z0-9_-]{6,}"),
-)
-
-
-def explain_rejection(text: str, *, secrets: Iterable[str] = ()) -> str:
-    """A server's error text made fit for a log line: one line, credentials removed, truncated."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    for pattern in _SECRETS:
-        text = pattern.sub(lambda m: m.group(1) + "***", text)
-    text = " ".join(text.split())
-    if len(text) > MAX_EXPLANATION_CHARS:
-        text = text[: MAX_EXPLANATION_CHARS - 1] + "…"
-    return text
 
 
 @dataclass
@@ -258,15 +216,15 @@ class OpenAIChatModel:
                 )
             except openai.OpenAIError as exc:
                 error = self._error(exc, streaming=False, model=request.model)
-                if not _retryable(exc, error) or attempt >= self.max_retries:
+                if not retryable(exc, error) or attempt >= self.max_retries:
                     raise error from exc
-                delay = _retry_delay(exc, attempt, self.retry_base_s)
+                delay = retry_delay(exc, attempt, self.retry_base_s)
                 model_retry(attempt + 1, error.code, delay)
                 await asyncio.sleep(delay)
                 attempt += 1
 
     def _error(self, exc: Exception, *, streaming: bool, model: str) -> ModelError:
-        error = _model_error(exc, streaming=streaming, secrets=(self._api_key,))
+        error = model_error(exc, streaming=streaming, secrets=(self._api_key,))
         details: dict[str, Any] = error.details
         details.update(provider=self.provider, model=model, provider_model=self.provider_model_id(model))
         if error.code == "model_rejected_request":
@@ -415,70 +373,3 @@ def _estimate_request_tokens(request: ChatRequest) -> int:
     messages = json.dumps([m.to_openai() for m in request.messages], ensure_ascii=False)
     tools = json.dumps([dataclasses.asdict(t) for t in request.tools], ensure_ascii=False) if request.tools else ""
     return estimate_tokens(messages) + estimate_tokens(tools)
-
-
-def _retryable(exc: Exception, error: ModelError) -> bool:
-    if isinstance(exc, openai.APIStatusError) and exc.status_code in (401, 403):
-        return False  # the key was refused: asking again does not help
-    return error.transient
-
-
-def _retry_delay(exc: Exception, attempt: int, base_s: float) -> float:
-    """Exponential backoff with jitter, or what the server asked for in ``retry-after-ms`` / ``retry-after``."""
-    if isinstance(exc, openai.APIStatusError):
-        headers = exc.response.headers
-        try:
-            if (ms := headers.get("retry-after-ms")) is not None:
-                return min(float(ms) / 1000, RETRY_MAX_S * 4)
-            if (seconds := headers.get("retry-after")) is not None:
-                return min(float(seconds), RETRY_MAX_S * 4)
-        except ValueError:
-            pass
-    return float(min(RETRY_MAX_S, base_s * 2**attempt) * (0.75 + random.random() / 2))
-
-
-def _status_explanation(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        message = inner.get("message") if isinstance(inner, dict) else inner
-        if message:
-            return message if isinstance(message, str) else json.dumps(message, ensure_ascii=False)
-        return json.dumps(body, ensure_ascii=False)
-    if body is not None:
-        return str(body)
-    return exc.message
-
-
-def _model_error(exc: Exception, *, streaming: bool, secrets: Iterable[str] = ()) -> ModelError:
-    """Map an SDK error to a ``ModelError`` code; ``streaming``: chunks may already have been yielded."""
-    details: dict[str, Any] = {"error": type(exc).__name__}
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelError("the model did not answer in time", code="model_timeout", details=details)
-    if streaming:
-        return ModelError(f"the model stream broke off: {exc}", code="model_stream_interrupted", details=details)
-    if isinstance(exc, openai.APIConnectionError):
-        return ModelError(f"the model endpoint is unreachable: {exc}", code="model_unavailable", details=details)
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        details["status"] = status
-        explanation = explain_rejection(_status_explanation(exc), secrets=secrets)
-        if status == 429:
-            return ModelError("the model endpoint is rate-limiting us", code="model_rate_limited", details=details)
-        if status == 408:
-            return ModelError("the model endpoint timed out the request", code="model_timeout", details=details)
-        rejected = (400 <= status < 500 and status not in (401, 403, 409)) or (
-            status >= 500 and _VALIDATION_BODY.search(explanation) is not None
-        )
-        if rejected:
-            details["explanation"] = explanation
-            details["rejected"] = "history" if _HISTORY_HINT.search(explanation) else "request"
-            return ModelError(
-                f"the model endpoint rejected the request (HTTP {status}): {explanation}",
-                code="model_rejected_request",
-                details=details,
-            )
-        return ModelError(
-            f"the model endpoint failed with HTTP {status}: {explanation}", code="model_unavailable", details=details
-        )
-    return ModelError(f"the model call failed: {exc}", code="model_unavailable", details=details)

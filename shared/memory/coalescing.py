@@ -40,8 +40,8 @@ from shared.errors import TooManyRequests
 from shared.limits.metrics import MEMORY_EXTRACTIONS_DEFERRED, emit_limit_metric
 from shared.memory.job import MEMORY_PROFILE, ExtractionReport, MemoryExtraction, RunCompleted
 from shared.memory.models import ExtractionDue as ExtractionDue  # the message body this module sends; re-exported
+from shared.memory.ports import DueQueue, PendingExtractions
 from shared.models import ExecutorKind, Identity, digest, utc_now
-from shared.ports.memory import DueQueue, PendingExtractions
 from shared.profiles import MemoryPolicy, Profiles
 
 logger = logging.getLogger(__name__)

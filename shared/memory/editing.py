@@ -16,9 +16,9 @@ from datetime import datetime
 from shared.errors import Conflict, NotFound
 from shared.executors.model_turn import new_id
 from shared.memory.models import MAX_CONTENT_CHARS, Memory, MemoryKind, MemoryStatus
+from shared.memory.ports import MemoryStore
 from shared.models import AuditRecord, Identity, digest, utc_now
 from shared.ports import AuditLog
-from shared.ports.memory import MemoryStore
 
 AUDIT_KIND = "memory_edit"
 NO_THREAD = "-memories-"

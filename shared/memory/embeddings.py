@@ -1,7 +1,7 @@
 """Embeddings: vectors for memory texts, used to find near duplicates across phrasing and language.
 
 Token-set Jaccard (:mod:`shared.memory.text`) misses "Likes oolong tea" / "Enjoys drinking oolong" and the same
-fact in English and in Chinese. An embedder (the port :class:`~shared.ports.memory.Embedder`) maps each text to a
+fact in English and in Chinese. An embedder (the port :class:`~shared.memory.ports.Embedder`) maps each text to a
 unit vector; the gate merges a proposal into an active memory whose cosine similarity reaches the embedder's
 ``duplicate_similarity`` (and whose numbers are the same, as for the lexical rule).
 

@@ -41,14 +41,15 @@ from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, new_id
 from shared.llm.types import ChatMessage, ChatRequest
 from shared.memory.embeddings import cosine
-from shared.memory.gate import ExtractionScope, GateOutcome, MemoryGate
+from shared.memory.gate import GateOutcome, MemoryGate
+from shared.memory.grounding import ExtractionScope
 from shared.memory.injection import message_is_memory_injection, rank_by_relevance
 from shared.memory.models import Memory
+from shared.memory.ports import Embedder, MemoryStore
 from shared.memory.text import relevance, tokens
 from shared.memory.tools import MEMORY_TOOL_SPECS
 from shared.models import AuditRecord, Message, Origin, Role, ToolCall, utc_now
 from shared.ports import AuditLog, MessageHistoryReader
-from shared.ports.memory import Embedder, MemoryStore
 from shared.ports.model import ChatModel
 from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionFailed, ExecutionResult

@@ -39,21 +39,18 @@ from pydantic import ValidationError
 
 from shared.executors.model_turn import new_id
 from shared.memory.embeddings import LexiconEmbedder, cosine
-from shared.memory.injection import message_is_memory_injection
-from shared.memory.junk_rules import judge
+from shared.memory.grounding import ExtractionScope, ProposalRejected, check_context, check_grounding
 from shared.memory.models import MAX_KEPT_SOURCE_IDS, ForgetProposal, Memory, MemoryStatus, WriteProposal
+from shared.memory.ports import Embedder, MemoryStore
 from shared.memory.text import (
     NEAR_DUPLICATE_JACCARD,
     compact,
     near_duplicate,
     numbers,
-    quote_appears_in,
-    quote_long_enough,
 )
 from shared.memory.tools import MEMORY_FORGET, MEMORY_WRITE
-from shared.models import AuditRecord, Message, Origin, Role, digest, utc_now
+from shared.models import AuditRecord, digest, utc_now
 from shared.ports import AuditLog
-from shared.ports.memory import Embedder, MemoryStore
 
 AUDIT_KIND = "memory_decision"
 logger = logging.getLogger(__name__)
@@ -61,23 +58,6 @@ logger = logging.getLogger(__name__)
 _P = TypeVar("_P", WriteProposal, ForgetProposal)
 
 Decision = Literal["stored", "merged", "superseded", "retracted", "rejected"]
-
-
-@dataclass(frozen=True)
-class ExtractionScope:
-    """What the proposals of one memory run may draw on."""
-
-    tenant_id: str
-    user_id: str
-    thread_id: str
-    run_id: str
-    window: tuple[Message, ...]
-    """Every thread message the model was shown (context and new)."""
-    new_message_ids: frozenset[str]
-    """The messages not processed by an earlier extraction: at least one source must be among them."""
-
-    def message(self, message_id: str) -> Message | None:
-        return next((m for m in self.window if m.id == message_id), None)
 
 
 @dataclass(frozen=True)
@@ -111,14 +91,6 @@ class _Duplicate:
     memory: Memory
     score: float
     reason: str
-
-
-class _Rejected(Exception):
-    def __init__(self, reason: str, why: str, **details: Any) -> None:
-        super().__init__(why)
-        self.reason = reason
-        self.why = why
-        self.details = details
 
 
 class MemoryGate:
@@ -158,8 +130,8 @@ class MemoryGate:
                 summary = _summary(forget)
                 outcome = await self._forget(forget, scope)
             else:
-                raise _Rejected("not_a_memory_tool", f"{tool_name!r} is not a memory tool")
-        except _Rejected as rejected:
+                raise ProposalRejected("not_a_memory_tool", f"{tool_name!r} is not a memory tool")
+        except ProposalRejected as rejected:
             outcome = GateOutcome(tool_name, "rejected", rejected.reason, rejected.why, details=rejected.details)
         await self._audit.record(
             AuditRecord(
@@ -189,12 +161,12 @@ class MemoryGate:
     async def _write(self, proposal: WriteProposal, scope: ExtractionScope) -> GateOutcome:
         self._check_confidence(proposal.confidence)
         if not proposal.content.strip():
-            raise _Rejected("content_empty", "the memory text is empty")
+            raise ProposalRejected("content_empty", "the memory text is empty")
         target: Memory | None = None
         if proposal.supersedes is not None:
             target = await self._active_target(scope, proposal.supersedes)
-        _check_grounding(proposal.evidence_quote, proposal.source_message_ids, scope)
-        _check_context(proposal.evidence_quote, proposal.source_message_ids, scope)
+        check_grounding(proposal.evidence_quote, proposal.source_message_ids, scope)
+        check_context(proposal.evidence_quote, proposal.source_message_ids, scope)
         now = self._clock()
         candidates = [
             m
@@ -315,7 +287,7 @@ class MemoryGate:
     async def _forget(self, proposal: ForgetProposal, scope: ExtractionScope) -> GateOutcome:
         self._check_confidence(proposal.confidence)
         await self._active_target(scope, proposal.memory_id)
-        _check_grounding(proposal.evidence_quote, proposal.source_message_ids, scope)
+        check_grounding(proposal.evidence_quote, proposal.source_message_ids, scope)
         status = MemoryStatus(proposal.mode)
         updated = await self._store.deactivate(
             scope.tenant_id,
@@ -328,7 +300,7 @@ class MemoryGate:
             source_message_ids=proposal.source_message_ids,
         )
         if updated is None:
-            raise _Rejected("memory_not_active", f"memory {proposal.memory_id} changed concurrently; not active")
+            raise ProposalRejected("memory_not_active", f"memory {proposal.memory_id} changed concurrently; not active")
         decision: Decision = "retracted" if status is MemoryStatus.RETRACTED else "superseded"
         return GateOutcome(
             MEMORY_FORGET,
@@ -342,7 +314,7 @@ class MemoryGate:
 
     def _check_confidence(self, confidence: float) -> None:
         if confidence < self.confidence_threshold:
-            raise _Rejected(
+            raise ProposalRejected(
                 "below_confidence_threshold",
                 f"confidence {confidence:.2f} is below the threshold {self.confidence_threshold:.2f}; "
                 "recorded, not persisted",
@@ -351,13 +323,13 @@ class MemoryGate:
     async def _active_target(self, scope: ExtractionScope, memory_id: str) -> Memory:
         target = await self._store.get(scope.tenant_id, scope.user_id, memory_id)
         if target is None:
-            raise _Rejected(
+            raise ProposalRejected(
                 "not_a_memory_of_this_user",
                 f"no memory {memory_id!r} belongs to this user; refused",
                 target_memory_id=memory_id[:100],
             )
         if not target.is_active:
-            raise _Rejected(
+            raise ProposalRejected(
                 "memory_not_active",
                 f"memory {memory_id} is already {target.status.value}",
                 target_memory_id=memory_id,
@@ -370,67 +342,9 @@ def _parse(model: type[_P], arguments: str) -> _P:
         return model.model_validate_json(arguments or "{}")
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in exc.errors())
-        raise _Rejected("invalid_arguments", f"the arguments do not match the tool's schema: {problems}") from None
-
-
-def _check_grounding(quote: str, source_ids: Sequence[str], scope: ExtractionScope) -> None:
-    cited: list[Message] = []
-    for source_id in dict.fromkeys(source_ids):
-        message = scope.message(source_id)
-        if message is None:
-            raise _Rejected("source_not_in_window", f"message {source_id!r} is not in this conversation's window")
-        if message_is_memory_injection(message):
-            raise _Rejected(
-                "source_is_memory_injection", f"message {source_id} is memory-injected text, never a source"
-            )
-        if message.role is not Role.USER:
-            raise _Rejected(
-                "source_not_user_message", f"message {source_id} is a {message.role.value} message, not the user's"
-            )
-        if message.meta.origin is Origin.AUTOMATION:
-            raise _Rejected(
-                "source_not_user_message", f"message {source_id} is an automation prompt, not the user's words"
-            )
-        cited.append(message)
-    if not any(m.id in scope.new_message_ids for m in cited):
-        raise _Rejected(
-            "source_already_processed",
-            "every cited message was processed by an earlier extraction; only new messages are sources",
-        )
-    if not quote_long_enough(quote):
-        raise _Rejected("evidence_too_short", "the evidence quote is too short to identify the user's words")
-    if any(quote_appears_in(quote, m.content) for m in cited):
-        return
-    elsewhere = [m for m in scope.window if quote_appears_in(quote, m.content)]
-    if any(message_is_memory_injection(m) for m in elsewhere):
-        raise _Rejected(
-            "evidence_from_memory_injection", "the quote comes from memory-injected text, not from the user"
-        )
-    others = sorted({m.role.value for m in elsewhere if m.role is not Role.USER or m.meta.origin is Origin.AUTOMATION})
-    if others:
-        raise _Rejected(
-            "evidence_not_from_user",
-            f"the quote appears only in {', '.join(others)} message(s), never in what the user wrote",
-            found_in_roles=others,
-        )
-    if elsewhere:
-        raise _Rejected(
-            "evidence_not_in_cited_messages",
-            "the quote is in a user message that was not cited: " + ", ".join(m.id for m in elsewhere),
-        )
-    raise _Rejected("evidence_not_found", "the quote appears in no message of the conversation (invented)")
-
-
-def _check_context(quote: str, source_ids: Sequence[str], scope: ExtractionScope) -> None:
-    """Reject a write whose quote, read in its sentence, is a hypothetical, a question or about someone else."""
-    for source_id in dict.fromkeys(source_ids):
-        message = scope.message(source_id)
-        if message is None or not quote_appears_in(quote, message.content):
-            continue
-        finding = judge(message.content, quote)
-        if finding is not None:
-            raise _Rejected(finding.reason, finding.why, context_marker=finding.marker[:40])
-        return
+        raise ProposalRejected(
+            "invalid_arguments", f"the arguments do not match the tool's schema: {problems}"
+        ) from None
 
 
 def _merge_ids(existing: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shared.memory.models import Memory
+from shared.memory.ports import MemoryStore
 from shared.memory.text import relevance, tokens
 from shared.models import Identity, Message
-from shared.ports.memory import MemoryStore
 from shared.tracing.api import span
 
 MEMORY_INJECTION_SENTINEL = "[memory-injection]"

@@ -25,9 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.errors import TRANSIENT_MODEL_CODES, AgentError, NotFound
 from shared.executors.context import RunContext
 from shared.memory.executor import MAX_NEW_MESSAGES, MemoryExecutor, ThreadReader, is_human_message
+from shared.memory.ports import Embedder, MemoryStore
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus, Thread, digest
 from shared.ports import AuditLog
-from shared.ports.memory import Embedder, MemoryStore
 from shared.ports.model import ChatModel
 from shared.profiles import Profiles
 from shared.runs.service import RunService

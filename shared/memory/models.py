@@ -1,4 +1,4 @@
-"""Memories, memory proposals, and the values the memory ports carry (``shared.ports.memory``).
+"""Memories, memory proposals, and the values the memory ports carry (``shared.memory.ports``).
 
 A :class:`Memory` is kept with its provenance (run, thread, source messages, evidence quote, confidence). It is
 never hard-deleted by the model: ``memory_forget`` moves it to ``superseded`` or ``retracted`` and records why and
@@ -156,7 +156,7 @@ class ExtractionDue(BaseModel):
 
 @dataclass(frozen=True)
 class PendingExtraction:
-    """A thread's pending-extraction marker, as ``PendingExtractions.get`` returns it (shared/ports/memory.py)."""
+    """A thread's pending-extraction marker, as ``PendingExtractions.get`` returns it (shared/memory/ports.py)."""
 
     tenant_id: str
     thread_id: str

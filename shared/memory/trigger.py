@@ -16,8 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from shared.executors.context import RunContext
 from shared.memory.models import BusEvent, PublishFailure
+from shared.memory.ports import EventPublisher
 from shared.models import ExecutorKind, RunStatus
-from shared.ports.memory import EventPublisher
 from shared.run_results import ExecutionResult
 
 logger = logging.getLogger(__name__)

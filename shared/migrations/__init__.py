@@ -4,7 +4,7 @@ A migration (:class:`~shared.migrations.model.Migration`) names the items it loo
 filter), the schema version it brings them to, and a pure ``apply(item) -> item | None`` on the item's plain
 attributes (no boto3 here). The runner that scans the table, writes conditionally, throttles and checkpoints is an
 adapter (``shared.adapters.aws.migration_runner``); what the deployed code expects and what has completed is read
-through the ``MigrationLog`` port (``shared.ports.migrations``) and cached by :class:`PendingMigrations`.
+through the ``MigrationLog`` port (``shared.migrations.ports``) and cached by :class:`PendingMigrations`.
 
 - ``model``: ``Migration``, ``ItemFilter``, ``CompletedMigration``, the schema version attribute;
 - ``registry``: every migration of this release, in order, and the current version of each item kind;

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.migrations.model import Migration
+from shared.migrations.ports import MigrationLog
 from shared.migrations.registry import MIGRATIONS
-from shared.ports.migrations import MigrationLog
 
 logger = logging.getLogger(__name__)
 

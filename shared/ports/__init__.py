@@ -2,13 +2,16 @@
 
 One module per area: ``threads`` (threads and messages), ``runs`` (the run ledger) and ``audit`` (the audit log),
 three aggregates of one DynamoDB table (``store`` declares what a component spanning them needs), ``streams`` (the
-Redis event streams), ``model`` (the chat model), ``memory`` (memories, pending extraction, the due queue,
-embeddings, the event bus) and ``automation`` (tasks and their schedules). Every port names, in its docstring,
-its in-memory fake (all in ``shared.adapters.in_memory``), its adapters and the contract suite in
-``tests/contract`` that runs the same cases on both. Adapters live in ``shared.adapters`` and ``shared.llm``.
+Redis event streams), ``model`` (the chat model), ``config`` (the runtime configuration) and ``thread_state``.
+Every port names, in its docstring, its in-memory fake (all in ``shared.adapters.in_memory``), its adapters and the
+contract suite in ``tests/contract`` that runs the same cases on both. Adapters live in ``shared.adapters`` and
+``shared.llm``.
 
-The ports speak of the domain's value types (``shared.memory.models``, ``shared.automation.models``,
-``shared.llm.types``), so this package sits in the domain layer; no module that defines such a type imports it.
+These ports speak only of base types (``shared.models``, ``shared.llm.types``, ``shared.thread_state.models``), so
+every package may use them. A port whose values belong to one domain package lives in that package, beside its
+types: ``shared.memory.ports``, ``shared.automation.ports``, ``shared.limits.ports``, ``shared.migrations.ports``.
+Otherwise the package would import the ports and the ports its types, a circle between the two folders (the
+``ports-speak-base-types`` import contract keeps it out).
 The thread, run and stream ports are re-exported here, so ``from shared.ports import EventStream`` works.
 """
 

@@ -14,12 +14,10 @@ would make every one of those callers await for a read that almost never happens
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True, slots=True)
-class ConfigDocument:
+class ConfigDocument(NamedTuple):
     """The configuration as deployed: its version label (AppConfig's ``Configuration-Version``) and its bytes."""
 
     version: str

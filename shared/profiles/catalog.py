@@ -3,8 +3,7 @@
 and an emergency widening of N (``WINDOW_N_OVERRIDE``) for every ``last_n_user_messages`` profile."""
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from shared.errors import ConfigurationError
 from shared.models import RolloutSide
@@ -12,8 +11,7 @@ from shared.profiles.schema import ExecutionProfile
 from shared.rollouts import RolloutRules
 
 
-@dataclass(frozen=True, slots=True)
-class ProfileChoice:
+class ProfileChoice(NamedTuple):
     """The profile a run must use, and the ramp and side that chose it (both None when no ramp covered the run)."""
 
     profile: ExecutionProfile

@@ -4,7 +4,7 @@ tool it allows exists and belongs to its executor, every MCP server it names is 
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from shared.llm.model_traits import KNOWN_MODELS, ModelTraits
 from shared.models import ExecutorKind
@@ -15,12 +15,11 @@ from shared.thread_state.tool import WORKER_TOOL_NAMES
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class ProfileChecks:
+class ProfileChecks(NamedTuple):
     """What every profile is checked against: the tools, models and MCP servers that exist."""
 
     known_tools: frozenset[str]
-    known_models: Mapping[str, ModelTraits] = field(default_factory=lambda: KNOWN_MODELS)
+    known_models: Mapping[str, ModelTraits] = KNOWN_MODELS
     known_mcp_servers: frozenset[str] = frozenset()
 
 

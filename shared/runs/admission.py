@@ -109,7 +109,7 @@ class Claim:
         return KnownHistory.after_admission(self.recent, read_limit=RECENT_LOOKBACK, last_seq=last, stored=numbered)
 
 
-async def _nothing() -> list[Message]:
+async def _no_messages() -> list[Message]:
     return []
 
 
@@ -237,7 +237,7 @@ class Admitter:
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
             self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
-            self._recent(ctx) if reconcile is not None else _nothing(),
+            self._recent(ctx) if reconcile is not None else _no_messages(),
             self._reserve(attempt),
             return_exceptions=True,
         )

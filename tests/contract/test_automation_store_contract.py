@@ -12,8 +12,8 @@ import pytest
 from shared.adapters.aws.automation_store import DynamoDBAutomationStore
 from shared.adapters.in_memory.automation import InMemoryAutomationStore
 from shared.automation.models import AutomationTask
+from shared.automation.ports import AutomationStore
 from shared.errors import Conflict, InvalidRequest, NotFound
-from shared.ports.automation import AutomationStore
 from tests.support.settings import REGION, TABLE
 
 

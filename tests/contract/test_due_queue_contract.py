@@ -15,8 +15,8 @@ from moto import mock_aws
 from shared.adapters.aws.sqs_due_queue import SqsDueQueue
 from shared.adapters.in_memory.due_queue import InMemoryDueQueue
 from shared.memory.coalescing import ExtractionDue
+from shared.memory.ports import DueQueue
 from shared.models import utc_now
-from shared.ports.memory import DueQueue
 from tests.support.settings import REGION
 
 

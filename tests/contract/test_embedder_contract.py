@@ -26,7 +26,7 @@ from starlette.routing import Route
 from shared.adapters.openai_embeddings import OpenAIEmbedder
 from shared.errors import ModelError
 from shared.memory.embeddings import LexiconEmbedder, cosine
-from shared.ports.memory import Embedder
+from shared.memory.ports import Embedder
 from shared.wiring import Services
 from tests.support.embedder_wire_cases import (  # the wire-contract cases, run here with this module's fixtures
     test_one_unit_vector_per_text_in_order_and_deterministic,

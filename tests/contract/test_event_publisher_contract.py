@@ -15,8 +15,8 @@ from moto import mock_aws
 from shared.adapters.aws.eventbridge import EventBridgePublisher
 from shared.adapters.in_memory.publisher import InMemoryEventPublisher
 from shared.memory.models import BusEvent
+from shared.memory.ports import EventPublisher
 from shared.memory.trigger import run_completed_event
-from shared.ports.memory import EventPublisher
 from tests.support.settings import REGION
 
 BUS = "agent-events-test"

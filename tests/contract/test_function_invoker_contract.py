@@ -14,7 +14,7 @@ from moto import mock_aws
 
 from shared.adapters.aws.function_invoker import LambdaInvoker
 from shared.adapters.in_memory.invoker import RecordingInvoker
-from shared.ports.migrations import FunctionInvoker
+from shared.migrations.ports import FunctionInvoker
 from tests.support.lambda_functions import lambda_function, record_invocations
 from tests.support.settings import REGION
 

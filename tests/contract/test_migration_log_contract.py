@@ -12,7 +12,7 @@ import pytest
 from shared.adapters.aws.migration_state import DynamoDBMigrationLog, MigrationStateTable
 from shared.adapters.in_memory.migration_log import InMemoryMigrationLog
 from shared.migrations.model import CompletedMigration
-from shared.ports.migrations import MigrationLog
+from shared.migrations.ports import MigrationLog
 from tests.support.settings import REGION, TABLE
 
 AT = datetime(2026, 12, 1, 9, 30, tzinfo=UTC)

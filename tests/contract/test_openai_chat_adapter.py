@@ -18,7 +18,8 @@ import pytest
 
 from devtools.preflight import main, run_preflight
 from shared.errors import ModelError
-from shared.llm.openai_chat import OpenAIChatModel, explain_rejection
+from shared.llm.openai_chat import OpenAIChatModel
+from shared.llm.openai_errors import explain_rejection
 from shared.llm.thinking import Provider
 from shared.llm.types import (
     ChatChunk,

@@ -16,8 +16,8 @@ from moto import mock_aws
 from shared.adapters.aws.scheduler import EventBridgeTaskScheduler, schedule_name
 from shared.adapters.in_memory.scheduler import InMemoryTaskScheduler
 from shared.automation.models import AutomationTask
+from shared.automation.ports import TaskScheduler
 from shared.errors import ServiceUnavailable
-from shared.ports.automation import TaskScheduler
 from tests.support.settings import REGION
 
 GROUP = "agent-tasks-test"

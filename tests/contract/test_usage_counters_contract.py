@@ -16,8 +16,8 @@ from shared.adapters.aws.usage_counters import DynamoDBUsageCounters
 from shared.adapters.in_memory.usage import InMemoryUsageCounters
 from shared.limits.config import LimitSet
 from shared.limits.models import ReserveRequest, RunSpend, ScopeAsk, TokenCounts
+from shared.limits.ports import UsageCounters
 from shared.limits.windows import Windows
-from shared.ports.limits import UsageCounters
 from tests.support.moto_lock import OneRequestAtATime
 
 TABLE = "agent-test"  # the table the ``aws`` fixture creates

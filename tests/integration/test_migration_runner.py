@@ -22,9 +22,9 @@ from shared.adapters.aws.migration_runner import MigrationRunner, RunnerOptions
 from shared.adapters.aws.migration_state import MigrationStateTable, run_key
 from shared.memory.injection import ActiveMemories
 from shared.memory.models import MemoryStatus
+from shared.memory.ports import MemoryStore
 from shared.migrations.memory_index import ACTIVE_MEMORY_INDEX
 from shared.models import Identity
-from shared.ports.memory import MemoryStore
 from shared.wiring import Services
 from tests.support.moto_lock import OneRequestAtATime
 from tests.support.old_shapes import Seeded, WriteCounter, before_index, memory, seed

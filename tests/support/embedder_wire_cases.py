@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from shared.memory.embeddings import cosine
-from shared.ports.memory import Embedder
+from shared.memory.ports import Embedder
 
 
 async def test_one_unit_vector_per_text_in_order_and_deterministic(

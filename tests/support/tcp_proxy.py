@@ -1,7 +1,13 @@
-"""A TCP proxy on loopback that a test can cut and restore: a network partition between the app and Redis.
+"""A TCP proxy on loopback that counts the bytes it forwards each way, and that a test can cut and restore.
 
-Redis keeps its data while the proxy is cut (unlike stopping the server), so the test sees what a client sees
-when its cache node is unreachable for a while: connections reset, new ones refused, then everything back.
+Cut and restored (``CuttableProxy``): a network partition between the app and Redis. Redis keeps its data while the
+proxy is cut (unlike stopping the server), so the test sees what a client sees when its cache node is unreachable
+for a while: connections reset, new ones refused, then everything back.
+
+Counted (``bench/turn_counts.py``): what the app sends to the model and gets back. On AWS the functions reach the
+model endpoint through the NAT gateway, which bills every byte it processes in both directions, so the bytes that
+cross this proxy (HTTP headers, request bodies, the streamed answer) are the ones to price. Over TLS a few hundred
+bytes per connection more would cross it (the handshake), which this proxy, being plain TCP, does not see.
 """
 
 from __future__ import annotations
@@ -9,9 +15,13 @@ from __future__ import annotations
 import socket
 import threading
 from types import TracebackType
+from typing import Self
 
 
-class CuttableProxy:
+class LoopbackProxy:
+    """Forwards every connection on ``port`` to ``target``; ``sent`` counts client-to-target bytes, ``received``
+    target-to-client bytes, ``connections`` the connections accepted."""
+
     def __init__(self, target_host: str, target_port: int) -> None:
         self._target = (target_host, target_port)
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -20,16 +30,20 @@ class CuttableProxy:
         self._listener.listen(128)
         self.port = int(self._listener.getsockname()[1])
         self._lock = threading.Lock()
+        self.sent = 0
+        self.received = 0
+        self.connections = 0
         self._open: set[socket.socket] = set()
         self._down = False
         self._closed = False
         self._thread = threading.Thread(target=self._accept, name="tcp-proxy", daemon=True)
 
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+    def snapshot(self) -> tuple[int, int, int]:
+        """(sent, received, connections) so far."""
+        with self._lock:
+            return self.sent, self.received, self.connections
 
-    def start(self) -> CuttableProxy:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -51,7 +65,7 @@ class CuttableProxy:
         _close(self._listener)
         self._thread.join(5)
 
-    def __enter__(self) -> CuttableProxy:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -77,19 +91,33 @@ class CuttableProxy:
                 continue
             upstream.settimeout(None)
             with self._lock:
+                self.connections += 1
                 self._open.update((client, upstream))
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            for source, sink, upward in ((client, upstream, True), (upstream, client, False)):
+                threading.Thread(target=self._pump, args=(source, sink, upward), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, upward: bool) -> None:
         try:
-            while data := src.recv(65536):
-                dst.sendall(data)
+            while data := source.recv(65536):
+                sink.sendall(data)
+                with self._lock:
+                    if upward:
+                        self.sent += len(data)
+                    else:
+                        self.received += len(data)
         except OSError:
             pass
         finally:
-            _close(src)
-            _close(dst)
+            _close(source)
+            _close(sink)
+
+
+class CuttableProxy(LoopbackProxy):
+    """The proxy in front of a redis-server, with the URL a client connects to."""
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
 
 
 def _close(sock: socket.socket) -> None:

@@ -86,7 +86,7 @@ def task_from_item(item: dict[str, Any]) -> AutomationTask:
 
 
 class DynamoDBAutomationStore(TableAdapter):
-    """Implements :class:`shared.ports.automation.AutomationStore`; boto3 calls run in worker threads."""
+    """Implements :class:`shared.automation.ports.AutomationStore`; boto3 calls run in worker threads."""
 
     async def create(self, task: AutomationTask) -> None:
         lookup = to_item(

@@ -1,4 +1,4 @@
-"""EventBridge adapter for the :class:`~shared.ports.memory.EventPublisher` port (``events.put_events``).
+"""EventBridge adapter for the :class:`~shared.memory.ports.EventPublisher` port (``events.put_events``).
 
 ``put_events`` does not raise when entries fail: it returns ``FailedEntryCount`` and an ``ErrorCode`` per failed
 entry, in the order of the request. This adapter turns that into a list of failures; retrying is the caller's

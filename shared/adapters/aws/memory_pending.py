@@ -1,4 +1,4 @@
-"""DynamoDB adapter for :class:`~shared.ports.memory.PendingExtractions` (same single table).
+"""DynamoDB adapter for :class:`~shared.memory.ports.PendingExtractions` (same single table).
 
 Items:
 

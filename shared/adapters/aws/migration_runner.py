@@ -103,7 +103,8 @@ class RunReport:
         return {"finished": self.finished, "migrations": [r.as_dict() for r in self.migrations]}
 
 
-def never() -> bool:
+def never_stop() -> bool:
+    """The default stop check: a run that nothing asks to stop."""
     return False
 
 
@@ -122,7 +123,11 @@ class MigrationRunner:
         self.state = MigrationStateTable(table, client)
 
     def run_pending(
-        self, migrations: Sequence[Migration] = MIGRATIONS, *, stop: Callable[[], bool] = never, dry_run: bool = False
+        self,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        *,
+        stop: Callable[[], bool] = never_stop,
+        dry_run: bool = False,
     ) -> RunReport:
         """Each migration not recorded as completed, in order; after one that does not complete, none (a dry run
         looks at every pending one, each on today's items)."""
@@ -138,14 +143,14 @@ class MigrationRunner:
                 break
         return RunReport(reports)
 
-    def dry_run(self, migration: Migration, *, stop: Callable[[], bool] = never) -> MigrationReport:
+    def dry_run(self, migration: Migration, *, stop: Callable[[], bool] = never_stop) -> MigrationReport:
         """What a run would change, counted on a scan to the end (or until ``stop()``); writes nothing."""
         state = RunState(migration.id, self.options.segments, 1, {})
         report = self._scan(migration, state, stop=stop, dry_run=True)
         report.outcome = "dry_run" if state.all_done else "stopped"
         return report
 
-    def run(self, migration: Migration, *, stop: Callable[[], bool] = never) -> MigrationReport:
+    def run(self, migration: Migration, *, stop: Callable[[], bool] = never_stop) -> MigrationReport:
         """One run of ``migration`` under its lease, from its checkpoints; see the module docstring."""
         try:
             state = self.state.begin(
@@ -213,7 +218,7 @@ class MigrationRunner:
         todo = [n for n in range(state.total_segments) if not state.segment(n).done]
         errors: list[BaseException] = []
 
-        def one(segment: int) -> None:
+        def run_segment(segment: int) -> None:
             try:
                 worker.run(segment, state.segment(segment))
             except BaseException as exc:
@@ -221,7 +226,7 @@ class MigrationRunner:
                 errors.append(exc)
 
         with ThreadPoolExecutor(max_workers=max(1, len(todo)), thread_name_prefix="migration") as pool:
-            list(pool.map(one, todo))
+            list(pool.map(run_segment, todo))
         lost = [e for e in errors if isinstance(e, Conflict) and e.code == "migration_lease_lost"]
         others = [e for e in errors if e not in lost]
         if others:

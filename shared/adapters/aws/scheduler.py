@@ -53,7 +53,7 @@ class SchedulerError(ServiceUnavailable):
 
 
 class EventBridgeTaskScheduler:
-    """Creates, updates and deletes the schedule of a task (implements ``shared.ports.automation.TaskScheduler``)."""
+    """Creates, updates and deletes the schedule of a task (implements ``shared.automation.ports.TaskScheduler``)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""SQS adapter for :class:`~shared.ports.memory.DueQueue`: a delayed message on the memory queue.
+"""SQS adapter for :class:`~shared.memory.ports.DueQueue`: a delayed message on the memory queue.
 
 ``SendMessage`` with ``DelaySeconds`` (0-900) keeps the message invisible for the quiet period; the memory
 function receives it like any other record of its queue. No timer, no background task: the send is the last

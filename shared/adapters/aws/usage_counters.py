@@ -1,4 +1,4 @@
-"""DynamoDB adapter for :class:`~shared.ports.limits.UsageCounters` (same single table; docs/storage.md, "Limits and
+"""DynamoDB adapter for :class:`~shared.limits.ports.UsageCounters` (same single table; docs/storage.md, "Limits and
 usage").
 
 Items:

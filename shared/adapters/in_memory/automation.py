@@ -1,4 +1,4 @@
-"""The automation task store in memory: the reference fake of the port ``shared.ports.automation.AutomationStore``.
+"""The automation task store in memory: the reference fake of the port ``shared.automation.ports.AutomationStore``.
 
 Tasks live in their owner's partition (tenant, user). A fire only carries what the schedule's input holds, so the
 store can also find a task by its id alone; task ids are unique across tenants because the schedule name, which

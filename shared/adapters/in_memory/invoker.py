@@ -1,5 +1,5 @@
 """The function invoker in memory: records each asynchronous invocation instead of starting it (the fake of
-``shared.ports.migrations.FunctionInvoker``)."""
+``shared.migrations.ports.FunctionInvoker``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The memory store in memory: the reference implementation of the port ``shared.ports.memory.MemoryStore``.
+"""The memory store in memory: the reference implementation of the port ``shared.memory.ports.MemoryStore``.
 
 Besides memories, the store keeps the per-thread extraction cursor: the ``seq`` of the last thread message the
 memory executor has processed, so each message is read as *new* once (the context windows of consecutive runs

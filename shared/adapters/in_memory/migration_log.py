@@ -1,4 +1,4 @@
-"""The migration log in memory: the reference implementation of ``shared.ports.migrations.MigrationLog``."""
+"""The migration log in memory: the reference implementation of ``shared.migrations.ports.MigrationLog``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The per-thread pending-extraction marker, in memory: the reference implementation of the port
-``shared.ports.memory.PendingExtractions`` (the marker is ``shared.memory.models.PendingExtraction``).
+``shared.memory.ports.PendingExtractions`` (the marker is ``shared.memory.models.PendingExtraction``).
 
 One marker per thread (DynamoDB: ``PK = T#{tenant}#TH#{thread}``, ``SK = MEMPENDING``) holds
 

@@ -1,4 +1,4 @@
-"""In-memory :class:`~shared.ports.limits.UsageCounters`: the unit tests' and the local runner's counters.
+"""In-memory :class:`~shared.limits.ports.UsageCounters`: the unit tests' and the local runner's counters.
 
 Each reservation checks and takes in one step with no ``await`` between, as the DynamoDB adapter's conditional
 write does; the contract suite (tests/contract/test_usage_counters_contract.py) runs the same cases on both.
