@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from shared.settings import Settings
+from shared.settings import ProcessSettings, SettingsGroup, read_settings
 from shared.startup_heap import freeze_startup_heap
 from shared.tracing.api import tracer
 
@@ -26,12 +26,16 @@ _services: Services | None = None
 _loop: asyncio.AbstractEventLoop | None = None
 
 
-def container_services() -> Services:
+def container_services(settings_model: type[SettingsGroup] | None = None) -> Services:
+    """The container's services, built on first use from the settings of ``settings_model`` (the function's own,
+    shared.wiring.settings; default: every setting)."""
     global _services
     if _services is None:
+        from shared.settings import Settings
         from shared.wiring import Services
+        from shared.wiring.settings import load_settings
 
-        _services = Services(Settings.from_env())
+        _services = Services(load_settings(settings_model or Settings))
     return _services
 
 
@@ -43,10 +47,11 @@ def init_container(function: LambdaFunction) -> Services | None:
 
     Connections are left to the first invocation: on the emulated environment (moto, redis-server on loopback)
     opening them here made the memory function's first invocation slower, not faster (docs/benchmarks.md)."""
-    settings = Settings.from_env()
-    if not settings.lambda_function_name:
+    if not read_settings(ProcessSettings).lambda_function_name:
         return None
-    services = container_services()
+    from shared.wiring.settings import FUNCTION_SETTINGS
+
+    services = container_services(FUNCTION_SETTINGS[function])
     services.warm_up(function)
     asyncio.set_event_loop(container_loop())
     freeze_startup_heap()

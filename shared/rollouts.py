@@ -121,6 +121,24 @@ def bucket(tenant_id: str, user_id: str, rollout_id: str) -> int:
 # ----------------------------------------------------------------------------------------------------------
 
 
+def parse_rollout_shape(value: str | Mapping[str, Any] | None, *, source: str = "PROFILE_ROLLOUT") -> RolloutRules:
+    """The rules of a ``PROFILE_ROLLOUT`` document, checked for their JSON and shape only (not yet against the
+    profiles: :func:`parse_rollout` does both).
+
+    Raises:
+        ConfigurationError: listing every problem, each with its source, field and fix.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return RolloutRules()
+    try:
+        raw = json.loads(value) if isinstance(value, str) else value
+        return RolloutRules.model_validate(raw)
+    except ValidationError as exc:
+        fail([ProfileProblem(source, loc(err["loc"]), err["msg"], ROLLOUT_SHAPE) for err in exc.errors()])
+    except json.JSONDecodeError as exc:
+        fail([ProfileProblem(source, "(document)", f"invalid JSON: {exc.msg}", "fix the JSON syntax")])
+
+
 def parse_rollout(
     value: str | Mapping[str, Any] | None, executors: Mapping[str, ExecutorKind], *, source: str = "PROFILE_ROLLOUT"
 ) -> RolloutRules:
@@ -130,15 +148,7 @@ def parse_rollout(
     Raises:
         ConfigurationError: listing every problem, each with its source, field and fix.
     """
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return RolloutRules()
-    try:
-        raw = json.loads(value) if isinstance(value, str) else value
-        rules = RolloutRules.model_validate(raw)
-    except ValidationError as exc:
-        fail([ProfileProblem(source, loc(err["loc"]), err["msg"], ROLLOUT_SHAPE) for err in exc.errors()])
-    except json.JSONDecodeError as exc:
-        fail([ProfileProblem(source, "(document)", f"invalid JSON: {exc.msg}", "fix the JSON syntax")])
+    rules = parse_rollout_shape(value, source=source)
     problems = _check_pins(rules, executors, source) + _check_ramps(rules, executors, source)
     raise_if_any(problems)
     return rules

@@ -23,6 +23,7 @@ from devtools.local.embedded import EmbeddedAws, embedded_stream_client
 from functions.agent_api.app import create_app
 from shared.settings import LOCAL_JWT_SECRET, Settings
 from shared.wiring import ServiceOverrides, Services
+from shared.wiring.settings import load_settings
 
 # The page's token is for the local tenant; its chats run on chat_playground (chat_default narrowed to the page's
 # front-end tool, confirm_booking), so the front-end tool demo works under `make dev`. Set PROFILE_ROLLOUT to change it.
@@ -38,7 +39,7 @@ def main() -> None:
     os.environ.setdefault("MEMORY_IDLE_S", "5")
     os.environ.setdefault("PLAYGROUND_ENABLED", "true")
     os.environ.setdefault("PROFILE_ROLLOUT", PLAYGROUND_ROLLOUT)
-    settings = Settings.from_env().model_copy(update={"embedded": True})
+    settings = load_settings(Settings).model_copy(update={"embedded": True})
     aws = EmbeddedAws(settings)
     aws.start()
     app, services = build_local_app(settings)

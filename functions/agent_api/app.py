@@ -23,10 +23,10 @@ from functions.agent_api.routes_memories import router as memories_router
 from functions.agent_api.routes_runs import router as runs_router
 from functions.agent_api.routes_threads import router as threads_router
 from functions.agent_api.routes_usage import router as usage_router
-from shared.settings import Settings
 from shared.startup_heap import freeze_startup_heap
 from shared.tracing.asgi import UNSAMPLED_PARENT, TraceRequests
 from shared.wiring import Services
+from shared.wiring.settings import ApiSettings, load_settings
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
         from shared.observability import configure_logging
 
         configure_logging()
-    svc = services or Services(Settings.from_env())
+    svc = services or Services(load_settings(ApiSettings))
     _ = svc.tools  # server tools (plugins included) register at start: a duplicate or broken one stops it here
     _ = svc.usage_reports  # LIMITS and MODEL_PRICES are checked at start: a malformed one stops it, named
     app = FastAPI(

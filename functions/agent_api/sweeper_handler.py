@@ -15,6 +15,7 @@ from typing import Any
 from shared.container import container_services, run_in_container
 from shared.runs.sweeper import DEFAULT_STALE_AFTER, RunSweeper
 from shared.wiring import Services
+from shared.wiring.settings import SweeperSettings
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ async def handle(services: Services, *, stale_after: timedelta = DEFAULT_STALE_A
 
 def lambda_handler(event: Mapping[str, Any], context: Any, services: Services | None = None) -> dict[str, Any]:
     """``services`` is for tests; Lambda passes only the event and the context."""
-    return run_in_container(handle(services or container_services()))
+    return run_in_container(handle(services or container_services(SweeperSettings)))
 
 
 handler = lambda_handler

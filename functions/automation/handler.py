@@ -15,6 +15,7 @@ from typing import Any
 from shared.container import container_services, init_container, run_in_container
 from shared.runs.deadline import deadline_from_context, invocation_deadline
 from shared.wiring import Services
+from shared.wiring.settings import AutomationFunctionSettings
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ async def handle(event: Mapping[str, Any], context: Any, services: Services) -> 
 
 def lambda_handler(event: Mapping[str, Any], context: Any, services: Services | None = None) -> dict[str, Any]:
     """``services`` is for tests and the local runner; Lambda passes only the event and the context."""
-    return run_in_container(handle(event, context, services or container_services()))
+    return run_in_container(handle(event, context, services or container_services(AutomationFunctionSettings)))
 
 
 handler = lambda_handler

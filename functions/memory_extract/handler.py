@@ -39,9 +39,9 @@ from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import RunCompleted
 from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
 from shared.runs.deadline import deadline_from_context, invocation_deadline
-from shared.settings import Settings
 from shared.tracing.api import tracer
 from shared.wiring import Services
+from shared.wiring.settings import MemoryFunctionSettings, load_settings
 
 logger = logging.getLogger(__name__)
 
@@ -153,5 +153,5 @@ _handler: MemoryExtractHandler | None = _at_init()
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     global _handler
     if _handler is None:  # not initialised as Lambda initialises (a test, a local call)
-        _handler = MemoryExtractHandler(Services(Settings.from_env()))
+        _handler = MemoryExtractHandler(Services(load_settings(MemoryFunctionSettings)))
     return _handler.handle(event, context)

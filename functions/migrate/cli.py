@@ -23,6 +23,7 @@ from shared.adapters.aws.migration_runner import MigrationRunner, never_stop
 from shared.migrations.registry import MIGRATIONS
 from shared.settings import Settings
 from shared.wiring import Services
+from shared.wiring.settings import MigrateSettings, load_settings
 
 
 def parser() -> argparse.ArgumentParser:
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None, *, env: Settings | None = None) -> i
     if args.command == "list":
         print(json.dumps(list_migrations(), indent=2))
         return 0
-    output, done = run(args, Services(settings_for(args, env or Settings.from_env())).migration_runner())
+    output, done = run(args, Services(settings_for(args, env or load_settings(MigrateSettings))).migration_runner())
     print(json.dumps(output, indent=2))
     return 0 if done else 1
 

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from shared.adapters.aws.migration_runner import RunnerOptions
 from shared.container import container_services, run_in_container
 from shared.wiring import Services
+from shared.wiring.settings import MigrateSettings
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def lambda_handler(event: Mapping[str, Any], context: Any, services: Services | 
     asynchronous invocation's result reaches nobody, so the log is where an operator follows a run."""
     if services is None:
         _json_logs()
-    result = run_in_container(handle(event, context, services or container_services()))
+    result = run_in_container(handle(event, context, services or container_services(MigrateSettings)))
     logger.info("migration invocation ended", extra={"result": result})
     return result
 

@@ -106,7 +106,7 @@ RUNTIME_CONFIG: dict[Grant, tuple[Need, ...]] = {
 
 LLM_KEY: dict[Grant, tuple[Need, ...]] = {
     ("secretsmanager:GetSecretValue", "LlmApiKeySecret"): (
-        Code("shared.wiring:Services._llm_api_key", "parameters.get_secret("),
+        Code("shared.wiring.secrets:read_secret", "parameters.get_secret("),
         Code("aws_lambda_powertools.utilities.parameters.secrets:SecretsProvider._get", "get_secret_value("),
     ),
 }

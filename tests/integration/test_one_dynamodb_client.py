@@ -1,5 +1,5 @@
 """One DynamoDB client per process: every adapter of the main table, the migration runner and the memory
-function's idempotency records are built by the composition root around the same client (shared/wiring.py)."""
+function's idempotency records are built by the composition root around the same client (shared/wiring/stores.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,120 @@
+"""The run path: the run service, each run's worker, limits and usage, chat and threads, token verification."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from shared.executors.worker import WorkerExecutor
+from shared.runs.service import RunService
+from shared.wiring.catalog import CatalogProviders
+from shared.wiring.models import ModelProviders
+from shared.wiring.stores import StoreProviders
+from shared.wiring.streams import StreamProviders
+
+if TYPE_CHECKING:
+    from shared.auth import TokenVerifier
+    from shared.chat import ChatService
+    from shared.executors.context import RunContext
+    from shared.limits.gate import LimitGate
+    from shared.limits.usage import UsageReports
+    from shared.memory.trigger import RunCompletedPublisher
+    from shared.models import RunStatus
+    from shared.run_results import ExecutionResult
+    from shared.threads import ThreadService
+
+
+class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProviders):
+    """What a run needs, from admission to its "run completed" event."""
+
+    def use_run_completed_publisher(self, publisher: RunCompletedPublisher) -> None:
+        """Install the run-completed publisher of a process whose consumer needs these services itself (the local
+        runner's in-process memory worker); before the run service is built, so its hook sees this one."""
+        if "runs" in vars(self) or "run_completed_publisher" in vars(self):
+            raise RuntimeError("the run-completed publisher is already in use; install it before the first run")
+        self.overrides = dataclasses.replace(self.overrides, run_completed_publisher=publisher)
+
+    @cached_property
+    def verifier(self) -> TokenVerifier:
+        from shared.auth import TokenVerifier
+
+        return TokenVerifier(self.settings)
+
+    @cached_property
+    def runs(self) -> RunService:
+        return RunService(
+            self.store,
+            self.stream,
+            ping_interval_s=self.settings.sse_ping_interval_s,
+            heartbeat_s=self.settings.run_heartbeat_s,
+            lease_s=self.settings.run_lease_s,
+            function_timeout_s=self.settings.function_timeout_s,
+            run_deadline_margin_s=self.settings.run_deadline_margin_s,
+            tail_deadline_margin_s=self.settings.stream_deadline_margin_s,
+            on_run_finished=self._on_run_finished,
+            limits=self.limits,
+        )
+
+    @cached_property
+    def limits(self) -> LimitGate | None:
+        """The limits (``LIMITS``; a bad value is a ``ConfigurationError`` naming it); None when ``LIMITS`` is
+        unset: nothing is counted and nothing refused."""
+        if self.settings.limits is None:
+            return None
+        from shared.limits.config import parse_limits
+        from shared.limits.gate import LimitGate
+
+        return LimitGate(self.usage_counters, parse_limits(self.settings.limits))
+
+    @cached_property
+    def usage_reports(self) -> UsageReports:
+        """The usage API's views (a caller's day and month, a tenant's month) and the per-user limits' changes."""
+        from shared.limits.usage import UsageReports, parse_prices
+
+        return UsageReports(self.limits, self.usage_counters, parse_prices(self.settings.model_prices))
+
+    @cached_property
+    def chat(self) -> ChatService:
+        """Starts chat runs (each run gets a worker executor of its own from ``worker``)."""
+        from shared.chat import ChatService
+
+        return ChatService(
+            self.profiles,
+            self.runs,
+            self.store,
+            self.worker,
+            threads=self.store,
+            lease_s=self.settings.run_lease_s,
+            queue=self.run_queue,
+            queue_threads=self.store,
+        )
+
+    @cached_property
+    def threads(self) -> ThreadService:
+        """What a caller may read of a thread: history, list, audit view, live events."""
+        from shared.threads import ThreadService
+
+        return ThreadService(self.store, self.runs, self.thread_states)
+
+    async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
+        """After every run, before its terminal event: its metrics; after a worker run, the "run completed" event
+        for memory extraction (one call: the publisher decides what to publish)."""
+        from shared.observability import emit_run_metrics
+
+        await emit_run_metrics(ctx, status, result)
+        if self.run_completed_publisher is not None:
+            await self.run_completed_publisher.hook()(ctx, status, result)
+
+    def worker(self) -> WorkerExecutor:
+        from shared.memory.injection import ActiveMemories
+
+        return WorkerExecutor(
+            self.model,
+            self.store,
+            self.store,
+            self.tools,
+            memories=ActiveMemories(self.memories),
+            mcp=self.mcp,
+            states=self.thread_states,
+        )
