@@ -188,10 +188,7 @@ class WorkerExecutor:
             await state.begin(emitter)
         # Written with the first event after the model request (one round trip less before it).
         await emitter.emit(StepStartedEvent(step_name=self.step_name), defer=True)
-        registry = await self._run_registry(ctx)
-        gate = self.gate(ctx, registry)
-        for record in gate.offer_audit(gate_context(ctx)):
-            await self._audit.record(record)
+        registry, gate = await self._offer_tools(ctx)
         tools = gate.effective_tools()
         await self._tool_step.resume(ctx, emitter, gate, registry, result, state)
         unanswered: list[ToolCall] = []
@@ -243,6 +240,14 @@ class WorkerExecutor:
         await emitter.emit(StepFinishedEvent(step_name=self.step_name))
         result.finished_at = time.monotonic()
         return result
+
+    async def _offer_tools(self, ctx: RunContext) -> tuple[ToolRegistry, ToolGate]:
+        """The run's tools and their gate; what the gate offers (and withholds) is audited once per run."""
+        registry = await self._run_registry(ctx)
+        gate = self.gate(ctx, registry)
+        for record in gate.offer_audit(gate_context(ctx)):
+            await self._audit.record(record)
+        return registry, gate
 
     async def _salvage(
         self,
