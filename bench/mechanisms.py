@@ -181,26 +181,21 @@ def _frame_encoded_again(entry: Any) -> str:
 
 
 def _no_request_ahead() -> Guard | None:
-    from shared.executors import worker
+    from shared.executors import head_start
 
-    if not hasattr(worker.WorkerExecutor, "preopen"):
-        return None
-    def preopen(self: Any, ctx: Any) -> None:
+    def open_nothing(self: Any, history: Any) -> None:
         return None
 
-    return _replaced(worker.WorkerExecutor, "preopen", preopen)
+    return _replaced(head_start.HeadStart, "open", open_nothing)
 
 
 def _no_note_beside_admission() -> Guard | None:
-    from shared.executors import worker
+    from shared.executors import head_start
 
-    if not hasattr(worker.WorkerExecutor, "prefetch"):
+    async def read_nothing(self: Any) -> None:
         return None
 
-    async def prefetch(self: Any, ctx: Any) -> None:
-        return None
-
-    return _replaced(worker.WorkerExecutor, "prefetch", prefetch)
+    return _replaced(head_start.HeadStart, "read", read_nothing)
 
 
 def _no_known_history() -> Guard | None:
@@ -220,8 +215,8 @@ def _all_off() -> Guard | None:
 
 SWITCHES: list[tuple[str, Switch]] = [
     ("all on", contextlib.nullcontext),
-    ("request sent ahead off (preopen, opened_turn)", _no_request_ahead),
-    ("memory note beside admission off (prefetch)", _no_note_beside_admission),
+    ("request sent ahead off (HeadStart.open)", _no_request_ahead),
+    ("memory note beside admission off (HeadStart.read)", _no_note_beside_admission),
     ("first window from admission off (KnownHistory)", _no_known_history),
     ("inline gather off (asyncio.gather)", _plain_gather),
     ("loop-pass ordering off (7 passes more)", _extra_loop_passes),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from shared.context_window import KnownHistory
 from shared.llm.types import ToolSpec
@@ -20,6 +20,18 @@ class ResumeDecision:
     interrupt_id: str
     status: Literal["resolved", "cancelled"]
     payload: dict[str, Any] | None = None
+
+
+class RunHeadStart(Protocol):
+    """What a run does beside its admission, built for the run as a value (the worker's is
+    ``shared.executors.head_start.HeadStart``): the service runs :meth:`read` beside admission's first step, calls
+    :meth:`open` between its two steps, and :meth:`discard` when the run is refused or attaches to a stored one."""
+
+    async def read(self) -> None: ...
+
+    def open(self, history: KnownHistory) -> None: ...
+
+    async def discard(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,3 +61,5 @@ class RunContext:
     client_state: dict[str, Any] | None = None
     # RunAgentInput.resume: the answers to the thread's open approval interrupts, checked at admission.
     resume: tuple[ResumeDecision, ...] = ()
+    # What was done for this run beside its admission (reads, a request sent ahead); None without a head start.
+    head_start: RunHeadStart | None = None

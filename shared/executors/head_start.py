@@ -24,61 +24,85 @@ new one sent, as without it. A note read for another run is never used; a read t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
+from shared.context_window import KnownHistory
 from shared.executors.context import RunContext
+from shared.executors.run_state import RunState
 from shared.llm.types import ChatChunk, ChatRequest
 from shared.ports.model import ChatModel
 
 logger = logging.getLogger(__name__)
 
 
-class HeadStart:
-    """One run's head start: the note read beside admission and the first request opened beside its write."""
+FirstRequest = Callable[[RunContext, "HeadStart"], Awaitable[ChatRequest | None]]
+"""Builds a run's first model request as the executor will (``ctx.known_history`` set); None: it cannot tell yet."""
 
-    def __init__(self) -> None:
-        self._note: tuple[str, str] | None = None
-        """(run id, note) read by :meth:`read`."""
+
+class HeadStart:
+    """One run's head start, a value built for the run (``WorkerExecutor.head_start``) and handed to its ``execute``
+    in ``RunContext.head_start``: the note and the thread's state read beside admission, and the first request
+    opened beside its write. The executor holds none of it, so one executor serves any number of runs."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        model: ChatModel,
+        *,
+        note: Callable[[], Awaitable[str]] | None = None,
+        state: RunState | None = None,
+        first_request: FirstRequest | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.state = state
+        """The run's shared state (``update_state``, ``STATE_SNAPSHOT``), when the executor has a state store."""
+        self._model = model
+        self._read_note_from = note
+        self._first_request = first_request
+        self._note: str | None = None
         self._read: asyncio.Event | None = None
         """Set when :meth:`read` has ended; None while it has not started."""
         self._opened: OpenedTurn | None = None
 
-    async def read(self, ctx: RunContext, note: Awaitable[str] | None, *others: Awaitable[None]) -> None:
-        """Read ``note`` (the memory note of ``ctx``'s run) and ``others`` beside admission. Never raises: what
-        failed is read again when the run needs it."""
+    async def read(self) -> None:
+        """Beside admission: the memory note and the thread's state. Never raises: what failed is read again when
+        the run needs it."""
         self._read = done = asyncio.Event()
         try:
-            await asyncio.gather(self._read_note(ctx, note), *others, return_exceptions=True)
+            others = [self.state.prefetch()] if self.state is not None else []
+            await asyncio.gather(self._read_note(), *others, return_exceptions=True)
         finally:
             done.set()
 
-    async def _read_note(self, ctx: RunContext, note: Awaitable[str] | None) -> None:
-        if note is None:
+    async def _read_note(self) -> None:
+        if self._read_note_from is None:
             return
         try:
-            self._note = (ctx.run_id, await note)
+            self._note = await self._read_note_from()
         except Exception:
             logger.warning(
-                "memory note not read beside admission; read again", extra={"run_id": ctx.run_id}, exc_info=True
+                "memory note not read beside admission; read again", extra={"run_id": self.ctx.run_id}, exc_info=True
             )
 
-    async def note_when_read(self, run_id: str) -> str | None:
-        """The note read for ``run_id``, once :meth:`read` has ended; None when none was read for it."""
+    async def note_when_read(self) -> str | None:
+        """The note, once :meth:`read` has ended; None when none was read."""
         if self._read is not None:
             await self._read.wait()
-        return self._note[1] if self._note is not None and self._note[0] == run_id else None
+        return self._note
 
-    def take_note(self, run_id: str) -> str | None:
-        """The note read for ``run_id``, taken (a later call gets None); None when none was read for it."""
+    def take_note(self) -> str | None:
+        """The note read beside admission, taken (a later call gets None); None when none was read."""
         note, self._note = self._note, None
-        return note[1] if note is not None and note[0] == run_id else None
+        return note
 
-    def open(self, model: ChatModel, build: Awaitable[ChatRequest | None]) -> None:
-        """Send the request ``build`` makes (None: send nothing) now, once; the run's first turn takes it through
-        :meth:`model_for`."""
-        if self._opened is None:
-            self._opened = OpenedTurn(model, build)
+    def open(self, history: KnownHistory) -> None:
+        """Between admission's two steps, once ``history`` (the thread as the run will find it) is known: send the
+        first request now, once (it does not block); the run's first turn takes it through :meth:`model_for`."""
+        if self._opened is None and self._first_request is not None:
+            ctx = dataclasses.replace(self.ctx, known_history=history)
+            self._opened = OpenedTurn(self._model, self._first_request(ctx, self))
 
     async def model_for(self, model: ChatModel, request: ChatRequest) -> ChatModel:
         """The opened stream when it was opened for exactly ``request``, else ``model`` (the opened one closed)."""

@@ -8,6 +8,7 @@ sends is built from values in ``shared.executors.request_builder``, the tool cal
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -83,54 +84,36 @@ class WorkerExecutor:
         self._memory_limit = memory_limit
         self._mcp = mcp
         self._states = states
-        self._state: RunState | None = None
-        """The run's shared state (``update_state``, ``STATE_SNAPSHOT``), when the worker has a state store."""
-        self._head = HeadStart()
-        """The run's head start beside admission (shared/executors/head_start.py)."""
         self._tool_step = ToolStep(store, audit)
 
-    async def prefetch(self, ctx: RunContext) -> None:
-        """The memory note and the thread's state, read beside admission (shared/executors/head_start.py). A
-        failure is logged and the read done again in :meth:`execute`; a refused admission leaves them unused."""
-        state = self._run_state(ctx)
+    def head_start(self, ctx: RunContext) -> HeadStart:
+        """A new head start for ``ctx``'s run (shared/executors/head_start.py): the memory note and the thread's
+        state to read beside admission, and how to build the first request to send beside its write. Not sent for
+        runs whose tools come from MCP servers (listing them is a request of its own, and audited), nor for runs
+        that resume (approved calls run before the first turn: its request is not known yet)."""
+        state = RunState(self._states, ctx) if self._states is not None else None
         note = None
-        if self._memories is not None and ctx.latest_user_text:
-            note = self._memories.note(ctx.identity, ctx.latest_user_text, limit=self._memory_limit)
-        await self._head.read(ctx, note, *([state.prefetch()] if state is not None else []))
+        memories, query = self._memories, ctx.latest_user_text
+        if memories is not None and query:
+            note = functools.partial(memories.note, ctx.identity, query, limit=self._memory_limit)
+        ahead = not ctx.profile.tool_policy.mcp_servers and not ctx.resume
+        return HeadStart(ctx, self._model, note=note, state=state, first_request=self._first_request if ahead else None)
 
-    def _run_state(self, ctx: RunContext) -> RunState | None:
-        """This run's state (one per executor instance, as an executor runs one run)."""
-        if self._state is None and self._states is not None:
-            self._state = RunState(self._states, ctx)
-        return self._state
-
-    def preopen(self, ctx: RunContext) -> None:
-        """Send the first model request now, while admission stores the run (shared/executors/head_start.py):
-        ``ctx.known_history`` is the thread as admission is about to leave it. Not for runs whose tools come from
-        MCP servers (listing them is a request of its own, and audited)."""
-        if ctx.known_history is None or ctx.profile.tool_policy.mcp_servers:
-            return
-        if ctx.resume:  # approved calls run before the first turn: its request is not known yet
-            return
-        self._head.open(self._model, self._first_request(ctx))
-
-    async def discard_opened(self) -> None:
-        """Close the request :meth:`preopen` sent, if no turn took it (the run was refused, or attached to)."""
-        await self._head.discard()
-
-    async def _first_request(self, ctx: RunContext) -> ChatRequest | None:
+    async def _first_request(self, ctx: RunContext, head: HeadStart) -> ChatRequest | None:
         """The first turn's request as :meth:`execute` will build it; None when it cannot tell yet (no memory
         note read beside admission)."""
+        if ctx.known_history is None:
+            return None
         result = ExecutionResult()
-        note = await self._head.note_when_read(ctx.run_id)
+        note = await head.note_when_read()
         if self._memories is not None:
             if note is None:
                 return None
             result.memory_note = note
-        state = self._run_state(ctx)
-        if state is not None and state.known is None:
+        if head.state is not None and head.state.known is None:
             return None
-        return await self._build_request(ctx, self.gate(ctx).effective_tools(), result, record_repairs=False)
+        tools = self.gate(ctx).effective_tools()
+        return await self._build_request(ctx, head, tools, result, record_repairs=False)
 
     def gate(self, ctx: RunContext, tools: ToolRegistry | None = None) -> ToolGate:
         """``declared ∩ profile allowlist ∩ system``, plus the offered front-end tools: see docs/policy.md."""
@@ -173,17 +156,19 @@ class WorkerExecutor:
         )
 
     async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+        """Run the loop; ``ctx.head_start`` is what was done for this run beside admission (a run started without
+        one, e.g. by a test or another executor's caller, gets a new one that has done nothing yet)."""
+        head = ctx.head_start if isinstance(ctx.head_start, HeadStart) else self.head_start(ctx)
         try:
-            return await self._execute(ctx, emitter)
+            return await self._execute(ctx, head, emitter)
         finally:
-            await self.discard_opened()
-            state = self._run_state(ctx)
-            if state is not None:
-                await state.settle()
+            await head.discard()
+            if head.state is not None:
+                await head.state.settle()
 
-    async def _execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
+    async def _execute(self, ctx: RunContext, head: HeadStart, emitter: RunEmitter) -> ExecutionResult:
         result = ExecutionResult()
-        state = self._run_state(ctx)
+        state = head.state
         if state is not None:
             await state.begin(emitter)
         # Written with the first event after the model request (one round trip less before it).
@@ -195,10 +180,10 @@ class WorkerExecutor:
         turn: ModelTurn | None = None
         try:
             for _ in range(MAX_MODEL_TURNS):
-                request = await self._build_request(ctx, tools, result)
+                request = await self._build_request(ctx, head, tools, result)
                 turn = ModelTurn(emitter)
                 try:
-                    turn_result = await turn.run(await self._head.model_for(self._model, request), request)
+                    turn_result = await turn.run(await head.model_for(self._model, request), request)
                 finally:
                     if result.first_event_at is None and turn.first_event_at is not None:
                         result.first_event_at = turn.first_event_at
@@ -274,7 +259,13 @@ class WorkerExecutor:
             await store_and_emit(self._store, emitter, ctx, call.id, content, synthetic=True)
 
     async def _build_request(
-        self, ctx: RunContext, tools: list[ToolSpec], result: ExecutionResult, *, record_repairs: bool = True
+        self,
+        ctx: RunContext,
+        head: HeadStart,
+        tools: list[ToolSpec],
+        result: ExecutionResult,
+        *,
+        record_repairs: bool = True,
     ) -> ChatRequest:
         """Read the window (and the memory note beside it, once per run), then build the request from values."""
         now = self._clock()
@@ -283,7 +274,7 @@ class WorkerExecutor:
         base_reserve = request_builder.base_reserve(count, prompt, ctx, tools)
 
         async def reserve() -> int:
-            await self._read_memory_note(ctx, result)
+            await self._read_memory_note(ctx, head, result)
             return base_reserve + count(result.memory_note or "")
 
         reader = self._history_reader(ctx, result)
@@ -301,7 +292,7 @@ class WorkerExecutor:
         link_read_messages(window.messages)
         if record_repairs:
             await self._record_repairs(ctx, result, window.repairs)
-        state_note = self._state.note() if self._state is not None else ""
+        state_note = head.state.note() if head.state is not None else ""
         notes = request_builder.run_notes(ctx, result.memory_note, state_note)
         return request_builder.model_request(ctx, prompt, tools, window.messages, notes)
 
@@ -320,12 +311,12 @@ class WorkerExecutor:
             return ReadThrough(self._store, ctx.known_history)
         return self._store
 
-    async def _read_memory_note(self, ctx: RunContext, result: ExecutionResult) -> None:
+    async def _read_memory_note(self, ctx: RunContext, head: HeadStart, result: ExecutionResult) -> None:
         """Once per run: the memories relevant to the message that started it (later turns reuse the note). Read
-        beside admission (``prefetch``), else beside the window, in the same round trip."""
+        beside admission (``HeadStart.read``), else beside the window, in the same round trip."""
         if self._memories is None or result.memory_note is not None:
             return
-        note = self._head.take_note(ctx.run_id)
+        note = head.take_note()
         result.memory_note = note if note is not None else await self._memory_note(ctx) or ""
 
     async def _memory_note(self, ctx: RunContext) -> str | None:

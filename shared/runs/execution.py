@@ -20,7 +20,7 @@ import weakref
 from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
-from shared.executors.context import RunContext
+from shared.executors.context import RunContext, RunHeadStart
 from shared.ports import EventStream
 from shared.ports.store import SweepStore
 from shared.run_events.emitter import RunEmitter, run_started
@@ -51,20 +51,12 @@ class Executor(Protocol):
 
 
 @runtime_checkable
-class Prefetching(Protocol):
-    """An executor that starts work beside admission, so its model request waits for fewer round trips.
+class HeadStarting(Protocol):
+    """An executor that can give a run a head start beside admission: ``head_start`` builds a new value for each run
+    (``RunHeadStart``, shared/executors/context.py) and keeps nothing; the service runs it beside admission and hands
+    it to ``execute`` in ``ctx.head_start``."""
 
-    - ``prefetch``: reads that need nothing of admission (the worker's memory note), run beside it. Never raises;
-      what it could not read, ``execute`` reads again.
-    - ``preopen``: called once admission knows the thread as the run will find it (``ctx.known_history``), before
-      the write that stores the run; it may send the first model request (it must not block).
-    - ``discard_opened``: the run was refused or attached to a stored one; close what ``preopen`` opened."""
-
-    async def prefetch(self, ctx: RunContext) -> None: ...
-
-    def preopen(self, ctx: RunContext) -> None: ...
-
-    async def discard_opened(self) -> None: ...
+    def head_start(self, ctx: RunContext) -> RunHeadStart: ...
 
 
 class BackgroundRuns:

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 
 from shared.errors import NotFound
-from shared.executors.context import RunContext
+from shared.executors.context import RunContext, RunHeadStart
 from shared.limits.gate import LimitGate
 from shared.models import Identity, Message, Run
 from shared.ports import EventStream, StreamEntry
@@ -28,7 +28,7 @@ from shared.ports.store import RunStore
 from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, ReconcileMessages
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.deadline import current_deadline
-from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, Prefetching
+from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, HeadStarting
 from shared.runs.outcomes import RUN_STREAM_TTL_S
 from shared.runs.settlement import AFTER_RUN_TIMEOUT_S, RunFinishedHook, Settlement
 from shared.runs.tailing import SETTLE_GRACE_S, TAIL_DEADLINE_MARGIN_S, StreamTail
@@ -112,47 +112,37 @@ class RunService:
         new_messages = trace.stamp(new_messages)
         with trace.active():
             try:
+                head = executor.head_start(ctx) if isinstance(executor, HeadStarting) else None
                 with span("agent.admission"):
-                    admission = await self._admit(ctx, executor, body_digest, new_messages, claim_thread, reconcile)
+                    admission = await self._admit(ctx, head, body_digest, new_messages, claim_thread, reconcile)
             except BaseException as exc:
                 trace.refused(exc)
                 raise
             if not admission.created:
                 trace.attached()
                 return admission
-            if admission.history is not None:
-                ctx = dataclasses.replace(ctx, known_history=admission.history)
+            history = admission.history if admission.history is not None else ctx.known_history
+            ctx = dataclasses.replace(ctx, known_history=history, head_start=head)
             await self.background.start(ctx, executor, claim_thread=claim_thread, deadline=self.invocation_deadline())
         return admission
 
     async def _admit(
         self,
         ctx: RunContext,
-        executor: Executor,
+        head: RunHeadStart | None,
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool,
         reconcile: ReconcileMessages | None,
     ) -> Admission:
-        if isinstance(executor, Prefetching):
-            return await self._admit_prefetching(ctx, executor, body_digest, new_messages, claim_thread, reconcile)
-        return await self._admitter.admit(
-            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
-        )
-
-    async def _admit_prefetching(
-        self,
-        ctx: RunContext,
-        executor: Prefetching,
-        body_digest: str,
-        new_messages: Sequence[Message],
-        claim_thread: bool,
-        reconcile: ReconcileMessages | None,
-    ) -> Admission:
-        """Admission with the executor's reads beside it, and its first model request sent between admission's two
-        steps, once the thread as the run will find it is known (``Prefetching``, shared/executors/head_start.py).
-        Both end, or are closed, before this returns when the run is refused or attaches to a stored one: nothing
-        is left running after the response."""
+        """Admission, with the run's head start (if it has one) beside it: its reads beside the first step, its first
+        model request sent between the two steps, once the thread as the run will find it is known (shared/executors/
+        head_start.py). Both end, or are closed, before this returns when the run is refused or attaches to a stored
+        one: nothing is left running after the response."""
+        if head is None:
+            return await self._admitter.admit(
+                ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
+            )
 
         async def admitting() -> Admission:
             claim = await self._admitter.claim(
@@ -162,12 +152,12 @@ class RunService:
                 return claim
             history = claim.history_once_stored()
             if history is not None:
-                executor.preopen(dataclasses.replace(ctx, known_history=history))
+                head.open(history)
             return await self._admitter.store(claim)
 
-        outcome, _ = await asyncio.gather(admitting(), executor.prefetch(ctx), return_exceptions=True)
+        outcome, _ = await asyncio.gather(admitting(), head.read(), return_exceptions=True)
         if isinstance(outcome, BaseException) or not outcome.created:
-            await executor.discard_opened()
+            await head.discard()
         if isinstance(outcome, BaseException):
             raise outcome
         admission: Admission = outcome

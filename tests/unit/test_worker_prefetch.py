@@ -32,12 +32,12 @@ async def test_a_refused_run_leaves_no_read_running() -> None:
 
 
 async def test_a_note_read_for_another_run_is_never_used() -> None:
-    # GIVEN an executor holding a note read for another run, which nothing replaces: the run's own read beside
+    # GIVEN an executor that gave another run a head start (a note read for it), and the run's own read beside
     # admission fails
     notes = Notes(failing_calls=frozenset({2}), about_query=True)
     _store, model, runs, worker = rig(notes, Turn(text=["Tea."]))
     executor = worker()
-    await executor.prefetch(context("run-other", "a message of another run"))
+    await executor.head_start(context("run-other", "a message of another run")).read()
     # WHEN a run starts on that executor
     await start(runs, executor, "run-1", "what should I drink?")
     await runs.wait_idle()
