@@ -1,8 +1,8 @@
 """A chat run from a client's ``RunAgentInput``: the one place its ``RunContext`` is built and its run admitted.
 
 The body is read once, into a ``RunRequest`` (``shared.runs.intake``); the run executes with the ``chat_default``
-profile and the worker executor; front-end tool results are reconciled with the thread's pending calls during
-admission (``shared.runs.pending_calls``).
+profile and the worker executor; its new messages are reconciled with the thread (front-end tool results with the
+pending calls, ``resume`` with the open approvals) between admission's two steps (``shared.runs.reconciling``).
 """
 
 from __future__ import annotations
@@ -11,18 +11,15 @@ import functools
 from collections.abc import Awaitable, Callable
 
 from shared.executors.context import RunContext
-from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, utc_now
-from shared.ports import MessageHistoryReader
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, Role, utc_now
 from shared.ports.run_queue import RunQueue
 from shared.profiles import ProfileChoice, Profiles
 from shared.run_results import INTERRUPTED
 from shared.runs import intake
 from shared.runs.admission import Admission
-from shared.runs.approvals import reconcile_approvals
 from shared.runs.execution import Executor
 from shared.runs.intake import RunRequest
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, ThreadsAndAudit, strategy_of
-from shared.runs.pending_calls import reconcile_pending_calls
 from shared.runs.queueing import Enqueuing, QueuedTurn, QueueThreads
 from shared.runs.service import RunService
 
@@ -66,7 +63,6 @@ class ChatService:
         self,
         profiles: Profiles,
         runs: RunService,
-        history: MessageHistoryReader,
         executor: Callable[[], Executor],
         *,
         threads: ThreadsAndAudit | None = None,
@@ -78,7 +74,6 @@ class ChatService:
         the ``enqueue`` strategy keeps and starts its queued runs (without them, those strategies reject)."""
         self._profiles = profiles
         self._runs = runs
-        self._history = history
         self._executor = executor
         interrupt = functools.partial(runs.cancel, reason=INTERRUPTED)
         self._interrupting = (
@@ -106,29 +101,14 @@ class ChatService:
         request = intake.read_run_request(body, chat_meta(choice))
         ctx = chat_context(caller, request, choice)
 
-        async def reconcile(fresh: list[Message], recent: list[Message]) -> list[Message]:
-            reconciled = await reconcile_pending_calls(
-                self._history,
-                caller.tenant_id,
-                ctx.thread_id,
-                fresh,
-                run_id=ctx.run_id,
-                meta=ctx.meta,
-                recent=recent,
-            )
-            # Open approval interrupts: the resume checked, declined calls answered (shared.runs.approvals).
-            return reconcile_approvals(
-                ctx.resume, reconciled, recent, now=utc_now(), thread_id=ctx.thread_id, run_id=ctx.run_id, meta=ctx.meta
-            )
-
         def attempt() -> Awaitable[Admission]:
-            # A fresh executor each time: a refused admission discards what the previous one opened.
             return self._runs.admit(
                 ctx,
                 body_digest=request.body_digest,
                 new_messages=request.messages,
                 executor=self._executor(),
-                reconcile=reconcile,
+                reconcile=True,
+                now=utc_now(),
             )
 
         policy = choice.profile.run_policy

@@ -1,9 +1,10 @@
 """Admission: a run is stored with the caller's new messages and its thread claimed, or refused with nothing stored.
 
 Two round trips. The first, all at once: the event stream is probed, the thread opened and claimed (its message
-counter comes back), the caller's message ids checked against the thread, and (for ``reconcile``) the thread's newest
-messages read. The second stores the caller's messages and the run record in one transaction, so a failure leaves
-neither behind and a retry of the same request is admitted afresh.
+counter comes back), the caller's message ids checked against the thread, and (``read_recent``) the thread's newest
+messages read. Between the two, the caller may reconcile the new messages with what was read, as a pure step
+(``Claim.with_messages``; ``shared.runs.reconciling``). The second stores the caller's messages and the run record
+in one transaction, so a failure leaves neither behind and a retry of the same request is admitted afresh.
 
 A thread's claim is a lease renewed by the run's heartbeat. A new run on a thread whose holder's lease expired (its
 process froze or died) takes the thread over, ends the old run as the sweeper would, and goes on.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, NamedTuple
 
@@ -48,12 +49,8 @@ LEASE_S = 30.0
 STALE_CLAIM_AFTER = timedelta(minutes=15)
 """A backstop for claims the lease check cannot judge: the longest a Lambda function runs."""
 RECENT_LOOKBACK = max(PAGE_SIZE, PENDING_LOOKBACK)
-"""How many of the thread's newest messages admission reads for ``reconcile``: the pending front-end calls a tool
+"""How many of the thread's newest messages admission reads (``read_recent``): the pending front-end calls a tool
 result may answer are among them, and so is the first page of the run's context window (``KnownHistory``)."""
-
-ReconcileMessages = Callable[[list[Message], list[Message]], Awaitable[list[Message]]]
-"""``reconcile(fresh, recent)``: ``recent`` is the thread's newest messages, newest first (read during admission)."""
-
 
 class Admission(NamedTuple):
     """The admitted run; ``created`` is False when the request attached to a run admitted before (a retry).
@@ -80,8 +77,9 @@ class _Attempt:
 
 class Claim:
     """A claimed thread with what was read beside the claim: the value admission's first step returns and its
-    second step stores. ``fresh``: the caller's messages the thread does not have yet (reconciled); ``recent``: the
-    thread's newest messages, newest first, when read (runs that reconcile)."""
+    second step stores. ``fresh``: the messages to store (the caller's messages the thread does not have yet, or what
+    the caller reconciled them into: :meth:`with_messages`); ``recent``: the thread's newest messages, newest first,
+    when read (``read_recent``)."""
 
     def __init__(
         self,
@@ -96,6 +94,10 @@ class Claim:
         self.claimed = claimed
         self.fresh = fresh
         self.recent = recent
+
+    def with_messages(self, messages: list[Message]) -> Claim:
+        """This claim, storing ``messages`` instead (the new messages reconciled with ``recent``)."""
+        return Claim(self.attempt, self.body_digest, self.claimed, messages, self.recent)
 
     def history_once_stored(self) -> KnownHistory | None:
         """The thread as the run will find it once :meth:`Admitter.store` has stored it (numbered as the store
@@ -138,13 +140,10 @@ class Admitter:
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool = True,
-        reconcile: ReconcileMessages | None = None,
     ) -> Admission:
         """Store the run and the caller's new messages, or attach to the run stored before under the same id: the
         two steps below, one after the other."""
-        claim = await self.claim(
-            ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
-        )
+        claim = await self.claim(ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread)
         return claim if isinstance(claim, Admission) else await self.store(claim)
 
     async def claim(
@@ -154,19 +153,19 @@ class Admitter:
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool = True,
-        reconcile: ReconcileMessages | None = None,
+        read_recent: bool = False,
     ) -> Claim | Admission:
         """Round trip 1: claim the thread and read beside the claim. The ``Claim`` to :meth:`store`, or the run
         stored before under the same id (a retry attaching to it).
 
         ``claim_thread`` makes the run exclusive on its thread (chat and automation runs); memory runs only read
-        the thread and never make it busy. ``reconcile`` sees the new messages once the thread is claimed, and
-        returns the ones to store (front-end tool results checked against the pending calls, repairs added); an
-        ``AgentError`` it raises refuses the run with nothing stored."""
+        the thread and never make it busy. ``read_recent`` reads the thread's newest messages beside the claim
+        (``Claim.recent``), for the caller to reconcile the new messages with (``Claim.with_messages``) and for the
+        run's first context window."""
         attempt = _Attempt(ctx, claim_thread)
         try:
             with span("agent.admission.claim"):
-                claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, reconcile)
+                claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, read_recent)
         except Exception as exc:
             return await self._refused(attempt, body_digest, exc)
         return Claim(attempt, body_digest, claimed, fresh, recent)
@@ -178,6 +177,11 @@ class Admitter:
             return await self._store_or_attach(claim)
         except Exception as exc:
             return await self._refused(claim.attempt, claim.body_digest, exc)
+
+    async def refuse(self, claim: Claim, exc: Exception) -> Admission:
+        """Refuse a claimed run for ``exc`` (its new messages could not be reconciled): what was claimed is given back,
+        and ``exc`` raised (or the run stored before under the same id attached to, for a retry)."""
+        return await self._refused(claim.attempt, claim.body_digest, exc)
 
     async def _refused(self, attempt: _Attempt, body_digest: str, exc: Exception) -> Admission:
         """A failed step: what it claimed is given back; the run stored before under the same id is attached to,
@@ -228,16 +232,16 @@ class Admitter:
         return self._attach(stored_run, ctx, claim.body_digest)
 
     async def _claim_and_read(
-        self, attempt: _Attempt, new_messages: Sequence[Message], reconcile: ReconcileMessages | None
+        self, attempt: _Attempt, new_messages: Sequence[Message], read_recent: bool
     ) -> tuple[ThreadClaim, list[Message], list[Message] | None]:
-        """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the messages to store,
-        and (for ``reconcile``) the thread's newest messages up to the claim's counter, newest first."""
+        """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the new messages, and
+        (``read_recent``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
         claimed, probed, known_ids, recent, reserved = await asyncio.gather(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
             self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
-            self._recent(ctx) if reconcile is not None else _no_messages(),
+            self._recent(ctx) if read_recent else _no_messages(),
             self._reserve(attempt),
             return_exceptions=True,
         )
@@ -248,12 +252,12 @@ class Admitter:
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
         fresh = [m for m in new_messages if m.id not in known_ids]
-        if reconcile is None:
+        if not read_recent:
             return claimed, fresh, None
         if recent_is_stale(recent, claimed.last_seq):
             # The thread moved between the read and the claim (a run ended just then): read it again.
             recent = await self._recent(ctx)
-        return claimed, await reconcile(fresh, recent), recent
+        return claimed, fresh, recent
 
     async def _reserve(self, attempt: _Attempt) -> None:
         """The run's reservation (``shared.limits``), recorded on ``attempt``; refused for want of a slot, the

@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 from shared.errors import InvalidRequest
 from shared.models import ExecutionMeta, Message, Role
-from shared.ports import MessageHistoryReader
 from shared.run_events.tool_results import FRONTEND_CALLS_FLAG, synthetic_error
 
 LOOKBACK = 50
@@ -44,29 +43,22 @@ def _refuse(message: str, call_id: str | None, *, code: str) -> InvalidRequest:
     )
 
 
-async def reconcile_pending_calls(
-    reader: MessageHistoryReader,
-    tenant_id: str,
-    thread_id: str,
+def reconcile_pending_calls(
     fresh: Sequence[Message],
+    recent: Sequence[Message],
     *,
+    thread_id: str,
     run_id: str,
     meta: ExecutionMeta,
-    recent: Sequence[Message] | None = None,
 ) -> list[Message]:
-    """The messages to store for a new run: answers and repairs of pending calls first, then the rest.
-
-    ``recent``: the thread's newest messages, newest first, when the caller read them already (admission reads
-    them beside its claim); else they are read here.
+    """The messages to store for a new run: answers and repairs of pending calls first, then the rest. A pure step:
+    ``recent`` is the thread's newest messages, newest first, as admission read them beside its claim.
 
     Raises:
         InvalidRequest: a tool result that answers no pending call (see the module docstring).
     """
     results = [m for m in fresh if m.role is Role.TOOL]
     others = [m for m in fresh if m.role is not Role.TOOL]
-    limit = LOOKBACK if results else 16
-    if recent is None:
-        recent = await reader.read_back(tenant_id, thread_id, before_seq=None, limit=limit)
     calls = _CallsOnRecord.of(list(recent))
     answers = calls.answers(results)
     answered = [

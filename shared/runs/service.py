@@ -17,19 +17,20 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from shared.errors import NotFound
 from shared.executors.context import RunContext, RunHeadStart
 from shared.limits.gate import LimitGate
-from shared.models import Identity, Message, Run
+from shared.models import Identity, Message, Run, utc_now
 from shared.ports import EventStream, StreamEntry
 from shared.ports.store import RunStore
-from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter, ReconcileMessages
+from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.deadline import current_deadline
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, HeadStarting
 from shared.runs.outcomes import RUN_STREAM_TTL_S
+from shared.runs.reconciling import reconcile_with_thread
 from shared.runs.settlement import AFTER_RUN_TIMEOUT_S, RunFinishedHook, Settlement
 from shared.runs.tailing import SETTLE_GRACE_S, TAIL_DEADLINE_MARGIN_S, StreamTail
 from shared.runs.watch import CANCEL_SIGNAL
@@ -103,18 +104,23 @@ class RunService:
         new_messages: Sequence[Message],
         executor: Executor,
         claim_thread: bool = True,
-        reconcile: ReconcileMessages | None = None,
+        reconcile: bool = False,
+        now: datetime | None = None,
     ) -> Admission:
         """Store the run and the caller's new messages (``shared.runs.admission``), then start the executor in the
-        background. A retry of an admitted run attaches to it and starts nothing. The run's span (shared.tracing.runs)
-        is current from here on, in the run's tasks too."""
+        background. ``reconcile``: the new messages are reconciled with the thread's newest ones before they are
+        stored (front-end tool results and approvals: ``shared.runs.reconciling``; chat runs), as of ``now`` (an
+        approval's expiry; None: the current time). A retry of an
+        admitted run attaches to it and starts nothing. The run's span (shared.tracing.runs) is current from here
+        on, in the run's tasks too."""
         trace = begin_run(ctx)
         new_messages = trace.stamp(new_messages)
         with trace.active():
             try:
                 head = executor.head_start(ctx) if isinstance(executor, HeadStarting) else None
                 with span("agent.admission"):
-                    admission = await self._admit(ctx, head, body_digest, new_messages, claim_thread, reconcile)
+                    reconcile_at = (now or utc_now()) if reconcile else None
+                    admission = await self._admit(ctx, head, body_digest, new_messages, claim_thread, reconcile_at)
             except BaseException as exc:
                 trace.refused(exc)
                 raise
@@ -133,28 +139,36 @@ class RunService:
         body_digest: str,
         new_messages: Sequence[Message],
         claim_thread: bool,
-        reconcile: ReconcileMessages | None,
+        reconcile_at: datetime | None,
     ) -> Admission:
-        """Admission, with the run's head start (if it has one) beside it: its reads beside the first step, its first
-        model request sent between the two steps, once the thread as the run will find it is known (shared/executors/
-        head_start.py). Both end, or are closed, before this returns when the run is refused or attaches to a stored
-        one: nothing is left running after the response."""
-        if head is None:
-            return await self._admitter.admit(
-                ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
-            )
+        """Admission's steps, values in and values out: the claim, the new messages reconciled with what it read (a
+        pure step, ``shared.runs.reconciling``), the store. With the run's head start (if it has one) beside them:
+        its reads beside the claim, its first model request sent before the store, once the thread as the run will
+        find it is known (shared/executors/head_start.py). Both end, or are closed, before this returns when the
+        run is refused or attaches to a stored one: nothing is left running after the response."""
 
         async def admitting() -> Admission:
             claim = await self._admitter.claim(
-                ctx, body_digest=body_digest, new_messages=new_messages, claim_thread=claim_thread, reconcile=reconcile
+                ctx,
+                body_digest=body_digest,
+                new_messages=new_messages,
+                claim_thread=claim_thread,
+                read_recent=reconcile_at is not None,
             )
             if isinstance(claim, Admission):
                 return claim
+            if reconcile_at is not None and claim.recent is not None:
+                try:
+                    claim = claim.with_messages(reconcile_with_thread(ctx, claim.fresh, claim.recent, now=reconcile_at))
+                except Exception as exc:
+                    return await self._admitter.refuse(claim, exc)
             history = claim.history_once_stored()
-            if history is not None:
+            if head is not None and history is not None:
                 head.open(history)
             return await self._admitter.store(claim)
 
+        if head is None:
+            return await admitting()
         outcome, _ = await asyncio.gather(admitting(), head.read(), return_exceptions=True)
         if isinstance(outcome, BaseException) or not outcome.created:
             await head.discard()

@@ -82,7 +82,6 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
         return ChatService(
             self.profiles,
             self.runs,
-            self.store,
             self.worker,
             threads=self.store,
             lease_s=self.settings.run_lease_s,

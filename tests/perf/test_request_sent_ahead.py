@@ -9,7 +9,7 @@ from shared.models import Identity, Message, Role
 from shared.tools.registry import ToolRegistry
 from tests.support.request_ahead_rig import Rig
 from tests.support.scripted_model import Turn
-from tests.support.worker_rig import context, keep
+from tests.support.worker_rig import context
 
 
 async def test_the_first_model_request_leaves_before_the_run_is_stored() -> None:
@@ -50,7 +50,7 @@ async def test_without_the_memory_note_nothing_is_sent_ahead() -> None:
     message = Message(id="m-1", thread_id="th-1", role=Role.USER, content="hi")
     worker = WorkerExecutor(rig.model, rig.store, rig.store, ToolRegistry(), memories=notes)
     await rig.runs.admit(
-        context("run-1", "hi"), body_digest="d", new_messages=[message], executor=worker, reconcile=keep
+        context("run-1", "hi"), body_digest="d", new_messages=[message], executor=worker, reconcile=True
     )
     assert await rig.answer("run-1") == "Hello."
     # THEN the request waited for the run to be stored and the note read again: it carries the note

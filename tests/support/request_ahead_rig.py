@@ -17,7 +17,7 @@ from shared.ports.store import AdmittedRun
 from shared.runs.service import RunService
 from shared.tools.registry import ToolRegistry
 from tests.support.scripted_model import ScriptedModel, Turn
-from tests.support.worker_rig import USER, context, keep
+from tests.support.worker_rig import USER, context
 
 WRITE_S = 0.05
 
@@ -81,7 +81,7 @@ class Rig:
         message = Message(id=message_id or f"m-{run_id}", thread_id="th-1", role=Role.USER, content=text)
         worker = WorkerExecutor(self.model, self.store, self.store, ToolRegistry())
         return await self.runs.admit(
-            context(run_id, text), body_digest=digest or run_id, new_messages=[message], executor=worker, reconcile=keep
+            context(run_id, text), body_digest=digest or run_id, new_messages=[message], executor=worker, reconcile=True
         )
 
     async def answer(self, run_id: str) -> str:

@@ -65,15 +65,10 @@ def context(run_id: str, text: str) -> RunContext:
     )
 
 
-async def keep(fresh: list[Message], recent: list[Message]) -> list[Message]:
-    """The chat run's ``settle`` with no pending front-end call: store the new messages as they are."""
-    return fresh
-
-
 async def start(runs: RunService, worker: WorkerExecutor, run_id: str, text: str) -> Any:
     message = Message(id=f"m-{run_id}", thread_id="th-1", role=Role.USER, content=text)
     return await runs.admit(
-        context(run_id, text), body_digest=run_id, new_messages=[message], executor=worker, reconcile=keep
+        context(run_id, text), body_digest=run_id, new_messages=[message], executor=worker, reconcile=True
     )
 
 

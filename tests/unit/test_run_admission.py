@@ -13,7 +13,7 @@ from shared.errors import Conflict, InvalidRequest, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.profiles import default_catalog
-from shared.runs.admission import Admitter
+from shared.runs.admission import Admitter, Claim
 
 USER = Identity(tenant_id="t", user_id="u")
 META = ExecutionMeta(origin=Origin.CHAT, executor=ExecutorKind.WORKER)
@@ -94,12 +94,11 @@ async def test_a_settle_that_refuses_leaves_an_existing_thread_free(store: InMem
     await admit.admit(a_context("r1"), body_digest="d", new_messages=[])
     await store.release_thread("t", "th", "r1")
 
-    async def refuse(_fresh: list[Message], _recent: list[Message]) -> list[Message]:
-        raise InvalidRequest("no pending tool call", code="unknown_tool_call")
-
-    # WHEN the next run's messages are refused by settle
+    # WHEN the next run's messages are refused by the reconciling step between admission's two steps
+    claim = await admit.claim(a_context("r2"), body_digest="d", new_messages=[a_message("m2")], read_recent=True)
+    assert isinstance(claim, Claim)
     with pytest.raises(InvalidRequest):
-        await admit.admit(a_context("r2"), body_digest="d", new_messages=[a_message("m2")], reconcile=refuse)
+        await admit.refuse(claim, InvalidRequest("no pending tool call", code="unknown_tool_call"))
     # THEN nothing was stored and the thread is free for the next run
     assert await store.get_run("t", "r2") is None
     assert (await store.get_thread(USER, "th")).active_run_id is None

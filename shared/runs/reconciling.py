@@ -1,0 +1,34 @@
+"""Reconciling a chat run's new messages with its thread: a pure step between admission's claim and its store.
+
+Admission's first step (``Admitter.claim``) returns the caller's new messages and the thread's newest messages read
+beside the claim; :func:`reconcile_with_thread` turns them into the messages to store, which the second step
+(``Admitter.store``) stores. It reads nothing and writes nothing:
+
+- front-end tool results are checked against the thread's pending calls, and pending calls the run does not answer
+  get their synthetic results (``shared.runs.pending_calls``);
+- the run's ``resume`` is checked against the thread's open approval interrupts, and declined, expired and
+  superseded approval calls get theirs (``shared.runs.approvals``).
+
+An ``AgentError`` it raises refuses the run with nothing stored (the caller hands it to ``Admitter.refuse``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from shared.executors.context import RunContext
+from shared.models import Message
+from shared.runs.approvals import reconcile_approvals
+from shared.runs.pending_calls import reconcile_pending_calls
+
+
+def reconcile_with_thread(
+    ctx: RunContext, fresh: Sequence[Message], recent: Sequence[Message], *, now: datetime
+) -> list[Message]:
+    """The messages to store for ``ctx``'s run: ``fresh`` (the caller's messages the thread does not have yet)
+    reconciled with ``recent`` (the thread's newest messages, newest first)."""
+    reconciled = reconcile_pending_calls(fresh, recent, thread_id=ctx.thread_id, run_id=ctx.run_id, meta=ctx.meta)
+    return reconcile_approvals(
+        ctx.resume, reconciled, recent, now=now, thread_id=ctx.thread_id, run_id=ctx.run_id, meta=ctx.meta
+    )
