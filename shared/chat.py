@@ -85,9 +85,10 @@ class ChatService:
             else None
         )
 
-    async def _admit_queued(self, caller: Identity, body: bytes) -> Admission:
-        """Admit a queued request when its turn comes, as any run is admitted (no multitask strategy)."""
-        admitted = await self.start(caller, body, strategy="reject")
+    async def _admit_queued(self, caller: Identity, body: bytes, deadline: float | None) -> Admission:
+        """Admit a queued request when its turn comes, as any run is admitted (no multitask strategy), in the
+        invocation (``deadline``) of the request that starts it."""
+        admitted = await self.start(caller, body, deadline=deadline, strategy="reject")
         assert isinstance(admitted, Admission)
         return admitted
 
@@ -96,7 +97,8 @@ class ChatService:
     ) -> Admission | QueuedTurn:
         """Admit the run a ``RunAgentInput`` body asks for (or attach to it, for a retry of the same request); with
         the ``enqueue`` strategy and a busy thread, queue it (``shared.runs.queueing``). ``deadline``: the
-        invocation's (epoch seconds), until which a queued run's request waits to start it."""
+        invocation's (epoch seconds; None: the function timeout from now), which the run ends before and until which
+        a queued run's request waits to start it."""
         choice = self._profiles.choose(CHAT_PROFILE, tenant_id=caller.tenant_id, user_id=caller.user_id)
         request = intake.read_run_request(body, chat_meta(choice))
         ctx = chat_context(caller, request, choice)
@@ -109,6 +111,7 @@ class ChatService:
                 executor=self._executor(),
                 reconcile=True,
                 now=utc_now(),
+                deadline=deadline,
             )
 
         policy = choice.profile.run_policy

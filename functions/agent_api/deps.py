@@ -14,7 +14,7 @@ from shared.automation.service import AutomationService
 from shared.chat import ChatService
 from shared.erasure import Erasure
 from shared.models import Identity
-from shared.runs.deadline import LAMBDA_CONTEXT_HEADER, deadline_from_lambda_header, invocation_deadline
+from shared.runs.deadline import LAMBDA_CONTEXT_HEADER, deadline_from_lambda_header
 from shared.runs.service import RunService
 from shared.threads import ThreadService
 from shared.wiring import Services
@@ -39,12 +39,9 @@ async def current_identity(request: Request, authorization: Annotated[str | None
 
 
 async def request_deadline(request: Request) -> float | None:
-    """The invocation's deadline from the Web Adapter's ``x-amzn-lambda-context`` header (None without one); also
-    set for the run this request starts, which inherits it. Async, so the context variable is set in the request's
-    own context (a sync dependency would set it in a worker thread's copy)."""
-    deadline = deadline_from_lambda_header(request.headers.get(LAMBDA_CONTEXT_HEADER))
-    invocation_deadline.set(deadline)
-    return deadline
+    """The invocation's deadline from the Web Adapter's ``x-amzn-lambda-context`` header (None without one): the
+    routes pass it on to the runs this request starts and the streams it serves."""
+    return deadline_from_lambda_header(request.headers.get(LAMBDA_CONTEXT_HEADER))
 
 
 async def all_services(request: Request) -> Services:

@@ -77,7 +77,7 @@ async def run_agent(
         await runs.wait_settled(caller.tenant_id, run_id)
         if chat.enqueuing is not None and started.created:
             # The thread is free again: a queued run whose request has gone is started here (shared.runs.queueing).
-            queue = chat.enqueuing.thread_queue(caller.tenant_id, thread_id)
+            queue = chat.enqueuing.thread_queue(caller.tenant_id, thread_id, deadline)
             until = chat.enqueuing.waiter_until(deadline or runs.invocation_deadline())
             await queue.hand_over(until=until, wait_settled=runs.wait_settled)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.container import container_services, init_container, run_in_container
-from shared.runs.deadline import deadline_from_context, invocation_deadline
+from shared.runs.deadline import deadline_from_context
 from shared.wiring import Services
 from shared.wiring.settings import AutomationFunctionSettings
 
@@ -24,8 +24,9 @@ init_container("automation")  # Lambda's INIT phase: the services and their clie
 
 async def handle(event: Mapping[str, Any], context: Any, services: Services) -> dict[str, Any]:
     # The run ends with run_deadline before the function's timeout rather than being killed by it.
-    invocation_deadline.set(deadline_from_context(context))
-    outcome = await services.automation_runner.handle_event(event, request_id=getattr(context, "aws_request_id", None))
+    outcome = await services.automation_runner.handle_event(
+        event, request_id=getattr(context, "aws_request_id", None), deadline=deadline_from_context(context)
+    )
     return outcome.as_dict()
 
 

@@ -21,6 +21,7 @@ fire one coalesced extraction per quiet period.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -38,7 +39,7 @@ from shared.container import container_loop, init_container
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import RunCompleted
 from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
-from shared.runs.deadline import deadline_from_context, invocation_deadline
+from shared.runs.deadline import deadline_from_context
 from shared.tracing.api import tracer
 from shared.wiring import Services
 from shared.wiring.settings import MemoryFunctionSettings, load_settings
@@ -94,13 +95,12 @@ class MemoryExtractHandler:
         self._config.register_lambda_context(context)
         # Each memory run ends with run_deadline before the function's timeout (its record is then retried by SQS)
         # rather than the invocation being killed mid-batch.
-        token = invocation_deadline.set(deadline_from_context(context))
+        record = functools.partial(self._record, deadline=deadline_from_context(context))
         try:
             response = process_partial_response(
-                event=event, record_handler=self._record, processor=self._processor, context=context
+                event=event, record_handler=record, processor=self._processor, context=context
             )
         finally:
-            invocation_deadline.reset(token)
             # The memory runs' spans leave before the handler returns: Lambda may freeze the environment after it.
             self._loop.run_until_complete(tracer().flush())
         return dict(response)
@@ -112,7 +112,7 @@ class MemoryExtractHandler:
             self._loop.run_until_complete(close())
         self._loop.close()
 
-    def _record(self, record: MemoryQueueRecord) -> dict[str, Any]:
+    def _record(self, record: MemoryQueueRecord, *, deadline: float | None = None) -> dict[str, Any]:
         body = record.body
         attempt = int(record.attributes.ApproximateReceiveCount)
         if isinstance(body, ExtractionDue):
@@ -121,17 +121,18 @@ class MemoryExtractHandler:
             if body.source != EVENT_SOURCE or body.detail_type != RUN_COMPLETED:
                 raise UnexpectedEvent(f"unexpected event {body.source}/{body.detail_type}")
             event = {"id": body.id, "detail": body.detail.model_dump(by_alias=True), "attempt": attempt}
-        result: dict[str, Any] = self._process_once(event=event)
+        result: dict[str, Any] = self._process_once(event=event, deadline=deadline)
         return result
 
-    def _process_event(self, event: dict[str, Any]) -> dict[str, Any]:
+    def _process_event(self, event: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
+        """One record's work; ``deadline``: the invocation's (epoch seconds), which its memory run ends before."""
         if self._coalescer is None:
             self._coalescer = self._services.coalescer()
         if "due" in event:
             due = ExtractionDue.model_validate(event["due"])
-            work = self._coalescer.on_due(due, attempt=int(event.get("attempt", 1)))
+            work = self._coalescer.on_due(due, attempt=int(event.get("attempt", 1)), deadline=deadline)
         else:
-            work = self._coalescer.on_run_completed(RunCompleted.model_validate(event["detail"]))
+            work = self._coalescer.on_run_completed(RunCompleted.model_validate(event["detail"]), deadline=deadline)
         report = self._loop.run_until_complete(work)
         logger.info("memory extraction", extra={"event_id": event["id"], **report.to_dict()})
         return report.to_dict()

@@ -162,16 +162,19 @@ class AutomationRunner:
         self._executor_for = executor_for
         self._memory_leases = memory_leases
 
-    async def handle_event(self, event: Mapping[str, Any], *, request_id: str | None = None) -> FireOutcome:
+    async def handle_event(
+        self, event: Mapping[str, Any], *, request_id: str | None = None, deadline: float | None = None
+    ) -> FireOutcome:
+        """``deadline``: the invocation's (epoch seconds; None: the function timeout from now)."""
         fire = parse_fire(event, request_id=request_id)
-        return await self.fire(fire.ref, fire.fire_id)
+        return await self.fire(fire.ref, fire.fire_id, deadline=deadline)
 
     async def _load(self, ref: TaskRef) -> AutomationTask | None:
         if ref.tenant_id and ref.user_id:
             return await self._tasks.get(ref.tenant_id, ref.user_id, ref.task_id)
         return await self._tasks.find(ref.task_id)
 
-    async def fire(self, ref: TaskRef, fire_id: str) -> FireOutcome:
+    async def fire(self, ref: TaskRef, fire_id: str, *, deadline: float | None = None) -> FireOutcome:
         """Run one fire of a task and wait for the run to end.
 
         A task that is gone (deleted while a fire was in flight) or disabled runs nothing and is not an error:
@@ -191,7 +194,7 @@ class AutomationRunner:
         new_messages = [self._prompt_message(task, ctx.run_id, fire_id, ctx.meta)] if is_worker else []
         duplicate = await self._ledger.get_run(task.tenant_id, ctx.run_id) is not None
         try:
-            run = await self._run(ctx, digest(f"{task.task_id}|{fire_id}"), new_messages)
+            run = await self._run(ctx, digest(f"{task.task_id}|{fire_id}"), new_messages, deadline)
         except TooManyRequests as exc:
             await self._record_skipped(task, fire_id, ctx, exc)
             logger.warning("automation fire skipped over a limit", extra={**log, "code": exc.code})
@@ -269,7 +272,9 @@ class AutomationRunner:
             )
         )
 
-    async def _run(self, ctx: RunContext, body_digest: str, new_messages: list[Message]) -> Run:
+    async def _run(
+        self, ctx: RunContext, body_digest: str, new_messages: list[Message], deadline: float | None
+    ) -> Run:
         """A worker run claims the thread (``thread_busy`` while a chat run holds it). A memory run only reads
         the thread, so it does not claim it: it holds the thread's memory-run lease instead, the one the
         coalescer's extractions take, so at most one memory run is in flight per thread whatever started it; a
@@ -287,7 +292,12 @@ class AutomationRunner:
                 raise Conflict("a memory run is in flight on this thread", code="thread_busy")
         try:
             return await self._runs.run_inline(
-                ctx, body_digest=body_digest, new_messages=new_messages, executor=executor, claim_thread=is_worker
+                ctx,
+                body_digest=body_digest,
+                new_messages=new_messages,
+                executor=executor,
+                claim_thread=is_worker,
+                deadline=deadline,
             )
         finally:
             if leases is not None:

@@ -81,7 +81,9 @@ class ExtractionCoalescer:
             policy = policy.model_copy(update={"idle_s": self._idle_override})
         return policy
 
-    async def on_run_completed(self, event: RunCompleted) -> ExtractionReport:
+    async def on_run_completed(self, event: RunCompleted, *, deadline: float | None = None) -> ExtractionReport:
+        """``deadline``: the invocation's (epoch seconds; None: the function timeout from now), for a run started
+        now."""
         if event.executor != ExecutorKind.WORKER.value:
             return ExtractionReport("skipped", "not_a_worker_run")
         identity = Identity(tenant_id=event.tenant_id, user_id=event.user_id)
@@ -98,11 +100,13 @@ class ExtractionCoalescer:
                 "memory extraction: enough user messages pending",
                 extra={"thread_id": event.thread_id, "pending": waiting, "generation": generation},
             )
-            return await self._run(due, attempt=1, policy=policy)
+            return await self._run(due, attempt=1, policy=policy, deadline=deadline)
         await self._queue.send(due, delay_s=policy.idle_s)
         return ExtractionReport("scheduled", f"due_in_{policy.idle_s}s", decisions={"pending": waiting})
 
-    async def on_due(self, due: ExtractionDue, *, attempt: int = 1) -> ExtractionReport:
+    async def on_due(
+        self, due: ExtractionDue, *, attempt: int = 1, deadline: float | None = None
+    ) -> ExtractionReport:
         marker = await self._pending.get(due.tenant_id, due.thread_id)
         if marker is None or marker.user_id != due.user_id:
             return ExtractionReport("skipped", "cancelled")
@@ -111,9 +115,13 @@ class ExtractionCoalescer:
             return ExtractionReport("skipped", "user_cancelled")
         if marker.generation != due.generation:
             return ExtractionReport("skipped", "superseded_by_a_later_turn")
-        return await self._run(due, attempt=attempt, policy=self.policy(due.tenant_id, due.user_id))
+        return await self._run(
+            due, attempt=attempt, policy=self.policy(due.tenant_id, due.user_id), deadline=deadline
+        )
 
-    async def _run(self, due: ExtractionDue, *, attempt: int, policy: MemoryPolicy) -> ExtractionReport:
+    async def _run(
+        self, due: ExtractionDue, *, attempt: int, policy: MemoryPolicy, deadline: float | None
+    ) -> ExtractionReport:
         run_id = memory_run_id(due.tenant_id, due.thread_id, due.generation, attempt)
         now = self._clock()
         acquired = await self._pending.acquire(
@@ -135,6 +143,7 @@ class ExtractionCoalescer:
                 due.thread_id,
                 run_id=run_id,
                 request_summary=f"memory extraction, generation {due.generation}"[:160],
+                deadline=deadline,
             )
         except TooManyRequests as exc:
             return await self._defer(due, exc)

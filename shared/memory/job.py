@@ -138,8 +138,16 @@ class MemoryExtraction:
         )
 
     async def extract(
-        self, identity: Identity, thread_id: str, *, run_id: str, request_summary: str = "memory extraction"
+        self,
+        identity: Identity,
+        thread_id: str,
+        *,
+        run_id: str,
+        request_summary: str = "memory extraction",
+        deadline: float | None = None,
     ) -> ExtractionReport:
+        """Run the memory executor on the thread's messages since the cursor; ``deadline``: the invocation's (epoch
+        seconds; None: the function timeout from now), which the run ends before."""
         if not await self.owns_thread(identity, thread_id):
             logger.warning("memory extraction for an unknown thread skipped", extra={"run_id": run_id})
             return ExtractionReport("skipped", "thread_not_found")
@@ -167,6 +175,7 @@ class MemoryExtraction:
             new_messages=[],
             executor=executor,
             claim_thread=False,
+            deadline=deadline,
         )
         result = executor.last_result
         if result is None:  # this run id already existed: another delivery ran (or runs) it

@@ -9,21 +9,18 @@ resumes with ``Last-Event-ID``). The deadline comes from the Lambda context:
 - in a handler function, ``context.get_remaining_time_in_millis()``;
 - otherwise (a server without Lambda) the configured function timeout from the start of the request.
 
-The deadline travels in a context variable: it is set where the invocation enters the code (an HTTP request, a
-handler) and tasks created from there (the run) inherit it.
+The deadline travels as a parameter, a plain value: read where the invocation enters the code (an HTTP request's
+``Deadline`` dependency, a handler's context) and passed down to the run service (``RunService.admit``,
+``run_inline``), which falls back to the function timeout from now when it is None.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from contextvars import ContextVar
 from typing import Any
 
 LAMBDA_CONTEXT_HEADER = "x-amzn-lambda-context"
-
-invocation_deadline: ContextVar[float | None] = ContextVar("invocation_deadline", default=None)
-"""The current invocation's deadline in epoch seconds; None when nothing set one."""
 
 
 def deadline_from_lambda_header(value: str | None) -> float | None:
@@ -53,8 +50,3 @@ def deadline_from_context(context: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return time.time() + millis / 1000.0
-
-
-def current_deadline(*, fallback_s: float) -> float:
-    """The invocation's deadline, or ``fallback_s`` from now when no invocation set one."""
-    return invocation_deadline.get() or time.time() + fallback_s

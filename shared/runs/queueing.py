@@ -60,8 +60,9 @@ class QueueThreads(Protocol):
     async def get_run(self, tenant_id: str, run_id: str) -> Run | None: ...
 
 
-StartQueued = Callable[[Identity, bytes], Awaitable[Admission]]
-"""Admits a queued request (its caller and body) as any run is admitted, with no multitask strategy."""
+StartQueued = Callable[[Identity, bytes, float | None], Awaitable[Admission]]
+"""Admits a queued request (its caller and body) as any run is admitted, with no multitask strategy, in the
+invocation (its deadline, epoch seconds; None: unknown) of the request that starts it."""
 TailRun = Callable[[str, str, float | None], AsyncIterator[StreamEntry | None]]
 """``tail(tenant_id, run_id, deadline)``: the run's events until its terminal event (``RunService.tail_run``)."""
 WaitSettled = Callable[[str, str], Awaitable[None]]
@@ -139,10 +140,20 @@ class QueuedTurn:
 class ThreadQueue:
     """One thread's queue as a request sees it: its entries, and the starting of the first one."""
 
-    def __init__(self, queue: RunQueue, threads: QueueThreads, start: StartQueued, tenant_id: str, thread_id: str):
+    def __init__(
+        self,
+        queue: RunQueue,
+        threads: QueueThreads,
+        start: StartQueued,
+        tenant_id: str,
+        thread_id: str,
+        deadline: float | None = None,
+    ):
         self._queue = queue
         self._threads = threads
         self._start = start
+        self._deadline = deadline
+        """The deadline of the invocation this request runs in: the runs it starts end before it."""
         self.tenant_id = tenant_id
         self.thread_id = thread_id
         self._started_here: list[str] = []
@@ -191,7 +202,7 @@ class ThreadQueue:
         """Admit the first queued run; ``tried`` when the thread is still busy. A refusal of someone else's queued
         run takes it out of the queue (its own request, gone, reads ``run_not_started``); of ours, raises it."""
         try:
-            admission = await self._start(_owner(head, self.tenant_id), head.body)
+            admission = await self._start(_owner(head, self.tenant_id), head.body, self._deadline)
         except AgentError as exc:
             if _busy(exc):
                 return "tried"
@@ -243,8 +254,9 @@ class Enqueuing:
         self._start = start
         self._start_reserve_s = start_reserve_s
 
-    def thread_queue(self, tenant_id: str, thread_id: str) -> ThreadQueue:
-        return ThreadQueue(self._queue, self._threads, self._start, tenant_id, thread_id)
+    def thread_queue(self, tenant_id: str, thread_id: str, deadline: float | None = None) -> ThreadQueue:
+        """The thread's queue as a request in the invocation ending at ``deadline`` sees it."""
+        return ThreadQueue(self._queue, self._threads, self._start, tenant_id, thread_id, deadline)
 
     async def queued_run(self, identity: Identity, run_id: str) -> QueuedRunRef | None:
         """The caller's queued run of that id (None when not queued, or not the caller's)."""
@@ -293,7 +305,7 @@ class Enqueuing:
         until = self.waiter_until(deadline)
         queued = next((p for p, e in enumerate(entries, start=1) if e.run_id == run_id), None)
         if queued is not None:
-            return QueuedTurn(self.thread_queue(tenant, thread_id), identity, run_id, queued, until)
+            return QueuedTurn(self.thread_queue(tenant, thread_id, deadline), identity, run_id, queued, until)
         if not entries or await self._threads.get_run(tenant, run_id) is not None:
             try:
                 return await attempt()
@@ -314,4 +326,4 @@ class Enqueuing:
         if position is None:
             raise Conflict(f"the thread already has {depth} queued runs", code="queue_full")
         logger.info("run queued", extra={"run_id": run_id, "thread_id": thread_id, "position": position})
-        return QueuedTurn(self.thread_queue(tenant, thread_id), identity, run_id, position, until)
+        return QueuedTurn(self.thread_queue(tenant, thread_id, deadline), identity, run_id, position, until)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 
@@ -27,7 +28,6 @@ from shared.ports import EventStream, StreamEntry
 from shared.ports.store import RunStore
 from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter
 from shared.runs.dead_runs import DeadRuns
-from shared.runs.deadline import current_deadline
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, HeadStarting
 from shared.runs.outcomes import RUN_STREAM_TTL_S
 from shared.runs.reconciling import reconcile_with_thread
@@ -106,11 +106,13 @@ class RunService:
         claim_thread: bool = True,
         reconcile: bool = False,
         now: datetime | None = None,
+        deadline: float | None = None,
     ) -> Admission:
         """Store the run and the caller's new messages (``shared.runs.admission``), then start the executor in the
         background. ``reconcile``: the new messages are reconciled with the thread's newest ones before they are
         stored (front-end tool results and approvals: ``shared.runs.reconciling``; chat runs), as of ``now`` (an
-        approval's expiry; None: the current time). A retry of an
+        approval's expiry; None: the current time). ``deadline``: the invocation's (epoch seconds; None: the function
+        timeout from now), which the run ends before. A retry of an
         admitted run attaches to it and starts nothing. The run's span (shared.tracing.runs) is current from here
         on, in the run's tasks too."""
         trace = begin_run(ctx)
@@ -129,7 +131,8 @@ class RunService:
                 return admission
             history = admission.history if admission.history is not None else ctx.known_history
             ctx = dataclasses.replace(ctx, known_history=history, head_start=head)
-            await self.background.start(ctx, executor, claim_thread=claim_thread, deadline=self.invocation_deadline())
+            deadline = self.invocation_deadline(deadline)
+            await self.background.start(ctx, executor, claim_thread=claim_thread, deadline=deadline)
         return admission
 
     async def _admit(
@@ -185,10 +188,17 @@ class RunService:
         new_messages: Sequence[Message],
         executor: Executor,
         claim_thread: bool = True,
+        deadline: float | None = None,
     ) -> Run:
-        """Admit a run and wait for it to end (Lambda handlers without a client to stream to)."""
+        """Admit a run and wait for it to end (Lambda handlers without a client to stream to); ``deadline`` as for
+        :meth:`admit`."""
         admission = await self.admit(
-            ctx, body_digest=body_digest, new_messages=new_messages, executor=executor, claim_thread=claim_thread
+            ctx,
+            body_digest=body_digest,
+            new_messages=new_messages,
+            executor=executor,
+            claim_thread=claim_thread,
+            deadline=deadline,
         )
         await self.wait_settled(ctx.identity.tenant_id, ctx.run_id)
         run = await self._store.get_run(ctx.identity.tenant_id, ctx.run_id)
@@ -202,9 +212,10 @@ class RunService:
         """Wait for every background run of this process (tests and graceful shutdown)."""
         await self.background.wait_idle()
 
-    def invocation_deadline(self) -> float:
-        """The current invocation's deadline (epoch seconds): the Lambda context's, else the function timeout."""
-        return current_deadline(fallback_s=self._function_timeout_s)
+    def invocation_deadline(self, deadline: float | None = None) -> float:
+        """An invocation's deadline (epoch seconds): ``deadline`` (the Lambda context's), else the function timeout
+        from now."""
+        return deadline or time.time() + self._function_timeout_s
 
     async def get_visible_run(self, identity: Identity, run_id: str, *, include_hidden: bool = False) -> Run:
         """The caller's run; NotFound for someone else's, and for hidden runs unless ``include_hidden``."""

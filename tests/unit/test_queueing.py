@@ -42,7 +42,7 @@ def queued(run_id: str, waiter_until: float) -> QueuedRun:
 def rig(holder: str | None) -> tuple[InMemoryRunQueue, Threads, Enqueuing, list[str]]:
     queue, threads, started = InMemoryRunQueue(), Threads(holder), []
 
-    async def start(caller: Identity, body: bytes) -> Admission:
+    async def start(caller: Identity, body: bytes, _deadline: float | None) -> Admission:
         if threads.holder is not None:
             raise Conflict("busy", code="thread_busy")
         run = Run(run_id=body.decode(), thread_id="th", tenant_id="t", user_id=caller.user_id, meta=ExecutionMeta())
