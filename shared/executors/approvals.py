@@ -177,17 +177,27 @@ def approved_call(request: ApprovalRequest, call: ToolCall, decision: ResumeDeci
     return call.model_copy(update={"arguments": json.dumps(decision.payload, ensure_ascii=False)})
 
 
-def requested_audit(ctx: RunContext, request: ApprovalRequest, call: ToolCall) -> AuditRecord:
+def _approval_audit(
+    kind: str, ctx: RunContext, request: ApprovalRequest, call: ToolCall, details: dict[str, object]
+) -> AuditRecord:
+    """An approval's audit record: the run's ids, the interrupt and its call, then ``details``."""
     return AuditRecord(
-        kind="tool_approval_requested",
+        kind=kind,
         tenant_id=ctx.identity.tenant_id,
         thread_id=ctx.thread_id,
         run_id=ctx.run_id,
         user_id=ctx.identity.user_id,
-        details={
-            "interrupt_id": request.interrupt_id,
-            "tool_call_id": call.id,
-            "tool_name": call.name,
+        details={"interrupt_id": request.interrupt_id, "tool_call_id": call.id, "tool_name": call.name, **details},
+    )
+
+
+def requested_audit(ctx: RunContext, request: ApprovalRequest, call: ToolCall) -> AuditRecord:
+    return _approval_audit(
+        "tool_approval_requested",
+        ctx,
+        request,
+        call,
+        {
             "arguments_digest": digest(call.arguments),
             "expires_at": request.expires_at.isoformat(),
             "profile": ctx.profile.name,
@@ -200,16 +210,12 @@ def decided_audit(
     ctx: RunContext, request: ApprovalRequest, call: ToolCall, decision: ResumeDecision
 ) -> AuditRecord:
     """The decision, with the user who made it (the caller of the resuming run)."""
-    return AuditRecord(
-        kind="tool_approval_decided",
-        tenant_id=ctx.identity.tenant_id,
-        thread_id=ctx.thread_id,
-        run_id=ctx.run_id,
-        user_id=ctx.identity.user_id,
-        details={
-            "interrupt_id": request.interrupt_id,
-            "tool_call_id": call.id,
-            "tool_name": call.name,
+    return _approval_audit(
+        "tool_approval_decided",
+        ctx,
+        request,
+        call,
+        {
             "status": decision.status,
             "decided_by": ctx.identity.user_id,
             "edited": decision.payload is not None,
