@@ -29,7 +29,7 @@ from shared.llm.types import ToolSpec
 from shared.models import ExecutionMeta, Message, Role, digest
 from shared.runs.approvals import resume_decisions
 from shared.thread_state.limits import check_client_state
-from shared.tools.arguments import json_depth, schema_problem
+from shared.tools.arguments import check_declared_schemas, declared_tool_error
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 MAX_USER_MESSAGE_CHARS = 32_000
@@ -37,8 +37,6 @@ MAX_CONTEXT_ITEMS = 20
 MAX_TOOL_RESULT_CHARS = 16_000
 """Longest front-end tool result accepted (a longer one is refused with 422 ``tool_result_too_long``)."""
 MAX_CLIENT_TOOLS = 32
-MAX_CLIENT_TOOL_SCHEMA_BYTES = 8_192
-MAX_CLIENT_TOOL_SCHEMA_DEPTH = 8
 MAX_CLIENT_TOOL_DESCRIPTION_CHARS = 1_000
 _CLIENT_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -64,19 +62,24 @@ class RunRequest:
 
 def read_run_request(body: bytes, meta: ExecutionMeta) -> RunRequest:
     """Parse and check a ``RunAgentInput`` body (``InvalidRequest`` on the first problem), its messages stamped with
-    ``meta``."""
+    ``meta``.
+
+    A pipeline: the body is parsed, this module's own checks build each part, and the checks that belong to other
+    packages (the declared tools' schemas, ``shared.tools.arguments``; the client's state,
+    ``shared.thread_state.limits``) run last, on the parts already built."""
     run_input = parse_run_input(body)
+    declared = client_tools(run_input)
     return RunRequest(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
         messages=tuple(run_messages(run_input, meta)),
-        client_tools=client_tools(run_input),
         context_notes=context_notes(run_input),
-        client_state=client_state(run_input),
         body_digest=body_digest(run_input),
         forwarded_props=run_input.forwarded_props,
         client_message_count=len(run_input.messages),
         resume=resume_decisions(run_input),
+        client_tools=check_declared_schemas(declared),
+        client_state=check_client_state(run_input.state),
     )
 
 
@@ -264,20 +267,12 @@ def client_tool_names(run_input: RunAgentInput) -> frozenset[str]:
     return frozenset(t.name for t in run_input.tools or [])
 
 
-def _bad_tool(index: int, name: str, field: str, problem: str) -> InvalidRequest:
-    return InvalidRequest(
-        f"tool {name!r}: {problem}",
-        code="invalid_tool",
-        details=[{"loc": ["body", "tools", index, field], "msg": problem, "type": "value_error", "tool": name}],
-    )
-
-
 def client_tools(run_input: RunAgentInput) -> tuple[ToolSpec, ...]:
     """The front-end tools the client declares, checked: a bad one is a 422 that names it.
 
     Limits: at most ``MAX_CLIENT_TOOLS`` tools with unique, well-formed names; each description at most
-    ``MAX_CLIENT_TOOL_DESCRIPTION_CHARS``; each ``parameters`` a valid JSON Schema (draft 2020-12) of
-    ``type: object``, at most ``MAX_CLIENT_TOOL_SCHEMA_BYTES`` of JSON and ``MAX_CLIENT_TOOL_SCHEMA_DEPTH`` levels.
+    ``MAX_CLIENT_TOOL_DESCRIPTION_CHARS``. Their ``parameters`` are checked after, by
+    :func:`shared.tools.arguments.check_declared_schemas`.
     Whether a tool is offered to the model is decided later, by the profile (:class:`shared.tool_gate.ToolGate`).
     """
     declared = run_input.tools or []
@@ -293,33 +288,17 @@ def client_tools(run_input: RunAgentInput) -> tuple[ToolSpec, ...]:
         name = tool.name
         shown = name[:64]
         if not _CLIENT_TOOL_NAME.match(name):
-            raise _bad_tool(index, shown, "name", "a tool name must be 1-64 letters, digits, '_' or '-'")
+            raise declared_tool_error(index, shown, "name", "a tool name must be 1-64 letters, digits, '_' or '-'")
         if name in seen:
-            raise _bad_tool(index, name, "name", "declared twice")
+            raise declared_tool_error(index, name, "name", "declared twice")
         seen.add(name)
         if len(tool.description or "") > MAX_CLIENT_TOOL_DESCRIPTION_CHARS:
-            raise _bad_tool(
+            raise declared_tool_error(
                 index, name, "description", f"description longer than {MAX_CLIENT_TOOL_DESCRIPTION_CHARS} characters"
             )
         schema = tool.parameters if tool.parameters is not None else {"type": "object", "properties": {}}
-        size = len(json.dumps(schema, ensure_ascii=False).encode())
-        if size > MAX_CLIENT_TOOL_SCHEMA_BYTES:
-            raise _bad_tool(index, name, "parameters", f"schema larger than {MAX_CLIENT_TOOL_SCHEMA_BYTES} bytes")
-        if json_depth(schema) > MAX_CLIENT_TOOL_SCHEMA_DEPTH:
-            raise _bad_tool(index, name, "parameters", f"schema nested deeper than {MAX_CLIENT_TOOL_SCHEMA_DEPTH}")
-        if not isinstance(schema, dict) or schema.get("type") != "object":
-            raise _bad_tool(index, name, "parameters", "parameters must be a JSON Schema with type 'object'")
-        problem = schema_problem(schema)
-        if problem is not None:
-            raise _bad_tool(index, name, "parameters", f"not a valid JSON Schema: {problem}")
         out.append(ToolSpec(name=name, description=tool.description or "", parameters=schema))
     return tuple(out)
-
-
-def client_state(run_input: RunAgentInput) -> dict[str, Any] | None:
-    """``RunAgentInput.state``: None when the client sent none (absent, ``null`` or ``{}``: the thread's stored state
-    is used), else the object, bounded like tool schemas (``shared.thread_state.limits``; 422 beyond them)."""
-    return check_client_state(run_input.state)
 
 
 def context_notes(run_input: RunAgentInput) -> tuple[str, ...]:

@@ -6,8 +6,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
+
+from shared.errors import InvalidRequest
+from shared.llm.types import ToolSpec
+
+MAX_CLIENT_TOOL_SCHEMA_BYTES = 8_192
+MAX_CLIENT_TOOL_SCHEMA_DEPTH = 8
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -59,3 +66,33 @@ def json_depth(value: Any) -> int:
             depth = max(depth, level + 1)
             stack.extend((v, level + 1) for v in item)
     return depth
+
+
+def declared_tool_error(index: int, name: str, field: str, problem: str) -> InvalidRequest:
+    """The 422 ``invalid_tool`` for the ``index``-th tool a client declared (``RunAgentInput.tools``)."""
+    return InvalidRequest(
+        f"tool {name!r}: {problem}",
+        code="invalid_tool",
+        details=[{"loc": ["body", "tools", index, field], "msg": problem, "type": "value_error", "tool": name}],
+    )
+
+
+def check_declared_schemas(tools: Sequence[ToolSpec]) -> tuple[ToolSpec, ...]:
+    """The tools a client declared, in its order, once each ``parameters`` is a valid JSON Schema (draft 2020-12) of
+    ``type: object``, at most ``MAX_CLIENT_TOOL_SCHEMA_BYTES`` of JSON and ``MAX_CLIENT_TOOL_SCHEMA_DEPTH`` levels;
+    else a 422 ``invalid_tool`` naming the first bad one."""
+    for index, tool in enumerate(tools):
+        schema: Any = tool.parameters
+        size = len(json.dumps(schema, ensure_ascii=False).encode())
+        if size > MAX_CLIENT_TOOL_SCHEMA_BYTES:
+            problem: str | None = f"schema larger than {MAX_CLIENT_TOOL_SCHEMA_BYTES} bytes"
+        elif json_depth(schema) > MAX_CLIENT_TOOL_SCHEMA_DEPTH:
+            problem = f"schema nested deeper than {MAX_CLIENT_TOOL_SCHEMA_DEPTH}"
+        elif not isinstance(schema, dict) or schema.get("type") != "object":
+            problem = "parameters must be a JSON Schema with type 'object'"
+        else:
+            invalid = schema_problem(schema)
+            problem = None if invalid is None else f"not a valid JSON Schema: {invalid}"
+        if problem is not None:
+            raise declared_tool_error(index, tool.name, "parameters", problem)
+    return tuple(tools)
