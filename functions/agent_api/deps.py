@@ -30,10 +30,6 @@ async def current_identity(request: Request, authorization: Annotated[str | None
     loop unless the check can wait on the network (a JWKS fetch), which goes to a worker thread."""
     verifier = services_of(request).verifier
     if verifier.may_block:
-        # A token verified lately needs no thread (``TokenVerifier`` remembers it).
-        remembered = verifier.remembered(authorization)
-        if remembered is not None:
-            return remembered
         return await run_in_threadpool(verifier.verify, authorization)
     return verifier.verify(authorization)
 

@@ -5,6 +5,7 @@ No timing assertions (the machine is shared); only the shape and the invariants 
 
 from __future__ import annotations
 
+import inspect
 import shutil
 
 import pytest
@@ -123,6 +124,26 @@ def test_mechanisms_smoke_times_the_first_text_with_each_mechanism_of_this_tree_
     assert set(samples) == {*present, "bare"}
     assert "all on" in present and "all off" in present
     assert all(len(values) == 2 and min(values) > 0 for values in samples.values())
+
+
+def test_mechanisms_smoke_with_a_history_sends_each_request_as_the_next_turn_of_a_stored_thread() -> None:
+    samples = mechanisms.main(["--smoke", "--history", "3"])
+    assert set(samples) == {*(name for name, _ in mechanisms.present()), "bare"}
+    assert all(len(values) == 2 and min(values) > 0 for values in samples.values())
+
+
+def test_mechanisms_switches_patch_nothing_until_entered() -> None:
+    """Listing the switches (``present``) must leave every mechanism on: a patch entered there and never left
+    would switch a mechanism off in every configuration, "all on" included."""
+    from shared import tokens
+    from shared.executors import head_start
+
+    before = (tokens._qwen_count, inspect.getattr_static(head_start.HeadStart, "open"))
+    mechanisms.present()
+    assert (tokens._qwen_count, inspect.getattr_static(head_start.HeadStart, "open")) == before
+    with mechanisms._all_off():
+        assert tokens._qwen_count is not before[0]
+    assert tokens._qwen_count is before[0]
 
 
 def test_cold_start_smoke_times_an_entry_module_against_its_libraries() -> None:

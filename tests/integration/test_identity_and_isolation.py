@@ -121,34 +121,6 @@ async def test_jwks_tokens_are_verified_and_every_forgery_is_401(
             assert resp.json()["error"]["code"] in {"invalid_token", "token_expired"}, name
 
 
-async def test_a_repeated_jwks_token_is_checked_once_and_its_altered_copies_still_are(
-    make_services: Any, asgi_client: Any, rsa_key: rsa.RSAPrivateKey, jwks_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The verifier remembers a checked token: its next requests skip the worker thread a JWKS check runs in."""
-    from functions.agent_api import deps
-
-    threaded: list[Any] = []
-    run_in_threadpool = deps.run_in_threadpool
-
-    async def counted(func: Any, *args: Any) -> Any:
-        threaded.append(args)
-        return await run_in_threadpool(func, *args)
-
-    monkeypatch.setattr(deps, "run_in_threadpool", counted)
-    services = make_services(
-        ScriptedModel(), auth_mode="jwks", jwks_url=jwks_url, jwt_issuer=ISSUER, jwt_audience=AUDIENCE, jwt_secret=None
-    )
-    token = rs_token(rsa_key)
-    altered = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]
-    async with asgi_client(services) as client:
-        for _ in range(3):
-            resp = await client.get("/api/v1/threads", headers={"Authorization": f"Bearer {token}"})
-            assert resp.status_code == 200
-        resp = await client.get("/api/v1/threads", headers={"Authorization": f"Bearer {altered}"})
-        assert resp.status_code == 401
-    assert threaded == [(f"Bearer {token}",), (f"Bearer {altered}",)]
-
-
 def _hs_confusion(public_pem: bytes, now: int) -> str:
     """HS256 signed with the RSA public key as the secret (PyJWT refuses to do it, so sign by hand)."""
     import base64
