@@ -89,8 +89,9 @@ def test_a_setting_a_function_does_not_read_cannot_stop_it(variable: str) -> Non
     # GIVEN the migration function, which reads none of the structured settings
     assert variable.lower() not in MigrateSettings.model_fields
     # WHEN its settings load with a wrong value of one of them, THEN it starts
-    settings = load_settings(MigrateSettings, {variable: WRONG_JSON[variable], "MIGRATION_SEGMENTS": "8"})
+    settings, structured = load_settings(MigrateSettings, {variable: WRONG_JSON[variable], "MIGRATION_SEGMENTS": "8"})
     assert settings.migration_segments == 8
+    assert (structured.limits, structured.mcp_servers, structured.window_n_override) == (None, {}, None)
 
 
 def test_a_wrong_plain_value_names_each_variable_in_one_error() -> None:
@@ -103,7 +104,7 @@ def test_a_wrong_plain_value_names_each_variable_in_one_error() -> None:
 
 
 def test_settings_are_read_by_the_variable_names_of_the_template() -> None:
-    settings = load_settings(
+    settings, structured = load_settings(
         ApiSettings,
         {
             "TABLE_NAME": "t",
@@ -120,9 +121,11 @@ def test_settings_are_read_by_the_variable_names_of_the_template() -> None:
     assert settings.cors_allowed_origins == ("https://a.example", "https://b.example")
     assert (settings.window_n_override, settings.lambda_function_name) == (25, "api")
     assert settings.limits == '{"user": {"concurrentRuns": 5}}'
+    assert structured.limits is not None and structured.limits.user.concurrent_runs == 5
+    assert structured.window_n_override == 25
     assert settings.llm_timeout_s == 60.0  # blank is unset
 
 
 def test_aws_region_wins_over_the_default_region() -> None:
     env = {"AWS_REGION": "eu-central-1", "AWS_DEFAULT_REGION": "us-west-2"}
-    assert load_settings(ApiSettings, env).aws_region == "eu-central-1"
+    assert load_settings(ApiSettings, env).settings.aws_region == "eu-central-1"
