@@ -3,8 +3,12 @@ load; a wrong value is one start-up error that names the variable (shared/settin
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.errors import ConfigurationError
 from shared.settings import (
     AuthSettings,
@@ -22,7 +26,9 @@ from shared.settings import (
     TableSettings,
     TracingSettings,
 )
+from shared.wiring import LambdaFunction, ServiceOverrides, Services
 from shared.wiring.settings import (
+    FUNCTION_SETTINGS,
     ApiSettings,
     AutomationFunctionSettings,
     MemoryFunctionSettings,
@@ -129,3 +135,26 @@ def test_settings_are_read_by_the_variable_names_of_the_template() -> None:
 def test_aws_region_wins_over_the_default_region() -> None:
     env = {"AWS_REGION": "eu-central-1", "AWS_DEFAULT_REGION": "us-west-2"}
     assert load_settings(ApiSettings, env).settings.aws_region == "eu-central-1"
+
+
+@pytest.mark.parametrize("function", list(FUNCTION_SETTINGS))
+def test_a_functions_start_up_reads_only_the_settings_of_its_own_model(function: LambdaFunction) -> None:
+    # GIVEN every setting, recording each read of one that the function's own model does not hold (and so is
+    # only ever at its default in that function)
+    own = set(FUNCTION_SETTINGS[function].model_fields)
+    foreign: set[str] = set()
+
+    class Recording(Settings):
+        def __getattribute__(self, name: str) -> Any:
+            if name in Settings.model_fields and name not in own:
+                foreign.add(name)
+            return super().__getattribute__(name)
+
+    overrides = ServiceOverrides(store=InMemoryStore(), stream=InMemoryEventStream())
+    structured = load_settings(FUNCTION_SETTINGS[function], {}).structured
+    services = Services(Recording(), overrides=overrides, structured=structured)
+    # WHEN the function's services are built as its INIT builds them
+    built = services.warm_up(function)
+    # THEN the run path was built, and no provider read a setting of another function's groups
+    assert {"profiles", "runs", "worker"} <= set(built)
+    assert foreign == set()
