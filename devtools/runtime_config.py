@@ -96,7 +96,7 @@ def check_document(content: bytes, settings: Settings | None = None) -> list[str
     services = Services((settings or Settings.from_env()).model_copy(update=off))
     packaged = {profile.name: profile for profile in services.profiles}
     base = CatalogBase(
-        packaged, services.profile_checks(), services.settings.profile_rollout, services.settings.window_n_override
+        packaged, services.profile_checks(), services.structured.rollout, services.structured.window_n_override
     )
     try:
         parse_document(content, base)

@@ -35,7 +35,7 @@ def container_services(settings_model: type[SettingsGroup] | None = None) -> Ser
         from shared.wiring import Services
         from shared.wiring.settings import load_settings
 
-        _services = Services(load_settings(settings_model or Settings))
+        _services = Services.loaded(load_settings(settings_model or Settings))
     return _services
 
 

@@ -148,9 +148,18 @@ def parse_rollout(
     Raises:
         ConfigurationError: listing every problem, each with its source, field and fix.
     """
-    rules = parse_rollout_shape(value, source=source)
-    problems = _check_pins(rules, executors, source) + _check_ramps(rules, executors, source)
-    raise_if_any(problems)
+    return check_rollout(parse_rollout_shape(value, source=source), executors, source=source)
+
+
+def check_rollout(
+    rules: RolloutRules, executors: Mapping[str, ExecutorKind], *, source: str = "PROFILE_ROLLOUT"
+) -> RolloutRules:
+    """``rules`` (already parsed) checked against ``executors`` (every profile's name and executor).
+
+    Raises:
+        ConfigurationError: listing every problem, each with its source, field and fix.
+    """
+    raise_if_any(_check_pins(rules, executors, source) + _check_ramps(rules, executors, source))
     return rules
 
 

@@ -71,7 +71,8 @@ class CatalogBase(NamedTuple):
 
     profiles: Mapping[str, ExecutionProfile]
     checks: ProfileChecks
-    rollout_json: str | None = None
+    rollout: RolloutRules | str | None = None
+    """``PROFILE_ROLLOUT``'s rules (parsed when the settings loaded), or its JSON text."""
     window_n_override: int | None = None
 
 
@@ -111,7 +112,7 @@ def parse_document(content: bytes, base: CatalogBase) -> ProfileCatalog:
     try:
         catalog = build_catalog(
             {**base.profiles, **added},
-            rollout=raw["rollout"] if "rollout" in raw else base.rollout_json,
+            rollout=raw["rollout"] if "rollout" in raw else base.rollout,
             window_n_override=window,
             rollout_source=f"{SOURCE}: rollout" if "rollout" in raw else "PROFILE_ROLLOUT",
             window_source=f"{SOURCE}: window_n_override" if "window_n_override" in raw else "WINDOW_N_OVERRIDE",

@@ -23,7 +23,7 @@ from devtools.local.embedded import EmbeddedAws, embedded_stream_client
 from functions.agent_api.app import create_app
 from shared.settings import LOCAL_JWT_SECRET, Settings
 from shared.wiring import ServiceOverrides, Services
-from shared.wiring.settings import load_settings
+from shared.wiring.settings import StructuredSettings, load_settings
 
 # The page's token is for the local tenant; its chats run on chat_playground (chat_default narrowed to the page's
 # front-end tool, confirm_booking), so the front-end tool demo works under `make dev`. Set PROFILE_ROLLOUT to change it.
@@ -39,10 +39,11 @@ def main() -> None:
     os.environ.setdefault("MEMORY_IDLE_S", "5")
     os.environ.setdefault("PLAYGROUND_ENABLED", "true")
     os.environ.setdefault("PROFILE_ROLLOUT", PLAYGROUND_ROLLOUT)
-    settings = load_settings(Settings).model_copy(update={"embedded": True})
+    loaded = load_settings(Settings)
+    settings = loaded.settings.model_copy(update={"embedded": True})
     aws = EmbeddedAws(settings)
     aws.start()
-    app, services = build_local_app(settings)
+    app, services = build_local_app(settings, structured=loaded.structured)
     port = int(os.environ.get("PORT", "8000"))
     url = f"http://127.0.0.1:{port}"
     playground = f"{url}/playground" if settings.playground_enabled else "off"
@@ -56,15 +57,18 @@ def main() -> None:
         aws.stop()
 
 
-def build_local_app(settings: Settings) -> tuple[FastAPI, Services]:
+def build_local_app(
+    settings: Settings, *, structured: StructuredSettings | None = None
+) -> tuple[FastAPI, Services]:
     """The app of ``make dev`` on an already started ``EmbeddedAws``: the in-process stream store unless
-    REDIS_URL is set, the memory worker and the schedule runner in the same process."""
+    REDIS_URL is set, the memory worker and the schedule runner in the same process; ``structured``: the structured
+    settings as they loaded (default: parsed from ``settings``)."""
     overrides = ServiceOverrides()
     if not settings.redis_url:
         from shared.adapters.redis_stream import RedisEventStream
 
         overrides = ServiceOverrides(stream=RedisEventStream(embedded_stream_client()))
-    services = Services(settings, overrides=overrides)
+    services = Services(settings, overrides=overrides, structured=structured)
     # The memory worker runs in-process: run-completed events go to the same coalescer the memory Lambda runs,
     # and its delayed "extraction due" messages are in-process timers (MEMORY_IDLE_S long).
     from devtools.local.memory_worker import InProcessMemoryWorker

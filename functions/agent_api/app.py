@@ -140,9 +140,9 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
         from shared.observability import configure_logging
 
         configure_logging()
-    svc = services or Services(load_settings(ApiSettings))
+    svc = services or Services.loaded(load_settings(ApiSettings))
     _ = svc.tools  # server tools (plugins included) register at start: a duplicate or broken one stops it here
-    _ = svc.usage_reports  # LIMITS and MODEL_PRICES are checked at start: a malformed one stops it, named
+    _ = svc.usage_reports  # built at start from LIMITS and MODEL_PRICES, parsed when the settings loaded
     app = FastAPI(
         title="Agent backend",
         version="1.0.0",

@@ -154,5 +154,5 @@ _handler: MemoryExtractHandler | None = _at_init()
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     global _handler
     if _handler is None:  # not initialised as Lambda initialises (a test, a local call)
-        _handler = MemoryExtractHandler(Services(load_settings(MemoryFunctionSettings)))
+        _handler = MemoryExtractHandler(Services.loaded(load_settings(MemoryFunctionSettings)))
     return _handler.handle(event, context)

@@ -23,7 +23,7 @@ from shared.adapters.aws.migration_runner import MigrationRunner, never_stop
 from shared.migrations.registry import MIGRATIONS
 from shared.settings import Settings
 from shared.wiring import Services
-from shared.wiring.settings import MigrateSettings, load_settings
+from shared.wiring.settings import LoadedSettings, MigrateSettings, load_settings, parse_structured_settings
 
 
 def parser() -> argparse.ArgumentParser:
@@ -77,7 +77,9 @@ def main(argv: Sequence[str] | None = None, *, env: Settings | None = None) -> i
     if args.command == "list":
         print(json.dumps(list_migrations(), indent=2))
         return 0
-    output, done = run(args, Services(settings_for(args, env or load_settings(MigrateSettings))).migration_runner())
+    loaded = load_settings(MigrateSettings) if env is None else LoadedSettings(env, parse_structured_settings(env))
+    services = Services(settings_for(args, loaded.settings), structured=loaded.structured)
+    output, done = run(args, services.migration_runner())
     print(json.dumps(output, indent=2))
     return 0 if done else 1
 

@@ -17,7 +17,7 @@ from shared.profiles.catalog import ProfileCatalog
 from shared.profiles.checks import ProfileChecks, check_profile
 from shared.profiles.fixes import fix_for
 from shared.profiles.schema import MEMORY_TOOL_NAMES, ExecutionProfile
-from shared.rollouts import RolloutRules, parse_rollout, parse_window_override
+from shared.rollouts import RolloutRules, check_rollout, parse_rollout, parse_window_override
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def load_catalog(
     directory: Path,
     *,
     known_tools: Iterable[str],
-    rollout_json: str | None = None,
+    rollout_json: str | RolloutRules | None = None,
     window_n_override: int | str | None = None,
     known_models: Mapping[str, ModelTraits] = KNOWN_MODELS,
     known_mcp_servers: Iterable[str] = (),
@@ -66,8 +66,8 @@ def load_catalog(
     Args:
         directory: the folder of profile files (one profile per file, named ``<name>.json``).
         known_tools: every tool name that exists: the system registry's tools and the memory tools.
-        rollout_json: the ``PROFILE_ROLLOUT`` document, if any.
-        window_n_override: the ``WINDOW_N_OVERRIDE`` value, if any; widens N, never narrows it.
+        rollout_json: the ``PROFILE_ROLLOUT`` document (JSON text), or its rules already parsed, if any.
+        window_n_override: the ``WINDOW_N_OVERRIDE`` value (text, or an integer), if any; widens N, never narrows it.
         known_models: the model table (defaults to :data:`KNOWN_MODELS`).
         known_mcp_servers: the MCP servers of the ``MCP_SERVERS`` setting (their allowed tools, namespaced
             ``mcp__<server>__<tool>``, belong in ``known_tools``).
@@ -113,17 +113,26 @@ def build_catalog(
     window_source: str = "WINDOW_N_OVERRIDE",
 ) -> ProfileCatalog:
     """A catalog of already checked ``profiles`` with the roll-out rules and the window override, both checked
-    (against ``profiles``) and reported under ``rollout_source`` / ``window_source``.
+    (against ``profiles``) and reported under ``rollout_source`` / ``window_source``. Rules given as
+    :class:`RolloutRules` (the settings parsed them when they loaded) are only checked against the profiles, and a
+    whole number override only for being positive: neither is parsed again.
 
     Raises:
         ConfigurationError: listing every problem of the rules and the override.
     """
     executors = {name: profile.executor for name, profile in profiles.items()}
-    raw = rollout.model_dump(by_alias=True) if isinstance(rollout, RolloutRules) else rollout
-    rules = parse_rollout(raw, executors, source=rollout_source)
-    return ProfileCatalog(
-        profiles, rollout=rules, window_n_override=parse_window_override(window_n_override, source=window_source)
-    )
+    if isinstance(rollout, RolloutRules):
+        rules = check_rollout(rollout, executors, source=rollout_source)
+    else:
+        rules = parse_rollout(rollout, executors, source=rollout_source)
+    return ProfileCatalog(profiles, rollout=rules, window_n_override=_window(window_n_override, window_source))
+
+
+def _window(value: int | str | None, source: str) -> int | None:
+    """``value`` as the window override: a positive whole number, or None. Text is parsed; a number only checked."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    return parse_window_override(value, source=source)
 
 
 def parse_profiles(

@@ -1,25 +1,43 @@
-"""What every group of providers stands on: the settings, the overrides, and the process's one DynamoDB client."""
+"""What every group of providers stands on: the settings (with their structured ones parsed), the overrides, and the
+process's one DynamoDB client."""
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from shared.settings import Settings
 from shared.wiring.overrides import ServiceOverrides
+from shared.wiring.settings import LoadedSettings, StructuredSettings, parse_structured_settings
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
 class ProviderBase:
-    """The settings and overrides one process was built from. One per process (per Lambda container)."""
+    """The settings and overrides one process was built from. One per process (per Lambda container).
 
-    def __init__(self, settings: Settings, overrides: ServiceOverrides | None = None) -> None:
+    The providers build from ``structured`` (``LIMITS``, ``MCP_SERVERS``... already parsed), never from the text of
+    those settings. It comes from :func:`~shared.wiring.settings.load_settings` (:meth:`loaded`); given only
+    ``settings`` (tests, tools that build their own), they are parsed here, once, as loading would."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        overrides: ServiceOverrides | None = None,
+        *,
+        structured: StructuredSettings | None = None,
+    ) -> None:
         if overrides is not None and not isinstance(overrides, ServiceOverrides):
             raise TypeError(f"overrides must be a ServiceOverrides, not {type(overrides).__name__}")
         self.settings = settings
+        self.structured = structured if structured is not None else parse_structured_settings(settings)
         self.overrides = overrides if overrides is not None else ServiceOverrides()
+
+    @classmethod
+    def loaded(cls, loaded: LoadedSettings, overrides: ServiceOverrides | None = None) -> Self:
+        """The providers of settings as :func:`~shared.wiring.settings.load_settings` loaded them (parsed there)."""
+        return cls(loaded.settings, overrides, structured=loaded.structured)
 
     @cached_property
     def dynamodb_client(self) -> DynamoDBClient:

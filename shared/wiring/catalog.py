@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from shared.errors import ConfigurationError
 from shared.profiles import MEMORY_TOOL_NAMES, PROFILES_DIR, ProfileChecks, Profiles, load_catalog
 from shared.tools.clock import make_clock_tool
-from shared.tools.plugins import parse_plugin_paths
 from shared.tools.registry import ToolRegistry
 from shared.wiring.base import ProviderBase
 from shared.wiring.overrides import overridable
@@ -27,7 +26,7 @@ class CatalogProviders(ProviderBase):
         """Built-in server tools plus the ``TOOL_PLUGINS`` ones; a duplicate or broken plugin fails the start."""
         registry = ToolRegistry()
         registry.register(make_clock_tool())
-        paths = parse_plugin_paths(self.settings.tool_plugins)
+        paths = self.structured.tool_plugins
         if paths:
             from shared.tools.plugins import register_plugins
 
@@ -37,23 +36,24 @@ class CatalogProviders(ProviderBase):
     @overridable("mcp")
     def mcp(self) -> McpToolbox | None:
         """The ``MCP_SERVERS`` of this deployment; None (and no ``mcp`` import) when there are none."""
-        if not self.settings.mcp_servers:
+        servers = self.structured.mcp_servers
+        if not servers:
             return None
-        from shared.tools.mcp_servers import McpToolbox, parse_mcp_servers
+        from shared.tools.mcp_servers import McpToolbox
 
-        return McpToolbox(parse_mcp_servers(self.settings.mcp_servers), header_value=mcp_header_value)
+        return McpToolbox(servers, header_value=mcp_header_value)
 
     @overridable("profiles")
     def profiles(self) -> Profiles:
         """The packaged profiles with ``PROFILE_ROLLOUT`` and ``WINDOW_N_OVERRIDE``; with runtime configuration, the
         live profiles that build on them (shared.runtime_config; the packaged ones are the fallback)."""
         checks = self.profile_checks()
-        settings = self.settings
+        rollout, window_n_override = self.structured.rollout, self.structured.window_n_override
         packaged = load_catalog(
             PROFILES_DIR,
             known_tools=checks.known_tools,
-            rollout_json=settings.profile_rollout,
-            window_n_override=settings.window_n_override,
+            rollout_json=rollout,
+            window_n_override=window_n_override,
             known_mcp_servers=checks.known_mcp_servers,
         )
         source = self.runtime_config
@@ -61,8 +61,8 @@ class CatalogProviders(ProviderBase):
             return packaged
         from shared.runtime_config import CatalogBase, LiveProfiles
 
-        base = CatalogBase({p.name: p for p in packaged}, checks, settings.profile_rollout, settings.window_n_override)
-        return LiveProfiles(source, base, fallback=packaged, poll_interval_s=settings.runtime_config_poll_s)
+        base = CatalogBase({p.name: p for p in packaged}, checks, rollout, window_n_override)
+        return LiveProfiles(source, base, fallback=packaged, poll_interval_s=self.settings.runtime_config_poll_s)
 
     def profile_checks(self) -> ProfileChecks:
         """What this deployment's profiles are checked against: its tools (built-in, plugins, MCP, memory) and MCP

@@ -46,11 +46,11 @@ class ModelProviders(ProviderBase):
 
     @cached_property
     def model_ids(self) -> dict[str, str]:
-        """``MODEL_ID_MAP``, validated; ids that the built-in model table does not know are logged, not refused."""
-        from shared.llm.model_ids import parse_model_id_map
+        """``MODEL_ID_MAP`` (parsed when the settings loaded); ids that the built-in model table does not know are
+        logged, not refused."""
         from shared.profiles import KNOWN_MODELS
 
-        mapping = parse_model_id_map(self.settings.model_id_map)
+        mapping = dict(self.structured.model_ids)
         for logical, provider_id in mapping.items():
             if provider_id not in KNOWN_MODELS:
                 logger.warning(

@@ -58,21 +58,21 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
 
     @cached_property
     def limits(self) -> LimitGate | None:
-        """The limits (``LIMITS``; a bad value is a ``ConfigurationError`` naming it); None when ``LIMITS`` is
-        unset: nothing is counted and nothing refused."""
-        if self.settings.limits is None:
+        """The limits (``LIMITS``, parsed when the settings loaded); None when ``LIMITS`` is unset: nothing is
+        counted and nothing refused."""
+        config = self.structured.limits
+        if config is None:
             return None
-        from shared.limits.config import parse_limits
         from shared.limits.gate import LimitGate
 
-        return LimitGate(self.usage_counters, parse_limits(self.settings.limits))
+        return LimitGate(self.usage_counters, config)
 
     @cached_property
     def usage_reports(self) -> UsageReports:
         """The usage API's views (a caller's day and month, a tenant's month) and the per-user limits' changes."""
-        from shared.limits.usage import UsageReports, parse_prices
+        from shared.limits.usage import UsageReports
 
-        return UsageReports(self.limits, self.usage_counters, parse_prices(self.settings.model_prices))
+        return UsageReports(self.limits, self.usage_counters, self.structured.prices)
 
     @cached_property
     def chat(self) -> ChatService:

@@ -1,6 +1,7 @@
 """Each function's settings: a typed model of only the groups it reads (shared.settings), read from the environment
-once, its JSON settings parsed and checked when it loads. A wrong value is one ``ConfigurationError`` at start-up that
-names the variable, not a failure on the first request that reads it.
+once, its JSON settings parsed once when it loads, into :class:`StructuredSettings`: the values the providers build
+from. A wrong value is one ``ConfigurationError`` at start-up that names the variable, not a failure on the first
+request that reads it.
 
 template.yaml gives every function the same global variables; a function's model reads only its own, so a setting
 that only another function uses cannot stop it from starting.
@@ -8,8 +9,9 @@ that only another function uses cannot stop it from starting.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from shared.settings import (
     AuthSettings,
@@ -30,6 +32,10 @@ from shared.settings import (
 )
 
 if TYPE_CHECKING:
+    from shared.limits.config import LimitsConfig
+    from shared.limits.usage import PriceTable
+    from shared.rollouts import RolloutRules
+    from shared.tools.mcp_servers import McpServerConfig
     from shared.wiring.warm_up import LambdaFunction
 
 
@@ -78,49 +84,77 @@ FUNCTION_SETTINGS: dict[LambdaFunction, type[SettingsGroup]] = {
 """The settings model of each function that warms up during its INIT (shared.container)."""
 
 
-def _json_checks() -> dict[str, Callable[[str], object]]:
-    """The parser of each JSON (or otherwise structured) setting; each raises a ``ConfigurationError`` naming it."""
-    from shared.limits.config import parse_limits
-    from shared.limits.usage import parse_prices
-    from shared.llm.model_ids import parse_model_id_map
-    from shared.rollouts import parse_rollout_shape
-    from shared.tools.mcp_servers import parse_mcp_servers
-    from shared.tools.plugins import parse_plugin_paths
+@dataclass(frozen=True)
+class StructuredSettings:
+    """The JSON (and otherwise structured) settings, each parsed once, when the settings load, into the value its
+    provider builds from (shared.wiring): no provider parses a setting again. A setting the function's model does
+    not hold has the value of an unset one."""
 
-    return {
-        "limits": parse_limits,
-        "model_prices": parse_prices,
-        "model_id_map": parse_model_id_map,
-        "mcp_servers": parse_mcp_servers,
-        "profile_rollout": parse_rollout_shape,
-        "tool_plugins": parse_plugin_paths,
-    }
+    limits: LimitsConfig | None
+    """``LIMITS``; None when unset: nothing counted, nothing refused."""
+    prices: PriceTable
+    """``MODEL_PRICES``; unset: the dated default table."""
+    model_ids: Mapping[str, str]
+    """``MODEL_ID_MAP``: logical model id to provider id; empty when unset."""
+    mcp_servers: Mapping[str, McpServerConfig]
+    """``MCP_SERVERS`` by server name; empty when unset."""
+    rollout: RolloutRules
+    """``PROFILE_ROLLOUT``'s rules, checked for their shape (against the profiles when the catalog is built)."""
+    tool_plugins: tuple[str, ...]
+    """``TOOL_PLUGINS``' ``module:attribute`` paths (imported when the tools are built)."""
+    window_n_override: int | None
+    """``WINDOW_N_OVERRIDE``, a positive integer; None when unset."""
 
 
-def check_structured_settings(settings: SettingsGroup) -> None:
-    """Parse each JSON setting ``settings`` holds, and ``WINDOW_N_OVERRIDE`` (its one check).
+def _text(settings: SettingsGroup, name: str) -> str | None:
+    """The text of setting ``name`` when ``settings``' model holds it; None (unset) when it does not."""
+    value = getattr(settings, name) if name in type(settings).model_fields else None
+    return value if isinstance(value, str) else None
+
+
+def parse_structured_settings(settings: SettingsGroup) -> StructuredSettings:
+    """Each JSON setting ``settings`` holds, and ``WINDOW_N_OVERRIDE``, parsed (the parsers are imported here, not
+    with this module: importing a function's entry stays cheap).
 
     Raises:
         ConfigurationError: the first wrong one, naming its variable.
     """
-    from shared.rollouts import parse_window_override
+    from shared.limits.config import parse_limits
+    from shared.limits.usage import parse_prices
+    from shared.llm.model_ids import parse_model_id_map
+    from shared.rollouts import parse_rollout_shape, parse_window_override
+    from shared.tools.mcp_servers import parse_mcp_servers
+    from shared.tools.plugins import parse_plugin_paths
 
-    fields = type(settings).model_fields
-    for name, parse in _json_checks().items():
-        value = getattr(settings, name, None) if name in fields else None
-        if value is not None:
-            parse(value)
-    if isinstance(settings, CatalogSettings):
-        parse_window_override(settings.window_n_override)
+    limits = _text(settings, "limits")
+    return StructuredSettings(
+        limits=parse_limits(limits) if limits is not None else None,
+        prices=parse_prices(_text(settings, "model_prices")),
+        model_ids=parse_model_id_map(_text(settings, "model_id_map")),
+        mcp_servers=parse_mcp_servers(_text(settings, "mcp_servers")),
+        rollout=parse_rollout_shape(_text(settings, "profile_rollout")),
+        tool_plugins=parse_plugin_paths(_text(settings, "tool_plugins")),
+        window_n_override=parse_window_override(
+            settings.window_n_override if isinstance(settings, CatalogSettings) else None
+        ),
+    )
 
 
-def load_settings(model: type[SettingsGroup], env: Mapping[str, str] | None = None) -> Settings:
-    """A function's settings: ``model``'s groups read from ``env`` (default: the process environment) and checked,
-    the other groups at their defaults.
+class LoadedSettings(NamedTuple):
+    """A function's settings as they load: every setting (the groups it does not read at their defaults), and its
+    structured ones parsed."""
+
+    settings: Settings
+    structured: StructuredSettings
+
+
+def load_settings(model: type[SettingsGroup], env: Mapping[str, str] | None = None) -> LoadedSettings:
+    """A function's settings: ``model``'s groups read from ``env`` (default: the process environment), the other
+    groups at their defaults, and its structured settings parsed.
 
     Raises:
         ConfigurationError: one, naming the variable whose value is wrong.
     """
     own = read_settings(model, env)
-    check_structured_settings(own)
-    return Settings.model_validate(own.model_dump())
+    structured = parse_structured_settings(own)
+    return LoadedSettings(Settings.model_validate(own.model_dump()), structured)

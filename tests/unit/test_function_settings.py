@@ -3,8 +3,12 @@ load; a wrong value is one start-up error that names the variable (shared/settin
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.errors import ConfigurationError
 from shared.settings import (
     AuthSettings,
@@ -22,7 +26,9 @@ from shared.settings import (
     TableSettings,
     TracingSettings,
 )
+from shared.wiring import LambdaFunction, ServiceOverrides, Services
 from shared.wiring.settings import (
+    FUNCTION_SETTINGS,
     ApiSettings,
     AutomationFunctionSettings,
     MemoryFunctionSettings,
@@ -89,8 +95,9 @@ def test_a_setting_a_function_does_not_read_cannot_stop_it(variable: str) -> Non
     # GIVEN the migration function, which reads none of the structured settings
     assert variable.lower() not in MigrateSettings.model_fields
     # WHEN its settings load with a wrong value of one of them, THEN it starts
-    settings = load_settings(MigrateSettings, {variable: WRONG_JSON[variable], "MIGRATION_SEGMENTS": "8"})
+    settings, structured = load_settings(MigrateSettings, {variable: WRONG_JSON[variable], "MIGRATION_SEGMENTS": "8"})
     assert settings.migration_segments == 8
+    assert (structured.limits, structured.mcp_servers, structured.window_n_override) == (None, {}, None)
 
 
 def test_a_wrong_plain_value_names_each_variable_in_one_error() -> None:
@@ -103,7 +110,7 @@ def test_a_wrong_plain_value_names_each_variable_in_one_error() -> None:
 
 
 def test_settings_are_read_by_the_variable_names_of_the_template() -> None:
-    settings = load_settings(
+    settings, structured = load_settings(
         ApiSettings,
         {
             "TABLE_NAME": "t",
@@ -120,9 +127,34 @@ def test_settings_are_read_by_the_variable_names_of_the_template() -> None:
     assert settings.cors_allowed_origins == ("https://a.example", "https://b.example")
     assert (settings.window_n_override, settings.lambda_function_name) == (25, "api")
     assert settings.limits == '{"user": {"concurrentRuns": 5}}'
+    assert structured.limits is not None and structured.limits.user.concurrent_runs == 5
+    assert structured.window_n_override == 25
     assert settings.llm_timeout_s == 60.0  # blank is unset
 
 
 def test_aws_region_wins_over_the_default_region() -> None:
     env = {"AWS_REGION": "eu-central-1", "AWS_DEFAULT_REGION": "us-west-2"}
-    assert load_settings(ApiSettings, env).aws_region == "eu-central-1"
+    assert load_settings(ApiSettings, env).settings.aws_region == "eu-central-1"
+
+
+@pytest.mark.parametrize("function", list(FUNCTION_SETTINGS))
+def test_a_functions_start_up_reads_only_the_settings_of_its_own_model(function: LambdaFunction) -> None:
+    # GIVEN every setting, recording each read of one that the function's own model does not hold (and so is
+    # only ever at its default in that function)
+    own = set(FUNCTION_SETTINGS[function].model_fields)
+    foreign: set[str] = set()
+
+    class Recording(Settings):
+        def __getattribute__(self, name: str) -> Any:
+            if name in Settings.model_fields and name not in own:
+                foreign.add(name)
+            return super().__getattribute__(name)
+
+    overrides = ServiceOverrides(store=InMemoryStore(), stream=InMemoryEventStream())
+    structured = load_settings(FUNCTION_SETTINGS[function], {}).structured
+    services = Services(Recording(), overrides=overrides, structured=structured)
+    # WHEN the function's services are built as its INIT builds them
+    built = services.warm_up(function)
+    # THEN the run path was built, and no provider read a setting of another function's groups
+    assert {"profiles", "runs", "worker"} <= set(built)
+    assert foreign == set()

@@ -60,7 +60,7 @@ def base(rollout_json: str | None = None, window: int | None = None) -> CatalogB
 def live(source: InMemoryConfigSource, clock: Clock, catalog_base: CatalogBase | None = None) -> LiveProfiles:
     catalog_base = catalog_base or base()
     fallback = build_catalog(
-        catalog_base.profiles, rollout=catalog_base.rollout_json, window_n_override=catalog_base.window_n_override
+        catalog_base.profiles, rollout=catalog_base.rollout, window_n_override=catalog_base.window_n_override
     )
     return LiveProfiles(source, catalog_base, fallback=fallback, poll_interval_s=POLL_S, clock=clock)
 
