@@ -92,6 +92,17 @@ def time_passes(seconds: float) -> Iterator[None]:
         yield
 
 
+async def pilot_and_baker(deployment: Deployment, client: Any) -> None:
+    """A first turn on th-del (a pilot) and on th-keep (a baker), their events handled: two due messages wait."""
+    await deployment.turn(client, "th-del", 1, "I am a pilot")
+    await deployment.turn(client, "th-keep", 1, "I am a baker")
+    await deployment.drain()
+
+
+def pending_extractions() -> DynamoDBPendingExtractions:
+    return DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
+
+
 @pytest.fixture
 def memory_queue(aws: Any) -> str:
     """The bus, the rule and the memory queue as template.yaml wires them, and the idempotency table."""
@@ -189,6 +200,11 @@ class Deployment:
             handled += len(messages)
         return handled
 
+    async def drain_after_quiet_period(self) -> int:
+        """`drain` once the memory policy's quiet period (120 s) has passed on moto's SQS clock."""
+        with time_passes(121):
+            return await self.drain()
+
     def delayed(self) -> int:
         attrs = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["All"])["Attributes"]
         return int(attrs["ApproximateNumberOfMessagesDelayed"])
@@ -232,8 +248,7 @@ async def test_a_burst_of_8_quick_turns_through_the_api_makes_at_most_2_memory_m
     assert extraction_calls(deployment.model) == [[f"th-burst-u{i}" for i in range(1, 7)]]
     assert deployment.delayed() >= 1
     # WHEN the thread stays quiet for the idle period
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     # THEN one more extraction reads turns 7-8 only: 2 extraction calls for 8 turns, no message read twice
     calls = extraction_calls(deployment.model)
     assert calls == [[f"th-burst-u{i}" for i in range(1, 7)], ["th-burst-u7", "th-burst-u8"]]
@@ -258,8 +273,7 @@ async def test_turns_spread_out_coalesce_into_one_run_when_the_thread_goes_quiet
     with time_passes(60):
         assert await deployment.drain() == 0
     # WHEN the quiet period has passed THEN the two older due messages are dropped, the newest extracts once
-    with time_passes(121):
-        assert await deployment.drain() == 3
+    assert await deployment.drain_after_quiet_period() == 3
     assert extraction_calls(deployment.model) == [["th-quiet-u1", "th-quiet-u2", "th-quiet-u3"]]
 
 
@@ -296,8 +310,7 @@ async def test_duplicated_and_out_of_order_events_never_extract_the_same_message
         QueueUrl=deployment.queue_url, MessageBody=json.dumps({**bodies[0], "id": str(uuid.uuid4())})
     )
     await deployment.drain()
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     # THEN no new run: nothing is new after the cursor
     assert len(extraction_calls(deployment.model)) == 1
 
@@ -305,15 +318,12 @@ async def test_duplicated_and_out_of_order_events_never_extract_the_same_message
 async def test_thread_and_user_cancellation_drop_pending_extraction(
     deployment: Deployment, asgi_client: Any, store: DynamoDBStore
 ) -> None:
-    pending = DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
+    pending = pending_extractions()
     async with asgi_client(deployment.api) as client:
-        await deployment.turn(client, "th-del", 1, "I am a pilot")
-        await deployment.turn(client, "th-keep", 1, "I am a baker")
-        await deployment.drain()
+        await pilot_and_baker(deployment, client)
     # WHEN the first thread is deleted (its marker cancelled) before the quiet period ends
     await pending.cancel_thread(TENANT, "th-del")
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     # THEN only the other thread was extracted
     assert extraction_calls(deployment.model) == [["th-keep-u1"]]
 
@@ -322,8 +332,7 @@ async def test_thread_and_user_cancellation_drop_pending_extraction(
         await deployment.turn(client, "th-keep", 2, "I am also a cyclist")
         await deployment.drain()
     await pending.cancel_user(TENANT, USER, now=utc_now() + timedelta(seconds=1))
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     # THEN nothing more is extracted
     assert len(extraction_calls(deployment.model)) == 1
 
@@ -331,20 +340,17 @@ async def test_thread_and_user_cancellation_drop_pending_extraction(
 async def test_deleting_a_thread_and_the_account_through_the_api_cancels_their_pending_extraction(
     deployment: Deployment, asgi_client: Any, store: DynamoDBStore
 ) -> None:
-    pending = DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
+    pending = pending_extractions()
     async with asgi_client(deployment.api) as client:
         # GIVEN a turn on two threads, their events handled: two pending markers, two due messages delayed
-        await deployment.turn(client, "th-del", 1, "I am a pilot")
-        await deployment.turn(client, "th-keep", 1, "I am a baker")
-        await deployment.drain()
+        await pilot_and_baker(deployment, client)
         marker = await pending.get(TENANT, "th-del")
         assert marker is not None and deployment.delayed() == 2
         # WHEN the owner deletes th-del through the API before the quiet period ends
         assert (await client.delete("/api/v1/threads/th-del", headers=bearer(USER, TENANT))).status_code == 204
     assert await pending.get(TENANT, "th-del") is None
     # THEN its due message, once delivered, finds nothing to run: no memory run, no failed record
-    with time_passes(121):
-        assert await deployment.drain() == 2
+    assert await deployment.drain_after_quiet_period() == 2
     assert extraction_calls(deployment.model) == [["th-keep-u1"]]
     assert await store.get_run(TENANT, memory_run_id(TENANT, "th-del", marker.generation, 1)) is None
     assert deployment.failures == []
@@ -357,14 +363,13 @@ async def test_deleting_a_thread_and_the_account_through_the_api_cancels_their_p
         resp = await client.delete("/api/v1/me", headers=bearer(USER, TENANT, scopes=("agent:erase",)))
         assert resp.status_code == 200 and resp.json()["deleted"] == {"threads": 1, "memories": 1, "automations": 0}
     # THEN the due message runs nothing, and the user has no memories left
-    with time_passes(121):
-        assert await deployment.drain() == 1
+    assert await deployment.drain_after_quiet_period() == 1
     assert len(extraction_calls(deployment.model)) == 1
     assert deployment.failures == [] and await asyncio.to_thread(memories) == []
 
 
 async def test_at_most_one_memory_run_in_flight_per_thread(deployment: Deployment, asgi_client: Any) -> None:
-    pending = DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
+    pending = pending_extractions()
     async with asgi_client(deployment.api) as client:
         await deployment.turn(client, "th-busy", 1, "I keep bees")
         await deployment.drain()
@@ -373,8 +378,7 @@ async def test_at_most_one_memory_run_in_flight_per_thread(deployment: Deploymen
     other = memory_run_id(TENANT, "th-busy", 99, 1)
     assert await pending.acquire(TENANT, "th-busy", other, now=now, lease_until=now + timedelta(seconds=900))
     # WHEN the quiet period passes THEN no second run starts; the due message is sent again for later
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     assert extraction_calls(deployment.model) == []
     assert deployment.delayed() == 1
     # WHEN the other run ends THEN the retried due message extracts
