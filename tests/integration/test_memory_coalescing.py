@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,7 @@ from shared.memory.executor import SYSTEM_PROMPT
 from shared.memory.trigger import RunCompletedPublisher
 from shared.models import utc_now
 from shared.wiring import ServiceOverrides, Services
-from tests.support.memory_extract_events import FakeLambdaContext
+from tests.support.memory_extract_events import NEW_USER_MESSAGE, FakeLambdaContext, memory_model
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.settings import REGION, TABLE, make_settings
 from tests.support.tokens import bearer
@@ -41,7 +40,6 @@ from tests.support.tokens import bearer
 BUS = "agent-events-coalescing"
 IDEMPOTENCY_TABLE = "agent-test-idempotency"
 TENANT, USER = "tenant-1", "user-1"
-NEW_USER_MESSAGE = re.compile(r'<message id="([^"]+)" role="user" new="true">(.*?)</message>', re.S)
 
 
 def is_memory_request(request: ChatRequest) -> bool:
@@ -58,28 +56,11 @@ def extraction_calls(model: ScriptedModel) -> list[list[str]]:
 
 
 def answer(request: ChatRequest) -> Turn:
-    """The worker says "ok"; the memory model writes one memory per new user message, then says "done"."""
+    """The worker says "ok"; the memory model writes one memory per new user message, then says "done"
+    (``memory_model``)."""
     if not is_memory_request(request):
         return Turn(text=["ok"])
-    if any(m.role == "tool" for m in request.messages):
-        return Turn(text=["done"])
-    calls = [
-        (
-            f"call_{mid}",
-            "memory_write",
-            json.dumps(
-                {
-                    "kind": "profile",
-                    "content": text,
-                    "confidence": 0.9,
-                    "evidence_quote": text,
-                    "source_message_ids": [mid],
-                }
-            ),
-        )
-        for mid, text in NEW_USER_MESSAGE.findall(request.messages[-1].content or "")
-    ]
-    return Turn(tool_calls=calls)
+    return memory_model(request)
 
 
 @contextmanager
