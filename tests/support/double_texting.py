@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.agui_clients import JsAgentReport, Turn, run_js_agent_async
+from tests.support.agui_clients import JsAgentReport, Turn, TurnReport, run_js_agent_async, turn_problems, validate_sse
 from tests.support.model_server import ScriptedTurn
 from tests.support.sse import parse_sse
 from tests.support.streams import events_of
@@ -78,3 +78,12 @@ async def js_client_sends(url: str, thread: str, text: str, strategy: str) -> Js
         "forwardedProps": {"multitaskStrategy": strategy},
     }
     return await run_js_agent_async(f"{url}/api/v1/agent", bearer(), thread, [turn])
+
+
+def clean_second_run(turn: TurnReport) -> str:
+    """The body of the client's run, checked: no problem seen by the client, 200, and ``ag-ui-validate`` clean."""
+    assert turn_problems(turn) == []
+    wire = turn["requests"][0]["response"]
+    assert wire is not None and wire["status"] == 200
+    assert validate_sse(wire["body"]).clean
+    return wire["body"]
