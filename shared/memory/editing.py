@@ -15,7 +15,7 @@ from datetime import datetime
 
 from shared.errors import Conflict, NotFound
 from shared.executors.model_turn import new_id
-from shared.memory.models import MAX_CONTENT_CHARS, Memory, MemoryKind, MemoryStatus
+from shared.memory.models import MAX_CONTENT_CHARS, Deactivation, Memory, MemoryKind, MemoryStatus
 from shared.memory.ports import MemoryStore
 from shared.models import AuditRecord, Identity, digest, utc_now
 from shared.ports import AuditLog
@@ -84,12 +84,14 @@ class MemoryEditor:
             identity.tenant_id,
             identity.user_id,
             old.id,
-            status=MemoryStatus.SUPERSEDED,
-            reason=EDIT_REASON,
-            run_id=f"edit_{new.id}",
-            evidence_quote=new.content,
-            source_message_ids=(),
-            superseded_by=new.id,
+            Deactivation(
+                status=MemoryStatus.SUPERSEDED,
+                reason=EDIT_REASON,
+                run_id=f"edit_{new.id}",
+                evidence_quote=new.content,
+                source_message_ids=(),
+                superseded_by=new.id,
+            ),
         )
         if replaced is None:  # changed (or deleted) between the read and the write: keep one active version
             await self._store.delete(identity.tenant_id, identity.user_id, new.id)

@@ -40,7 +40,7 @@ from pydantic import ValidationError
 from shared.executors.model_turn import new_id
 from shared.memory.embeddings import LexiconEmbedder, cosine
 from shared.memory.grounding import ExtractionScope, ProposalRejected, check_context, check_grounding
-from shared.memory.models import MAX_KEPT_SOURCE_IDS, ForgetProposal, Memory, MemoryStatus, WriteProposal
+from shared.memory.models import MAX_KEPT_SOURCE_IDS, Deactivation, ForgetProposal, Memory, MemoryStatus, WriteProposal
 from shared.memory.ports import Embedder, MemoryStore
 from shared.memory.text import (
     NEAR_DUPLICATE_JACCARD,
@@ -274,12 +274,14 @@ class MemoryGate:
             scope.tenant_id,
             scope.user_id,
             target.id,
-            status=MemoryStatus.SUPERSEDED,
-            reason=f"superseded by {new_id_}",
-            run_id=scope.run_id,
-            evidence_quote=proposal.evidence_quote,
-            source_message_ids=proposal.source_message_ids,
-            superseded_by=new_id_,
+            Deactivation(
+                status=MemoryStatus.SUPERSEDED,
+                reason=f"superseded by {new_id_}",
+                run_id=scope.run_id,
+                evidence_quote=proposal.evidence_quote,
+                source_message_ids=proposal.source_message_ids,
+                superseded_by=new_id_,
+            ),
         )
 
     # ---- memory_forget -------------------------------------------------------------------------------------
@@ -293,11 +295,13 @@ class MemoryGate:
             scope.tenant_id,
             scope.user_id,
             proposal.memory_id,
-            status=status,
-            reason=proposal.reason,
-            run_id=scope.run_id,
-            evidence_quote=proposal.evidence_quote,
-            source_message_ids=proposal.source_message_ids,
+            Deactivation(
+                status=status,
+                reason=proposal.reason,
+                run_id=scope.run_id,
+                evidence_quote=proposal.evidence_quote,
+                source_message_ids=proposal.source_message_ids,
+            ),
         )
         if updated is None:
             raise ProposalRejected("memory_not_active", f"memory {proposal.memory_id} changed concurrently; not active")

@@ -109,32 +109,34 @@ class ForgetProposal(BaseModel):
     source_message_ids: list[str] = Field(min_length=1, max_length=MAX_SOURCE_IDS)
 
 
-def deactivated(
-    memory: Memory,
-    *,
-    status: MemoryStatus,
-    reason: str,
-    run_id: str,
-    evidence_quote: str,
-    source_message_ids: Sequence[str],
-    superseded_by: str | None,
-    now: datetime,
-) -> Memory:
-    """``memory`` marked superseded or retracted, with why and on what evidence (every store writes this)."""
-    if status is MemoryStatus.ACTIVE:
-        raise ValueError("deactivate needs superseded or retracted")
-    return memory.model_copy(
-        update={
-            "status": status,
-            "status_reason": reason,
-            "superseded_by": superseded_by,
-            "status_changed_at": now,
-            "status_run_id": run_id,
-            "status_evidence_quote": evidence_quote,
-            "status_source_message_ids": tuple(source_message_ids),
-            "updated_at": now,
-        }
-    )
+@dataclass(frozen=True)
+class Deactivation:
+    """An active memory marked superseded or retracted, with why and on what evidence: what
+    ``MemoryStore.deactivate`` is given, and what every store writes (:meth:`applied_to`)."""
+
+    status: MemoryStatus
+    reason: str
+    run_id: str
+    evidence_quote: str
+    source_message_ids: Sequence[str]
+    superseded_by: str | None = None
+
+    def applied_to(self, memory: Memory, now: datetime) -> Memory:
+        """``memory`` as this change leaves it at ``now``."""
+        if self.status is MemoryStatus.ACTIVE:
+            raise ValueError("deactivate needs superseded or retracted")
+        return memory.model_copy(
+            update={
+                "status": self.status,
+                "status_reason": self.reason,
+                "superseded_by": self.superseded_by,
+                "status_changed_at": now,
+                "status_run_id": self.run_id,
+                "status_evidence_quote": self.evidence_quote,
+                "status_source_message_ids": tuple(self.source_message_ids),
+                "updated_at": now,
+            }
+        )
 
 
 EXTRACTION_DUE: Literal["memory.extraction.due"] = "memory.extraction.due"

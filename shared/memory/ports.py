@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
-from shared.memory.models import BusEvent, ExtractionDue, Memory, MemoryStatus, PendingExtraction, PublishFailure
+from shared.memory.models import (
+    BusEvent,
+    Deactivation,
+    ExtractionDue,
+    Memory,
+    PendingExtraction,
+    PublishFailure,
+)
 
 
 class MemoryStore(Protocol):
@@ -36,19 +43,7 @@ class MemoryStore(Protocol):
         """Create or replace a memory (the gate's writes and merges)."""
         ...
 
-    async def deactivate(
-        self,
-        tenant_id: str,
-        user_id: str,
-        memory_id: str,
-        *,
-        status: MemoryStatus,
-        reason: str,
-        run_id: str,
-        evidence_quote: str,
-        source_message_ids: Sequence[str],
-        superseded_by: str | None = None,
-    ) -> Memory | None:
+    async def deactivate(self, tenant_id: str, user_id: str, memory_id: str, change: Deactivation) -> Memory | None:
         """Mark an **active** memory superseded or retracted, with why and on what evidence. Returns the updated
         memory, or None when there is no active memory with this id for this user. Never deletes."""
         ...

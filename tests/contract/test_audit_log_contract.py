@@ -8,26 +8,14 @@ need another aggregate (a run to admit, a thread to audit) reach it through the 
 
 from __future__ import annotations
 
-from typing import cast
-
-import pytest
-
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.in_memory.store import InMemoryStore
-from tests.support.table_stores import audit, store_on
+from tests.support.table_stores import (
+    audit,
+    table_store_fixture,  # noqa: F401  (the `store` fixture)
+)
 
 Store = InMemoryStore | DynamoDBStore
-
-
-@pytest.fixture(params=["memory", "dynamodb"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return cast(str, request.param)
-
-
-@pytest.fixture
-def store(backend: str, request: pytest.FixtureRequest) -> Store:
-    """The table's three aggregates; each case calls the one under test (``store.audit``)."""
-    return store_on(backend, request)
 
 
 # ---- audit -------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 from shared.adapters.in_memory.memories import InMemoryMemoryStore
-from shared.memory.models import Memory, MemoryKind, MemoryStatus
+from shared.memory.models import Deactivation, Memory, MemoryKind, MemoryStatus
 from shared.models import Identity, Message, Role
 from tests.support.settings import REGION, TABLE
 
@@ -61,11 +61,13 @@ async def test_another_users_or_tenants_memory_is_not_found(memories: Store) -> 
             "tenant-a",
             "bob",
             "mem_1",
-            status=MemoryStatus.RETRACTED,
-            reason="x",
-            run_id="r",
-            evidence_quote="q",
-            source_message_ids=["m"],
+            Deactivation(
+                status=MemoryStatus.RETRACTED,
+                reason="x",
+                run_id="r",
+                evidence_quote="q",
+                source_message_ids=["m"],
+            ),
         )
         is None
     )
@@ -79,12 +81,14 @@ async def test_deactivate_keeps_the_memory_with_provenance_and_only_once(memorie
         "tenant-a",
         "alice",
         "mem_old",
-        status=MemoryStatus.SUPERSEDED,
-        reason="moved",
-        run_id="r2",
-        evidence_quote="I moved",
-        source_message_ids=["m9"],
-        superseded_by="mem_new",
+        Deactivation(
+            status=MemoryStatus.SUPERSEDED,
+            reason="moved",
+            run_id="r2",
+            evidence_quote="I moved",
+            source_message_ids=["m9"],
+            superseded_by="mem_new",
+        ),
     )
     assert updated is not None and updated.status is MemoryStatus.SUPERSEDED
     stored = await memories.get("tenant-a", "alice", "mem_old")
@@ -96,11 +100,13 @@ async def test_deactivate_keeps_the_memory_with_provenance_and_only_once(memorie
         "tenant-a",
         "alice",
         "mem_old",
-        status=MemoryStatus.RETRACTED,
-        reason="x",
-        run_id="r3",
-        evidence_quote="q",
-        source_message_ids=["m"],
+        Deactivation(
+            status=MemoryStatus.RETRACTED,
+            reason="x",
+            run_id="r3",
+            evidence_quote="q",
+            source_message_ids=["m"],
+        ),
     )
     assert again is None
 
@@ -141,11 +147,13 @@ async def test_list_active_is_the_newest_updated_active_memories_up_to_the_limit
         "tenant-a",
         "alice",
         "mem_4",
-        status=MemoryStatus.RETRACTED,
-        reason="user",
-        run_id="r2",
-        evidence_quote="",
-        source_message_ids=(),
+        Deactivation(
+            status=MemoryStatus.RETRACTED,
+            reason="user",
+            run_id="r2",
+            evidence_quote="",
+            source_message_ids=(),
+        ),
     )
     await memories.put(mem("mem_bob", user="bob"))
     active = await memories.list_active("tenant-a", "alice", limit=3)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import cast
 
 import pytest
 
@@ -24,20 +23,14 @@ from shared.models import (
     Usage,
     utc_now,
 )
-from tests.support.table_stores import ALICE, ALICE_ELSEWHERE, a_run, store_on
+from tests.support.table_stores import (
+    ALICE,
+    ALICE_ELSEWHERE,
+    a_run,
+    table_store_fixture,  # noqa: F401  (the `store` fixture)
+)
 
 Store = InMemoryStore | DynamoDBStore
-
-
-@pytest.fixture(params=["memory", "dynamodb"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return cast(str, request.param)
-
-
-@pytest.fixture
-def store(backend: str, request: pytest.FixtureRequest) -> Store:
-    """The table's three aggregates; each case calls the one under test (``store.runs``)."""
-    return store_on(backend, request)
 
 
 # ---- runs --------------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import cast
 
 import pytest
 
@@ -30,20 +29,17 @@ from shared.models import (
     ToolCall,
     utc_now,
 )
-from tests.support.table_stores import ALICE, ALICE_ELSEWHERE, BOB, a_run, audit, msg, store_on
+from tests.support.table_stores import (
+    ALICE,
+    ALICE_ELSEWHERE,
+    BOB,
+    a_run,
+    audit,
+    msg,
+    table_store_fixture,  # noqa: F401  (the `store` fixture)
+)
 
 Store = InMemoryStore | DynamoDBStore
-
-
-@pytest.fixture(params=["memory", "dynamodb"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return cast(str, request.param)
-
-
-@pytest.fixture
-def store(backend: str, request: pytest.FixtureRequest) -> Store:
-    """The table's three aggregates; each case calls the one under test (``store.threads``)."""
-    return store_on(backend, request)
 
 
 async def all_thread_ids(store: Store, identity: Identity, page: int) -> tuple[list[str], list[int]]:

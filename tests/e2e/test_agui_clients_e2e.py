@@ -10,11 +10,14 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.wiring import ServiceOverrides, Services
 from tests.support.agui_clients import run_js_agent, turn_problems, validate_sse
-from tests.support.live_app import serve_app
-from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
-from tests.support.settings import make_settings
+from tests.support.live_app import serve_with_model
+from tests.support.model_server import (  # noqa: F401  (model_server_fixture: the fixture)
+    ModelServer,
+    ScriptedToolCall,
+    ScriptedTurn,
+    model_server_fixture,
+)
 from tests.support.sse import iter_sse_frames
 from tests.support.tokens import bearer
 
@@ -22,15 +25,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def model_server() -> Iterator[ModelServer]:
-    with ModelServer() as server:
-        yield server
-
-
-@pytest.fixture
 def live(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
-    settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key")
-    with serve_app(Services(settings, overrides=ServiceOverrides(store=store))) as url:
+    with serve_with_model(store, redis_url, model_server) as url:
         yield url
 
 
@@ -152,10 +148,8 @@ def live_frontend(
     profile narrowed to ``confirm_*``: the client's tool round trip is the same on both."""
     from tests.support.profiles import chat_catalog
 
-    settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key")
     catalog = chat_catalog(frontend_allowlist=["confirm_*"]) if request.param.startswith("narrowed") else None
-    services = Services(settings, overrides=ServiceOverrides(store=store, profiles=catalog))
-    with serve_app(services) as url:
+    with serve_with_model(store, redis_url, model_server, catalog) as url:
         yield url
 
 

@@ -16,11 +16,21 @@ import pytest
 
 from shared.runs.deadline import LAMBDA_CONTEXT_HEADER
 from shared.runs.queueing import START_RESERVE_S
-from shared.wiring import ServiceOverrides, Services
-from tests.support.agui_clients import run_js_agent_async, turn_problems, validate_sse
-from tests.support.live_app import serve_app
-from tests.support.model_server import ModelServer, ScriptedTurn
-from tests.support.settings import make_settings
+from tests.support.agui_clients import validate_sse
+from tests.support.double_texting import (
+    Following,
+    clean_second_run,
+    first_answer_streaming,
+    js_client_sends,
+    long_answer,
+    run_body,
+)
+from tests.support.live_app import serve_with_model
+from tests.support.model_server import (
+    ModelServer,
+    ScriptedTurn,
+    model_server_fixture,  # noqa: F401  (the fixture)
+)
 from tests.support.sse import iter_sse_frames
 from tests.support.streams import TERMINAL, assert_well_formed_run, events_of
 from tests.support.tokens import bearer
@@ -29,54 +39,13 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def model_server() -> Iterator[ModelServer]:
-    with ModelServer() as server:
-        yield server
-
-
-@pytest.fixture
 def live(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
-    settings = make_settings(
-        redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key", sse_ping_interval_s=0.5
-    )
-    with serve_app(Services(settings, overrides=ServiceOverrides(store=store))) as url:
+    with serve_with_model(store, redis_url, model_server, sse_ping_interval_s=0.5) as url:
         yield url
 
 
-def run_body(thread: str, run: str, text: str, strategy: str | None = "enqueue") -> dict[str, Any]:
-    message = {"id": f"m-{run}", "role": "user", "content": text}
-    body: dict[str, Any] = {"threadId": thread, "runId": run, "messages": [message]}
-    if strategy is not None:
-        body["forwardedProps"] = {"multitaskStrategy": strategy}
-    return body
-
-
-class Following:
-    """A POST read in the background: its raw body and its events; ``streaming`` once the answer flows."""
-
-    def __init__(self) -> None:
-        self.raw = ""
-        self.status: int | None = None
-        self.streaming = asyncio.Event()
-        self.pinged = asyncio.Event()
-
-    async def post(self, client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> None:
-        async with client.stream("POST", f"{url}/api/v1/agent", json=body, headers=bearer()) as resp:
-            self.status = resp.status_code
-            async for chunk in resp.aiter_text():
-                self.raw += chunk
-                if ": ping" in self.raw:
-                    self.pinged.set()
-                if self.raw.count('"TEXT_MESSAGE_CONTENT"') >= 3:
-                    self.streaming.set()
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        return events_of(self.raw)
-
-
-def long_answer() -> ScriptedTurn:
-    return ScriptedTurn(text=[f"w{i} " for i in range(30)], chunk_delay_s=0.1)
+def queued_body(thread: str, run: str, text: str) -> dict[str, Any]:
+    return run_body(thread, run, text, "enqueue")
 
 
 def last_user_text(request: dict[str, Any]) -> str:
@@ -86,19 +55,22 @@ def last_user_text(request: dict[str, Any]) -> str:
 async def test_three_queued_messages_are_answered_in_order_once_each_and_a_fourth_is_refused(
     live: str, model_server: ModelServer
 ) -> None:
-    model_server.enqueue(long_answer(), *(ScriptedTurn(text=[f"answer {i}."]) for i in (1, 2, 3)))
-    first = Following()
+    model_server.enqueue(long_answer(30), *(ScriptedTurn(text=[f"answer {i}."]) for i in (1, 2, 3)))
     queued = [Following() for _ in range(3)]
     async with httpx.AsyncClient(timeout=60) as client:
         # GIVEN an answer streaming on the thread
-        following = [asyncio.create_task(first.post(client, live, run_body("th-q", "run-0", "hello", None)))]
-        await asyncio.wait_for(first.streaming.wait(), 10)
+        first, first_following = await first_answer_streaming(client, live, "th-q", "run-0")
+        following = [first_following]
         # WHEN three messages are sent with the enqueue strategy, one after the other
         for i, q in enumerate(queued, start=1):
-            following.append(asyncio.create_task(q.post(client, live, run_body("th-q", f"run-{i}", f"question {i}"))))
+            following.append(
+                asyncio.create_task(q.post(client, live, queued_body("th-q", f"run-{i}", f"question {i}")))
+            )
             await asyncio.wait_for(q.pinged.wait(), 10)
         # AND a fourth, beyond the queue's depth (3)
-        fourth = await client.post(f"{live}/api/v1/agent", json=run_body("th-q", "run-4", "one more"), headers=bearer())
+        fourth = await client.post(
+            f"{live}/api/v1/agent", json=queued_body("th-q", "run-4", "one more"), headers=bearer()
+        )
         await asyncio.gather(*following)
         history = (await client.get(f"{live}/api/v1/threads/th-q/history", headers=bearer())).json()["items"]
     # THEN the fourth is refused with queue_full, and nothing of it is stored
@@ -127,14 +99,12 @@ async def test_three_queued_messages_are_answered_in_order_once_each_and_a_fourt
 async def test_a_queued_run_whose_client_left_still_runs_and_can_be_followed(
     live: str, model_server: ModelServer
 ) -> None:
-    model_server.enqueue(long_answer(), ScriptedTurn(text=["still ", "answered."]))
-    first = Following()
+    model_server.enqueue(long_answer(30), ScriptedTurn(text=["still ", "answered."]))
     async with httpx.AsyncClient(timeout=60) as client:
-        following = asyncio.create_task(first.post(client, live, run_body("th-gone", "run-0", "hello", None)))
-        await asyncio.wait_for(first.streaming.wait(), 10)
+        _, following = await first_answer_streaming(client, live, "th-gone", "run-0")
         # GIVEN a queued message whose client leaves while it waits
         async with client.stream(
-            "POST", f"{live}/api/v1/agent", json=run_body("th-gone", "run-q", "are you there?"), headers=bearer()
+            "POST", f"{live}/api/v1/agent", json=queued_body("th-gone", "run-q", "are you there?"), headers=bearer()
         ) as resp:
             assert resp.status_code == 200
             async for frame in iter_sse_frames(resp, strict_eof=False):
@@ -166,32 +136,16 @@ async def follow_run(client: httpx.AsyncClient, url: str, run_id: str, *, queued
 
 
 async def test_the_official_client_queues_behind_a_streaming_run_cleanly(live: str, model_server: ModelServer) -> None:
-    model_server.enqueue(long_answer(), ScriptedTurn(text=["Queued ", "answer."]))
-    first = Following()
+    model_server.enqueue(long_answer(30), ScriptedTurn(text=["Queued ", "answer."]))
     async with httpx.AsyncClient(timeout=60) as client:
-        following = asyncio.create_task(first.post(client, live, run_body("th-js-q", "run-1", "hello", None)))
-        await asyncio.wait_for(first.streaming.wait(), 10)
+        first, following = await first_answer_streaming(client, live, "th-js-q", "run-1")
         # WHEN @ag-ui/client sends the second message with forwardedProps.multitaskStrategy = enqueue
-        report = await run_js_agent_async(
-            f"{live}/api/v1/agent",
-            bearer(),
-            "th-js-q",
-            [
-                {
-                    "runId": "run-js-2",
-                    "userMessage": {"id": "u-2", "content": "and then?"},
-                    "forwardedProps": {"multitaskStrategy": "enqueue"},
-                }
-            ],
-        )
+        report = await js_client_sends(live, "th-js-q", "and then?", "enqueue")
         await following
     (turn,) = report["turns"]
     # THEN the client saw a clean run after the first one finished, and ag-ui-validate finds nothing on either stream
-    assert turn_problems(turn) == []
-    wire = turn["requests"][0]["response"]
-    assert wire is not None and wire["status"] == 200
-    assert validate_sse(wire["body"]).clean
-    assert "Queued answer." in "".join(e.get("delta", "") for e in events_of(wire["body"]))
+    body = clean_second_run(turn)
+    assert "Queued answer." in "".join(e.get("delta", "") for e in events_of(body))
     assert first.events[-1]["type"] == "RUN_FINISHED" and first.events[-1]["outcome"] == {"type": "success"}
     assert validate_sse(first.raw).clean
 
@@ -199,17 +153,15 @@ async def test_the_official_client_queues_behind_a_streaming_run_cleanly(live: s
 async def test_a_wait_that_would_outlast_the_deadline_ends_the_stream_and_the_run_still_happens(
     live: str, model_server: ModelServer
 ) -> None:
-    model_server.enqueue(long_answer(), ScriptedTurn(text=["handed ", "over."]))
-    first = Following()
+    model_server.enqueue(long_answer(30), ScriptedTurn(text=["handed ", "over."]))
     async with httpx.AsyncClient(timeout=60) as client:
-        following = asyncio.create_task(first.post(client, live, run_body("th-late", "run-0", "hello", None)))
-        await asyncio.wait_for(first.streaming.wait(), 10)
+        _, following = await first_answer_streaming(client, live, "th-late", "run-0")
         # GIVEN a queued POST whose invocation ends (deadline) before the first run does: it may start its run only
         # until START_RESERVE_S before its deadline, which is already now
         deadline_ms = int((time.time() + START_RESERVE_S + 1) * 1000)
         headers = {**bearer(), LAMBDA_CONTEXT_HEADER: json.dumps({"deadline": deadline_ms})}
         queued = await client.post(
-            f"{live}/api/v1/agent", json=run_body("th-late", "run-late", "later?"), headers=headers
+            f"{live}/api/v1/agent", json=queued_body("th-late", "run-late", "later?"), headers=headers
         )
         # THEN its stream ends without a terminal event (the client follows GET /runs/{runId}/events)
         assert queued.status_code == 200
@@ -226,34 +178,28 @@ async def test_a_wait_that_would_outlast_the_deadline_ends_the_stream_and_the_ru
 @pytest.fixture
 def one_run_each(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
     """The app with a per-user limit of one concurrent run."""
-    settings = make_settings(
-        redis_url=redis_url,
-        llm_base_url=model_server.base_url,
-        llm_api_key="test-key",
-        sse_ping_interval_s=0.5,
-        limits=json.dumps({"user": {"concurrentRuns": 1}}),
-    )
-    with serve_app(Services(settings, overrides=ServiceOverrides(store=store))) as url:
+    limits = json.dumps({"user": {"concurrentRuns": 1}})
+    with serve_with_model(store, redis_url, model_server, sse_ping_interval_s=0.5, limits=limits) as url:
         yield url
 
 
 async def test_a_queued_run_holds_no_concurrency_slot_while_it_waits(
     one_run_each: str, model_server: ModelServer
 ) -> None:
-    model_server.enqueue(long_answer(), ScriptedTurn(text=["my ", "turn."]))
-    first, queued = Following(), Following()
+    model_server.enqueue(long_answer(30), ScriptedTurn(text=["my ", "turn."]))
+    queued = Following()
     async with httpx.AsyncClient(timeout=60) as client:
         # GIVEN a user allowed one run at a time, with an answer streaming
-        following = [asyncio.create_task(first.post(client, one_run_each, run_body("th-slot", "run-0", "hi", None)))]
-        await asyncio.wait_for(first.streaming.wait(), 10)
+        first, first_following = await first_answer_streaming(client, one_run_each, "th-slot", "run-0", "hi")
+        following = [first_following]
         # WHEN the user queues a message on the thread
         following.append(
-            asyncio.create_task(queued.post(client, one_run_each, run_body("th-slot", "run-q", "next one")))
+            asyncio.create_task(queued.post(client, one_run_each, queued_body("th-slot", "run-q", "next one")))
         )
         await asyncio.wait_for(queued.pinged.wait(), 10)
         # AND a run on another thread is refused meanwhile: the one slot is the first run's
         other = await client.post(
-            f"{one_run_each}/api/v1/agent", json=run_body("th-other", "run-x", "elsewhere", None), headers=bearer()
+            f"{one_run_each}/api/v1/agent", json=run_body("th-other", "run-x", "elsewhere"), headers=bearer()
         )
         # THEN the queued message was accepted while the slot was taken (waiting holds none), and ran once it was free
         assert other.status_code == 429 and other.json()["error"]["code"] == "too_many_runs", other.text

@@ -4,7 +4,6 @@ scripted model server, and the official ``@ag-ui/client`` and ``ag-ui-validate``
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -12,60 +11,30 @@ from typing import Any
 import httpx
 import pytest
 
-from shared.wiring import ServiceOverrides, Services
-from tests.support.agui_clients import run_js_agent_async, turn_problems, validate_sse
-from tests.support.live_app import serve_app
-from tests.support.model_server import ModelServer, ScriptedTurn
-from tests.support.settings import make_settings
-from tests.support.sse import iter_sse_frames, parse_sse
+from tests.support.agui_clients import validate_sse
+from tests.support.double_texting import (
+    clean_second_run,
+    first_answer_streaming,
+    js_client_sends,
+    long_answer,
+    run_body,
+)
+from tests.support.live_app import serve_with_model
+from tests.support.model_server import (
+    ModelServer,
+    ScriptedTurn,
+    model_server_fixture,  # noqa: F401  (the fixture)
+)
+from tests.support.sse import parse_sse
 from tests.support.tokens import bearer
 
 pytestmark = pytest.mark.e2e
 
-TERMINAL = ("RUN_FINISHED", "RUN_ERROR")
-
-
-@pytest.fixture
-def model_server() -> Iterator[ModelServer]:
-    with ModelServer() as server:
-        yield server
-
 
 @pytest.fixture
 def live(store: Any, redis_url: str, model_server: ModelServer) -> Iterator[str]:
-    settings = make_settings(redis_url=redis_url, llm_base_url=model_server.base_url, llm_api_key="test-key")
-    with serve_app(Services(settings, overrides=ServiceOverrides(store=store))) as url:
+    with serve_with_model(store, redis_url, model_server) as url:
         yield url
-
-
-def run_body(thread: str, run: str, mid: str, text: str, strategy: str | None = None) -> dict[str, Any]:
-    message = {"id": mid, "role": "user", "content": text}
-    body: dict[str, Any] = {"threadId": thread, "runId": run, "messages": [message]}
-    if strategy is not None:
-        body["forwardedProps"] = {"multitaskStrategy": strategy}
-    return body
-
-
-class FirstRun:
-    """The first POST, read in the background: its events, their stream ids and its raw body."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.raw: list[str] = []
-        self.ids: list[str] = []
-        self.streaming = asyncio.Event()
-
-    async def follow(self, client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> None:
-        async with client.stream("POST", f"{url}/api/v1/agent", json=body, headers=bearer()) as resp:
-            assert resp.status_code == 200
-            async for frame in iter_sse_frames(resp, strict_eof=False):
-                if frame.data is None:
-                    continue
-                self.raw.append(f"id: {frame.id}\ndata: {frame.data}\n\n" if frame.id else f"data: {frame.data}\n\n")
-                self.events.append(frame.json())
-                self.ids.append(frame.id or "")
-                if sum(e["type"] == "TEXT_MESSAGE_CONTENT" for e in self.events) >= 3:
-                    self.streaming.set()
 
 
 def stream_ms(entry_id: str) -> int:
@@ -73,23 +42,17 @@ def stream_ms(entry_id: str) -> int:
     return int(entry_id.split("-")[0])
 
 
-def long_answer() -> ScriptedTurn:
-    return ScriptedTurn(text=[f"w{i} " for i in range(200)], chunk_delay_s=0.1)
-
-
 async def test_interrupt_ends_the_first_run_before_the_new_one_starts_and_the_new_run_sees_both_messages(
     live: str, model_server: ModelServer
 ) -> None:
-    model_server.enqueue(long_answer(), ScriptedTurn(text=["Sure, ", "Paris."]))
-    first = FirstRun()
+    model_server.enqueue(long_answer(200), ScriptedTurn(text=["Sure, ", "Paris."]))
     async with httpx.AsyncClient(timeout=60) as client:
         # GIVEN a first answer streaming on the thread
-        following = asyncio.create_task(follow_first(first, client, live))
-        await asyncio.wait_for(first.streaming.wait(), 10)
+        first, following = await first_answer_streaming(client, live, "th-int", "run-1")
         # WHEN a second message arrives with the interrupt strategy
         second = await client.post(
             f"{live}/api/v1/agent",
-            json=run_body("th-int", "run-2", "u-2", "actually, the capital of France?", "interrupt"),
+            json=run_body("th-int", "run-2", "actually, the capital of France?", "interrupt"),
             headers=bearer(),
         )
         await following
@@ -103,7 +66,7 @@ async def test_interrupt_ends_the_first_run_before_the_new_one_starts_and_the_ne
     assert sum(e["type"] == "TEXT_MESSAGE_CONTENT" for e in first.events) < 200
     second_started = next(f for f in parse_sse(second.text) if f.data is not None and f.json()["type"] == "RUN_STARTED")
     assert stream_ms(first.ids[-1]) <= stream_ms(second_started.id or ""), (first.ids[-1], second_started.id)
-    assert validate_sse("".join(first.raw)).clean
+    assert validate_sse(first.raw).clean
     # AND the model's request for the new run held both user messages, and the interrupted answer between them
     sent = [m for m in model_server.requests[-1]["messages"] if m["role"] != "system"]
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
@@ -118,56 +81,32 @@ async def test_interrupt_ends_the_first_run_before_the_new_one_starts_and_the_ne
     assert partial[0]["partial"] is True and partial[0]["endedBy"] == "interrupted", partial
 
 
-async def follow_first(first: FirstRun, client: httpx.AsyncClient, url: str) -> None:
-    await first.follow(client, url, run_body("th-int", "run-1", "u-1", "hello"))
-
-
 async def test_the_official_client_interrupts_a_streaming_run_cleanly(live: str, model_server: ModelServer) -> None:
-    model_server.enqueue(long_answer(), ScriptedTurn(text=["Interrupted ", "you."]))
-    first = FirstRun()
+    model_server.enqueue(long_answer(200), ScriptedTurn(text=["Interrupted ", "you."]))
     async with httpx.AsyncClient(timeout=60) as client:
-        following = asyncio.create_task(first.follow(client, live, run_body("th-js-int", "run-1", "u-1", "hello")))
-        await asyncio.wait_for(first.streaming.wait(), 10)
+        first, following = await first_answer_streaming(client, live, "th-js-int", "run-1")
         # WHEN @ag-ui/client sends the second message with forwardedProps.multitaskStrategy = interrupt
-        report = await run_js_agent_async(
-            f"{live}/api/v1/agent",
-            bearer(),
-            "th-js-int",
-            [
-                {
-                    "runId": "run-js-2",
-                    "userMessage": {"id": "u-2", "content": "stop, new question"},
-                    "forwardedProps": {"multitaskStrategy": "interrupt"},
-                }
-            ],
-        )
+        report = await js_client_sends(live, "th-js-int", "stop, new question", "interrupt")
         await following
     (turn,) = report["turns"]
     # THEN the client saw a clean run, and ag-ui-validate finds nothing on either stream
-    assert turn_problems(turn) == []
-    wire = turn["requests"][0]["response"]
-    assert wire is not None and wire["status"] == 200
-    assert validate_sse(wire["body"]).clean
+    clean_second_run(turn)
     assert first.events[-1]["outcome"] == {"type": "cancelled"}
-    assert validate_sse("".join(first.raw)).clean
+    assert validate_sse(first.raw).clean
 
 
 async def test_reject_and_an_unknown_strategy(live: str, model_server: ModelServer) -> None:
-    model_server.enqueue(long_answer())
-    first = FirstRun()
+    model_server.enqueue(long_answer(200))
     async with httpx.AsyncClient(timeout=60) as client:
-        following = asyncio.create_task(first.follow(client, live, run_body("th-rej", "run-1", "u-1", "hello")))
-        await asyncio.wait_for(first.streaming.wait(), 10)
+        first, following = await first_answer_streaming(client, live, "th-rej", "run-1")
         # WHEN a second message says reject (the shipped default), or a strategy that does not exist
         rejected = await client.post(
-            f"{live}/api/v1/agent", json=run_body("th-rej", "run-2", "u-2", "again", "reject"), headers=bearer()
+            f"{live}/api/v1/agent", json=run_body("th-rej", "run-2", "again", "reject"), headers=bearer()
         )
         unknown = await client.post(
-            f"{live}/api/v1/agent", json=run_body("th-rej", "run-3", "u-3", "again", "rollback"), headers=bearer()
+            f"{live}/api/v1/agent", json=run_body("th-rej", "run-3", "again", "rollback"), headers=bearer()
         )
-        default = await client.post(
-            f"{live}/api/v1/agent", json=run_body("th-rej", "run-4", "u-4", "again"), headers=bearer()
-        )
+        default = await client.post(f"{live}/api/v1/agent", json=run_body("th-rej", "run-4", "again"), headers=bearer())
         await client.post(f"{live}/api/v1/agent/runs/run-1/cancel", headers=bearer())
         await following
     # THEN reject (and the profile's default) answer 409 thread_busy, the unknown strategy 422, the first run goes on
@@ -179,24 +118,11 @@ async def test_reject_and_an_unknown_strategy(live: str, model_server: ModelServ
 
 
 async def test_the_official_client_is_refused_cleanly_by_reject(live: str, model_server: ModelServer) -> None:
-    model_server.enqueue(long_answer())
-    first = FirstRun()
+    model_server.enqueue(long_answer(200))
     async with httpx.AsyncClient(timeout=60) as client:
-        following = asyncio.create_task(first.follow(client, live, run_body("th-js-rej", "run-1", "u-1", "hello")))
-        await asyncio.wait_for(first.streaming.wait(), 10)
+        first, following = await first_answer_streaming(client, live, "th-js-rej", "run-1")
         # WHEN @ag-ui/client sends a second message with forwardedProps.multitaskStrategy = reject
-        report = await run_js_agent_async(
-            f"{live}/api/v1/agent",
-            bearer(),
-            "th-js-rej",
-            [
-                {
-                    "runId": "run-js-2",
-                    "userMessage": {"id": "u-2", "content": "again"},
-                    "forwardedProps": {"multitaskStrategy": "reject"},
-                }
-            ],
-        )
+        report = await js_client_sends(live, "th-js-rej", "again", "reject")
         await client.post(f"{live}/api/v1/agent/runs/run-1/cancel", headers=bearer())
         await following
     (turn,) = report["turns"]
@@ -205,4 +131,4 @@ async def test_the_official_client_is_refused_cleanly_by_reject(live: str, model
     assert wire is not None and wire["status"] == 409, wire
     assert json.loads(wire["body"])["error"]["code"] == "thread_busy"
     assert turn["error"] is not None or turn["runFailed"], turn
-    assert validate_sse("".join(first.raw)).clean
+    assert validate_sse(first.raw).clean

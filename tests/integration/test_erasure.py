@@ -16,7 +16,7 @@ from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.aws.memory_pending import DynamoDBPendingExtractions
 from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 from shared.auth import ERASE_SCOPE
-from shared.memory.models import Memory, MemoryKind, MemoryStatus
+from shared.memory.models import Deactivation, Memory, MemoryKind, MemoryStatus
 from shared.models import Identity, utc_now
 from shared.stream_keys import run_stream_key, thread_stream_key
 from shared.wiring import Services
@@ -185,11 +185,13 @@ async def test_the_account_deletion_erases_only_the_callers_threads_memories_and
         TENANT,
         USER,
         "mem-2",
-        status=MemoryStatus.RETRACTED,
-        reason="the user said so",
-        run_id="r2",
-        evidence_quote="I like tea",
-        source_message_ids=("m1",),
+        Deactivation(
+            status=MemoryStatus.RETRACTED,
+            reason="the user said so",
+            run_id="r2",
+            evidence_quote="I like tea",
+            source_message_ids=("m1",),
+        ),
     )
     async with asgi_client(services) as client:
         # GIVEN the caller's two threads (one with a pending extraction) and another user's thread

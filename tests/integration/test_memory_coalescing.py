@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,7 @@ from shared.memory.executor import SYSTEM_PROMPT
 from shared.memory.trigger import RunCompletedPublisher
 from shared.models import utc_now
 from shared.wiring import ServiceOverrides, Services
-from tests.support.memory_extract_events import FakeLambdaContext
+from tests.support.memory_extract_events import NEW_USER_MESSAGE, FakeLambdaContext, memory_model
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.settings import REGION, TABLE, make_settings
 from tests.support.tokens import bearer
@@ -41,7 +40,6 @@ from tests.support.tokens import bearer
 BUS = "agent-events-coalescing"
 IDEMPOTENCY_TABLE = "agent-test-idempotency"
 TENANT, USER = "tenant-1", "user-1"
-NEW_USER_MESSAGE = re.compile(r'<message id="([^"]+)" role="user" new="true">(.*?)</message>', re.S)
 
 
 def is_memory_request(request: ChatRequest) -> bool:
@@ -58,28 +56,11 @@ def extraction_calls(model: ScriptedModel) -> list[list[str]]:
 
 
 def answer(request: ChatRequest) -> Turn:
-    """The worker says "ok"; the memory model writes one memory per new user message, then says "done"."""
+    """The worker says "ok"; the memory model writes one memory per new user message, then says "done"
+    (``memory_model``)."""
     if not is_memory_request(request):
         return Turn(text=["ok"])
-    if any(m.role == "tool" for m in request.messages):
-        return Turn(text=["done"])
-    calls = [
-        (
-            f"call_{mid}",
-            "memory_write",
-            json.dumps(
-                {
-                    "kind": "profile",
-                    "content": text,
-                    "confidence": 0.9,
-                    "evidence_quote": text,
-                    "source_message_ids": [mid],
-                }
-            ),
-        )
-        for mid, text in NEW_USER_MESSAGE.findall(request.messages[-1].content or "")
-    ]
-    return Turn(tool_calls=calls)
+    return memory_model(request)
 
 
 @contextmanager
@@ -90,6 +71,17 @@ def time_passes(seconds: float) -> Iterator[None]:
     real = sqs_models.unix_time_millis
     with mock.patch.object(sqs_models, "unix_time_millis", lambda *a: real(*a) + seconds * 1000):
         yield
+
+
+async def pilot_and_baker(deployment: Deployment, client: Any) -> None:
+    """A first turn on th-del (a pilot) and on th-keep (a baker), their events handled: two due messages wait."""
+    await deployment.turn(client, "th-del", 1, "I am a pilot")
+    await deployment.turn(client, "th-keep", 1, "I am a baker")
+    await deployment.drain()
+
+
+def pending_extractions() -> DynamoDBPendingExtractions:
+    return DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
 
 
 @pytest.fixture
@@ -189,6 +181,11 @@ class Deployment:
             handled += len(messages)
         return handled
 
+    async def drain_after_quiet_period(self) -> int:
+        """`drain` once the memory policy's quiet period (120 s) has passed on moto's SQS clock."""
+        with time_passes(121):
+            return await self.drain()
+
     def delayed(self) -> int:
         attrs = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["All"])["Attributes"]
         return int(attrs["ApproximateNumberOfMessagesDelayed"])
@@ -232,8 +229,7 @@ async def test_a_burst_of_8_quick_turns_through_the_api_makes_at_most_2_memory_m
     assert extraction_calls(deployment.model) == [[f"th-burst-u{i}" for i in range(1, 7)]]
     assert deployment.delayed() >= 1
     # WHEN the thread stays quiet for the idle period
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     # THEN one more extraction reads turns 7-8 only: 2 extraction calls for 8 turns, no message read twice
     calls = extraction_calls(deployment.model)
     assert calls == [[f"th-burst-u{i}" for i in range(1, 7)], ["th-burst-u7", "th-burst-u8"]]
@@ -258,8 +254,7 @@ async def test_turns_spread_out_coalesce_into_one_run_when_the_thread_goes_quiet
     with time_passes(60):
         assert await deployment.drain() == 0
     # WHEN the quiet period has passed THEN the two older due messages are dropped, the newest extracts once
-    with time_passes(121):
-        assert await deployment.drain() == 3
+    assert await deployment.drain_after_quiet_period() == 3
     assert extraction_calls(deployment.model) == [["th-quiet-u1", "th-quiet-u2", "th-quiet-u3"]]
 
 
@@ -296,8 +291,7 @@ async def test_duplicated_and_out_of_order_events_never_extract_the_same_message
         QueueUrl=deployment.queue_url, MessageBody=json.dumps({**bodies[0], "id": str(uuid.uuid4())})
     )
     await deployment.drain()
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     # THEN no new run: nothing is new after the cursor
     assert len(extraction_calls(deployment.model)) == 1
 
@@ -305,15 +299,12 @@ async def test_duplicated_and_out_of_order_events_never_extract_the_same_message
 async def test_thread_and_user_cancellation_drop_pending_extraction(
     deployment: Deployment, asgi_client: Any, store: DynamoDBStore
 ) -> None:
-    pending = DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
+    pending = pending_extractions()
     async with asgi_client(deployment.api) as client:
-        await deployment.turn(client, "th-del", 1, "I am a pilot")
-        await deployment.turn(client, "th-keep", 1, "I am a baker")
-        await deployment.drain()
+        await pilot_and_baker(deployment, client)
     # WHEN the first thread is deleted (its marker cancelled) before the quiet period ends
     await pending.cancel_thread(TENANT, "th-del")
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     # THEN only the other thread was extracted
     assert extraction_calls(deployment.model) == [["th-keep-u1"]]
 
@@ -322,8 +313,7 @@ async def test_thread_and_user_cancellation_drop_pending_extraction(
         await deployment.turn(client, "th-keep", 2, "I am also a cyclist")
         await deployment.drain()
     await pending.cancel_user(TENANT, USER, now=utc_now() + timedelta(seconds=1))
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     # THEN nothing more is extracted
     assert len(extraction_calls(deployment.model)) == 1
 
@@ -331,20 +321,17 @@ async def test_thread_and_user_cancellation_drop_pending_extraction(
 async def test_deleting_a_thread_and_the_account_through_the_api_cancels_their_pending_extraction(
     deployment: Deployment, asgi_client: Any, store: DynamoDBStore
 ) -> None:
-    pending = DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
+    pending = pending_extractions()
     async with asgi_client(deployment.api) as client:
         # GIVEN a turn on two threads, their events handled: two pending markers, two due messages delayed
-        await deployment.turn(client, "th-del", 1, "I am a pilot")
-        await deployment.turn(client, "th-keep", 1, "I am a baker")
-        await deployment.drain()
+        await pilot_and_baker(deployment, client)
         marker = await pending.get(TENANT, "th-del")
         assert marker is not None and deployment.delayed() == 2
         # WHEN the owner deletes th-del through the API before the quiet period ends
         assert (await client.delete("/api/v1/threads/th-del", headers=bearer(USER, TENANT))).status_code == 204
     assert await pending.get(TENANT, "th-del") is None
     # THEN its due message, once delivered, finds nothing to run: no memory run, no failed record
-    with time_passes(121):
-        assert await deployment.drain() == 2
+    assert await deployment.drain_after_quiet_period() == 2
     assert extraction_calls(deployment.model) == [["th-keep-u1"]]
     assert await store.get_run(TENANT, memory_run_id(TENANT, "th-del", marker.generation, 1)) is None
     assert deployment.failures == []
@@ -357,14 +344,13 @@ async def test_deleting_a_thread_and_the_account_through_the_api_cancels_their_p
         resp = await client.delete("/api/v1/me", headers=bearer(USER, TENANT, scopes=("agent:erase",)))
         assert resp.status_code == 200 and resp.json()["deleted"] == {"threads": 1, "memories": 1, "automations": 0}
     # THEN the due message runs nothing, and the user has no memories left
-    with time_passes(121):
-        assert await deployment.drain() == 1
+    assert await deployment.drain_after_quiet_period() == 1
     assert len(extraction_calls(deployment.model)) == 1
     assert deployment.failures == [] and await asyncio.to_thread(memories) == []
 
 
 async def test_at_most_one_memory_run_in_flight_per_thread(deployment: Deployment, asgi_client: Any) -> None:
-    pending = DynamoDBPendingExtractions(TABLE, client_factory("dynamodb", region=REGION))
+    pending = pending_extractions()
     async with asgi_client(deployment.api) as client:
         await deployment.turn(client, "th-busy", 1, "I keep bees")
         await deployment.drain()
@@ -373,8 +359,7 @@ async def test_at_most_one_memory_run_in_flight_per_thread(deployment: Deploymen
     other = memory_run_id(TENANT, "th-busy", 99, 1)
     assert await pending.acquire(TENANT, "th-busy", other, now=now, lease_until=now + timedelta(seconds=900))
     # WHEN the quiet period passes THEN no second run starts; the due message is sent again for later
-    with time_passes(121):
-        await deployment.drain()
+    await deployment.drain_after_quiet_period()
     assert extraction_calls(deployment.model) == []
     assert deployment.delayed() == 1
     # WHEN the other run ends THEN the retried due message extracts

@@ -21,7 +21,7 @@ from shared.adapters.aws.memory_store import DynamoDBMemoryStore, _to_item, memo
 from shared.adapters.aws.migration_runner import MigrationRunner, RunnerOptions
 from shared.adapters.aws.migration_state import MigrationStateTable, run_key
 from shared.memory.injection import ActiveMemories
-from shared.memory.models import MemoryStatus
+from shared.memory.models import Deactivation, MemoryStatus
 from shared.memory.ports import MemoryStore
 from shared.migrations.memory_index import ACTIVE_MEMORY_INDEX
 from shared.models import Identity
@@ -169,11 +169,13 @@ async def test_the_worker_reads_the_right_memories_before_during_and_after_the_m
         "tenant-m",
         "user-01",
         retracted,
-        status=MemoryStatus.RETRACTED,
-        reason="wrong",
-        run_id="r",
-        evidence_quote="q",
-        source_message_ids=["m"],
+        Deactivation(
+            status=MemoryStatus.RETRACTED,
+            reason="wrong",
+            run_id="r",
+            evidence_quote="q",
+            source_message_ids=["m"],
+        ),
     )
     expected["user-00"] = [newest.id, *expected["user-00"][:19]]
     expected["user-01"] = seeded.newest_active("user-01", 21)[1:]

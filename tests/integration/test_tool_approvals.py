@@ -120,6 +120,11 @@ async def interrupted(client: httpx.AsyncClient) -> dict[str, Any]:
     return dict(events[-1]["outcome"]["interrupts"][0])
 
 
+def answer(interrupt: dict[str, Any], status: str = "resolved", **payload: Any) -> list[dict[str, Any]]:
+    """A resume that answers ``interrupt`` alone: approved (with an edited ``payload``, if given) or cancelled."""
+    return [{"interruptId": interrupt["id"], "status": status, **payload}]
+
+
 async def raw_thread(store: Any, thread: str = "th-ap") -> list[Any]:
     return list(reversed(await store.read_back("tenant-1", thread, before_seq=None, limit=50)))
 
@@ -171,7 +176,7 @@ async def test_resolved_runs_the_call_once_and_the_model_continues_in_that_run(
         interrupt = await interrupted(client)
         assert r.outbox.sent == []
         # WHEN the user approves it
-        status, events = await post(client, body("run-2", [{"interruptId": interrupt["id"], "status": "resolved"}]))
+        status, events = await post(client, body("run-2", answer(interrupt)))
     # THEN the tool ran once, with the model's arguments, and its result streamed in the resuming run
     assert status == 200 and events[-1]["outcome"] == {"type": "success"}
     assert r.outbox.sent == [{"to": "ann@example.com", "subject": "Hi"}]
@@ -194,8 +199,7 @@ async def test_resolved_with_edited_arguments_runs_the_edited_call(rig: Any, asg
     async with asgi_client(r.services) as client:
         interrupt = await interrupted(client)
         edited = {"to": "ann@example.org", "subject": "Hello"}
-        status, _ = await post(client, body("run-2", [{"interruptId": interrupt["id"], "status": "resolved",
-                                                       "payload": edited}]))
+        status, _ = await post(client, body("run-2", answer(interrupt, payload=edited)))
     assert status == 200
     assert r.outbox.sent == [edited]
     last = r.services.overrides.model.requests[1].messages[-1]
@@ -208,7 +212,7 @@ async def test_cancelled_stores_a_declined_result_and_never_calls_the_tool(
     r = rig(Turn(tool_calls=[EMAIL_CALL]), Turn(text=["OK, not sent."]))
     async with asgi_client(r.services) as client:
         interrupt = await interrupted(client)
-        status, events = await post(client, body("run-2", [{"interruptId": interrupt["id"], "status": "cancelled"}]))
+        status, events = await post(client, body("run-2", answer(interrupt, "cancelled")))
     assert status == 200 and events[-1]["outcome"] == {"type": "success"}
     assert r.outbox.sent == []
     last = r.services.overrides.model.requests[1].messages[-1]
@@ -226,12 +230,11 @@ async def test_an_edited_payload_outside_the_schema_is_refused_and_nothing_chang
         interrupt = await interrupted(client)
         before = await raw_thread(store)
         for payload in ({"to": "ann@example.com"}, {"to": "a", "subject": "x" * 41}, ["not", "an", "object"]):
-            status, errors = await post(client, body("run-2", [{"interruptId": interrupt["id"], "status": "resolved",
-                                                                "payload": payload}]))
+            status, errors = await post(client, body("run-2", answer(interrupt, payload=payload)))
             assert (status, errors[0]["code"]) == (422, "invalid_resume_payload")
         assert await raw_thread(store) == before and r.outbox.sent == []
         # AND the interrupt is still open: a valid answer goes through
-        status, _ = await post(client, body("run-3", [{"interruptId": interrupt["id"], "status": "resolved"}]))
+        status, _ = await post(client, body("run-3", answer(interrupt)))
     assert status == 200 and len(r.outbox.sent) == 1
 
 
@@ -243,7 +246,7 @@ async def test_a_tool_removed_from_the_profile_before_the_resume_is_refused_by_t
         interrupt = await interrupted(client)
         # WHEN the profile stops allowing send_email, then the user approves
         r.profiles.catalog = approval_catalog(allowlist=("get_current_time",))
-        status, events = await post(client, body("run-2", [{"interruptId": interrupt["id"], "status": "resolved"}]))
+        status, events = await post(client, body("run-2", answer(interrupt)))
     # THEN the gate refused the call at that moment: never executed, the model told, the refusal audited
     assert status == 200 and r.outbox.sent == []
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
@@ -259,14 +262,14 @@ async def test_attackers_cannot_answer_an_interrupt_they_do_not_own_or_answer_it
     r = rig(Turn(tool_calls=[EMAIL_CALL]), Turn(text=["Sent."]))
     async with asgi_client(r.services) as client:
         interrupt = await interrupted(client)
-        answer = [{"interruptId": interrupt["id"], "status": "resolved"}]
+        resume = answer(interrupt)
         before = await raw_thread(store)
         # WHEN another user, a user of another tenant, and the owner on another thread send the resume
         attempts = [
-            (body("run-x1", answer), bearer(user="user-2"), (404, "not_found")),
-            (body("run-x2", answer), bearer(tenant="tenant-2"), (422, "unknown_interrupt")),
-            (body("run-x3", answer, thread="th-other"), bearer(user="user-2"), (422, "unknown_interrupt")),
-            (body("run-x4", answer, thread="th-other"), bearer(), (422, "unknown_interrupt")),
+            (body("run-x1", resume), bearer(user="user-2"), (404, "not_found")),
+            (body("run-x2", resume), bearer(tenant="tenant-2"), (422, "unknown_interrupt")),
+            (body("run-x3", resume, thread="th-other"), bearer(user="user-2"), (422, "unknown_interrupt")),
+            (body("run-x4", resume, thread="th-other"), bearer(), (422, "unknown_interrupt")),
         ]
         for payload, headers, expected in attempts:
             status, errors = await post(client, payload, headers)
@@ -274,9 +277,9 @@ async def test_attackers_cannot_answer_an_interrupt_they_do_not_own_or_answer_it
             assert (status, errors[0]["code"]) == expected
         assert await raw_thread(store) == before and r.outbox.sent == []
         # WHEN the owner resumes, then replays the same resume in a new run
-        assert (await post(client, body("run-2", answer)))[0] == 200
+        assert (await post(client, body("run-2", resume)))[0] == 200
         after = await raw_thread(store)
-        status, errors = await post(client, body("run-3", answer))
+        status, errors = await post(client, body("run-3", resume))
         # THEN the replay is refused: the tool ran once
         assert (status, errors[0]["code"]) == (422, "interrupt_already_answered")
         assert await raw_thread(store) == after
@@ -321,10 +324,10 @@ async def test_an_expired_interrupt_cannot_be_resolved_and_its_call_gets_an_expi
         # WHEN a day and a minute have passed
         later = utc_now() + timedelta(hours=24, minutes=1)
         monkeypatch.setattr("shared.chat.utc_now", lambda: later)
-        status, errors = await post(client, body("run-2", [{"interruptId": interrupt["id"], "status": "resolved"}]))
+        status, errors = await post(client, body("run-2", answer(interrupt)))
         # THEN approving is refused; cancelling closes it with the expired result
         assert (status, errors[0]["code"]) == (422, "interrupt_expired")
-        status, _ = await post(client, body("run-3", [{"interruptId": interrupt["id"], "status": "cancelled"}]))
+        status, _ = await post(client, body("run-3", answer(interrupt, "cancelled")))
     assert status == 200 and r.outbox.sent == []
     last = r.services.overrides.model.requests[1].messages[-1]
     assert json.loads(last.content or "")["error"]["code"] == "approval_expired"

@@ -5,19 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
 
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.aws.table_schema import create_table
-from tests.support.lambda_instance import Instance
+from tests.support.lambda_instance import Instance, function_env, started
 from tests.support.model_server import ModelServer
 from tests.support.moto_server import moto_server
-from tests.support.settings import REGION, TABLE, TEST_SECRET
+from tests.support.settings import REGION, TABLE
 
-from .leases import HEARTBEAT_S, LEASE_S
+from .leases import LEASED
 
 
 @pytest.fixture
@@ -46,29 +45,6 @@ def instances(
     dynamodb_url: str, redis_url: str, model_server: ModelServer, tmp_path: Path
 ) -> Iterator[tuple[Instance, Instance]]:
     """Instances A and B, configured as template.yaml configures the function (lease shortened for the tests)."""
-    env: dict[str, Any] = {
-        "TABLE_NAME": TABLE,
-        "AWS_REGION": REGION,
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "DYNAMODB_ENDPOINT_URL": dynamodb_url,
-        "REDIS_URL": redis_url,
-        "LLM_BASE_URL": model_server.base_url,
-        "LLM_API_KEY": "test-key",
-        "LLM_MAX_RETRIES": "0",
-        "AUTH_MODE": "hs256",
-        "JWT_SECRET": TEST_SECRET,
-        "SSE_PING_INTERVAL_S": "1",
-        "RUN_LEASE_S": str(LEASE_S),
-        "RUN_HEARTBEAT_S": str(HEARTBEAT_S),
-    }
-    a = Instance("a", env, tmp_path)
-    b = Instance("b", env, tmp_path)
-    try:
-        a.wait_ready()
-        b.wait_ready()
+    env = {**function_env(dynamodb_url, redis_url, model_server.base_url), **LEASED}
+    with started(env, tmp_path) as (a, b):
         yield a, b
-    finally:
-        a.stop()
-        b.stop()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -16,13 +15,12 @@ from devtools.local.appconfig_standin import ExtensionStandIn
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.in_memory.config import InMemoryConfigSource
 from shared.models import Identity
-from tests.support.lambda_instance import Instance
+from tests.support.lambda_instance import Instance, function_env, started
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
-from tests.support.settings import REGION, TABLE, TEST_SECRET
 from tests.support.streams import body, events_of
 from tests.support.tokens import bearer
 
-from .leases import HEARTBEAT_S, LEASE_S
+from .leases import LEASED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -45,25 +43,16 @@ def approval_instances(
     """Instances A and B as the template configures them, with the units_convert plugin and a runtime configuration
     (the AppConfig extension's stand-in) that moves tenant-1's chats to a profile requiring approval for it."""
     standin = ExtensionStandIn(InMemoryConfigSource(DOCUMENT)).start()
-    env: dict[str, Any] = {
-        "TABLE_NAME": TABLE, "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "DYNAMODB_ENDPOINT_URL": dynamodb_url,
-        "REDIS_URL": redis_url, "LLM_BASE_URL": model_server.base_url, "LLM_API_KEY": "test-key",
-        "LLM_MAX_RETRIES": "0", "AUTH_MODE": "hs256", "JWT_SECRET": TEST_SECRET, "SSE_PING_INTERVAL_S": "1",
-        "RUN_LEASE_S": str(LEASE_S), "RUN_HEARTBEAT_S": str(HEARTBEAT_S),
+    env = {
+        **function_env(dynamodb_url, redis_url, model_server.base_url), **LEASED,
         "TOOL_PLUGINS": "tool_plugins.units_convert:TOOL",
         "APPCONFIG_APPLICATION": "agent", "APPCONFIG_ENVIRONMENT": "local", "APPCONFIG_PROFILE": "runtime",
         "APPCONFIG_EXTENSION_URL": standin.url,
     }
-    a = Instance("a", env, tmp_path)
-    b = Instance("b", env, tmp_path)
     try:
-        a.wait_ready()
-        b.wait_ready()
-        yield a, b
+        with started(env, tmp_path) as (a, b):
+            yield a, b
     finally:
-        a.stop()
-        b.stop()
         standin.stop()
 
 

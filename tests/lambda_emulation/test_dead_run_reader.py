@@ -17,8 +17,8 @@ import pytest
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.models import Identity, RunStatus
 from tests.lambda_emulation.leases import LEASE_S
-from tests.support.lambda_instance import Instance
-from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
+from tests.support.lambda_instance import Instance, leave_mid_tool_call, slow_tool_call_turn
+from tests.support.model_server import ModelServer
 from tests.support.sse import iter_sse_frames
 from tests.support.streams import TERMINAL, body
 from tests.support.tokens import bearer
@@ -33,26 +33,10 @@ async def test_a_reconnect_to_a_frozen_run_ends_it_within_the_lease_plus_5_s(
 ) -> None:
     a, b = instances
     # GIVEN a run on A whose model is slowly calling a tool
-    model_server.enqueue(
-        ScriptedTurn(
-            text=["Let ", "me ", "check ", "the ", "clock. "],
-            tool_calls=[ScriptedToolCall(name="get_current_time", arguments='{"timezone": "UTC"}', id="call-1")],
-            chunk_delay_s=0.4,
-            args_chunk_size=3,
-        )
-    )
-    seen: list[dict[str, Any]] = []
-    last_id = "0-0"
+    model_server.enqueue(slow_tool_call_turn())
     async with httpx.AsyncClient(timeout=60) as client:
         # WHEN its client disconnects mid-run (the tool call half streamed) and A is frozen
-        async with client.stream("POST", f"{a.url}/api/v1/agent", json=body("th-dead", "run-1"), headers=bearer()) as r:
-            async for frame in iter_sse_frames(r, strict_eof=False):
-                if frame.data is None:
-                    continue
-                seen.append(frame.json())
-                last_id = frame.id or last_id
-                if seen[-1]["type"] == "TOOL_CALL_ARGS":
-                    break
+        last_id = await leave_mid_tool_call(client, a.url, body("th-dead", "run-1"))
         a.freeze()
         frozen_at = time.monotonic()
         # AND the client reconnects through B with its Last-Event-ID

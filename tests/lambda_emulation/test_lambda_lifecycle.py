@@ -17,8 +17,8 @@ import pytest
 
 from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.models import Identity, RunStatus
-from tests.support.lambda_instance import Instance
-from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
+from tests.support.lambda_instance import Instance, leave_mid_tool_call, slow_tool_call_turn
+from tests.support.model_server import ModelServer, ScriptedTurn
 from tests.support.sse import iter_sse_frames
 from tests.support.streams import TERMINAL, assert_well_formed_run, body, events_of
 from tests.support.tokens import bearer
@@ -72,20 +72,10 @@ async def test_disconnect_mid_run_then_freeze_the_next_message_takes_the_thread_
 ) -> None:
     a, b = instances
     # GIVEN a run on A whose model is slowly calling a tool
-    model_server.enqueue(
-        ScriptedTurn(
-            text=["Let ", "me ", "check ", "the ", "clock. "],
-            tool_calls=[ScriptedToolCall(name="get_current_time", arguments='{"timezone": "UTC"}', id="call-1")],
-            chunk_delay_s=0.4,
-            args_chunk_size=3,
-        )
-    )
+    model_server.enqueue(slow_tool_call_turn())
     async with httpx.AsyncClient(timeout=30) as client:
         # WHEN its client disconnects mid-run (the tool call half streamed) and then A is frozen
-        async with client.stream("POST", f"{a.url}/api/v1/agent", json=body("th-dc", "run-1"), headers=bearer()) as r:
-            async for frame in iter_sse_frames(r, strict_eof=False):
-                if frame.data is not None and frame.json()["type"] == "TOOL_CALL_ARGS":
-                    break
+        await leave_mid_tool_call(client, a.url, body("th-dc", "run-1"))
         a.freeze()
         frozen_at = time.monotonic()
         # THEN within the lease plus 5 s a new message through B is admitted (409 thread_busy until the lease ends)

@@ -30,15 +30,16 @@ from shared.limits.gate import DEFAULT_OUTPUT_ESTIMATE
 from shared.models import Identity, RunStatus
 from shared.profiles import default_catalog
 from tests.support.counting_model import CountingModelServer
-from tests.support.lambda_instance import Instance
+from tests.support.lambda_instance import Instance, function_env, started
 from tests.support.model_server import ScriptedToolCall, ScriptedTurn
 from tests.support.sse import iter_sse_frames, parse_sse
+
+from .leases import LEASE_S, LEASED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SECRET = "test-secret-for-hs256-tokens-0123456789"  # the secret the shared fixtures sign with
 TABLE, REGION = "agent-test", "us-east-1"
-LEASE_S, HEARTBEAT_S = 6.0, 2.0
 USER = Identity(tenant_id="tenant-1", user_id="user-1")
 CHAT = default_catalog().get("chat_default")
 ESTIMATE = CHAT.history_policy.max_input_tokens + (CHAT.model.max_output_tokens or DEFAULT_OUTPUT_ESTIMATE)
@@ -61,41 +62,10 @@ def model() -> Iterator[CountingModelServer]:
 
 def environment(dynamodb_url: str, redis_url: str, model: CountingModelServer, limits: str) -> dict[str, str]:
     return {
-        "TABLE_NAME": TABLE,
-        "AWS_REGION": REGION,
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "DYNAMODB_ENDPOINT_URL": dynamodb_url,
-        "REDIS_URL": redis_url,
-        "LLM_BASE_URL": model.base_url,
-        "LLM_API_KEY": "test-key",
-        "LLM_MAX_RETRIES": "0",
-        "AUTH_MODE": "hs256",
-        "JWT_SECRET": SECRET,
-        "SSE_PING_INTERVAL_S": "1",
-        "RUN_LEASE_S": str(LEASE_S),
-        "RUN_HEARTBEAT_S": str(HEARTBEAT_S),
+        **function_env(dynamodb_url, redis_url, model.base_url, table=TABLE, secret=SECRET),
+        **LEASED,
         "LIMITS": limits,
     }
-
-
-class Started:
-    def __init__(self, env: dict[str, str], log_dir: Path, count: int) -> None:
-        self.instances = [Instance(chr(ord("a") + i), env, log_dir) for i in range(count)]
-
-    def __enter__(self) -> list[Instance]:
-        try:
-            for instance in self.instances:
-                instance.wait_ready()
-        except BaseException:
-            self.__exit__()
-            raise
-        return self.instances
-
-    def __exit__(self, *_: object) -> None:
-        for instance in self.instances:
-            instance.stop()
 
 
 async def post(client: httpx.AsyncClient, url: str, payload: dict[str, Any], **kw: Any) -> httpx.Response:
@@ -118,7 +88,7 @@ async def test_64_concurrent_requests_with_two_slots_reach_the_model_two_at_a_ti
     # GIVEN a user limited to 2 concurrent runs, and a model that takes about a second per answer
     model.responder = lambda _body: ScriptedTurn(text=["slow ", "and ", "steady"], chunk_delay_s=0.4)
     env = environment(dynamodb_url, redis_url, model, json.dumps({"user": {"concurrentRuns": 2}}))
-    with Started(env, tmp_path, 1) as (a,):
+    with started(env, tmp_path, ["a"]) as (a,):
         async with httpx.AsyncClient(timeout=120) as client:
             # WHEN 64 requests of that user arrive at once, each on its own thread
             responses = await asyncio.gather(*(post(client, a.url, body(f"th-{i}", f"run-{i}")) for i in range(64)))
@@ -152,7 +122,7 @@ async def test_a_token_budget_holds_under_64_concurrent_requests_and_a_crossing_
     budget = 4 * ESTIMATE - 1_000
     model.responder = lambda _body: ScriptedTurn(text=["ok"], usage=(20_000, 4_000), chunk_delay_s=0.2)
     env = environment(dynamodb_url, redis_url, model, json.dumps({"user": {"tokensPerDay": budget}}))
-    with Started(env, tmp_path, 1) as (a,):
+    with started(env, tmp_path, ["a"]) as (a,):
         async with httpx.AsyncClient(timeout=120) as client:
             # WHEN 64 requests arrive at once
             burst = await asyncio.gather(*(post(client, a.url, body(f"th-{i}", f"run-{i}")) for i in range(64)))
@@ -190,7 +160,7 @@ async def test_a_slot_held_by_a_frozen_instance_is_free_once_the_lease_expires(
     model.responder = lambda _body: ScriptedTurn(text=["quick"])
     model.enqueue(ScriptedTurn(text=[f"{i} " for i in range(40)], chunk_delay_s=0.3))
     env = environment(dynamodb_url, redis_url, model, json.dumps({"user": {"concurrentRuns": 1}}))
-    with Started(env, tmp_path, 2) as (a, b):
+    with started(env, tmp_path) as (a, b):
         async with httpx.AsyncClient(timeout=60) as client:
             first_run = body("th-1", "run-1")
             async with client.stream("POST", f"{a.url}/api/v1/agent", json=first_run, headers=bearer()) as r:

@@ -17,7 +17,7 @@ import pytest
 
 from shared.adapters.aws.table_schema import create_table
 from shared.auth import mint_local_token
-from tests.support.lambda_instance import Instance
+from tests.support.lambda_instance import Instance, function_env, started
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
 from tests.support.traces import OtlpReceiver, ReceivedSpan, otlp_receiver
 
@@ -39,32 +39,15 @@ def traced_instances(
     dynamodb_url: str, redis_url: str, model_server: ModelServer, receiver: OtlpReceiver, tmp_path: Path
 ) -> Iterator[tuple[Instance, Instance]]:
     create_table(boto3.client("dynamodb", region_name=REGION, endpoint_url=dynamodb_url), TABLE)
-    env: dict[str, Any] = {
-        "TABLE_NAME": TABLE,
-        "AWS_REGION": REGION,
-        "AWS_DEFAULT_REGION": REGION,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "DYNAMODB_ENDPOINT_URL": dynamodb_url,
-        "REDIS_URL": redis_url,
-        "LLM_BASE_URL": model_server.base_url,
-        "LLM_API_KEY": "test-key",
-        "LLM_MAX_RETRIES": "0",
-        "AUTH_MODE": "hs256",
-        "JWT_SECRET": SECRET,
+    env = {
+        **function_env(dynamodb_url, redis_url, model_server.base_url, table=TABLE, secret=SECRET),
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
         "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
         "OTEL_SERVICE_NAME": "agent-api-test",
         "OTEL_BSP_SCHEDULE_DELAY": "60000",  # only the flush exports
     }
-    a, b = Instance("a", env, tmp_path), Instance("b", env, tmp_path)
-    try:
-        a.wait_ready()
-        b.wait_ready()
+    with started(env, tmp_path) as (a, b):
         yield a, b
-    finally:
-        a.stop()
-        b.stop()
 
 
 def headers(traceparent: str) -> dict[str, str]:

@@ -40,6 +40,13 @@ def store_on(backend: str, request: pytest.FixtureRequest) -> InMemoryStore | Dy
     return DynamoDBStore(TABLE, lambda: cast(Any, client))
 
 
+@pytest.fixture(name="store", params=["memory", "dynamodb"])
+def table_store_fixture(request: pytest.FixtureRequest) -> InMemoryStore | DynamoDBStore:
+    """The table's three aggregates, on each backend in turn: a contract case runs against both (import
+    ``table_store_fixture`` to have it as the ``store`` fixture)."""
+    return store_on(cast(str, request.param), request)
+
+
 def msg(mid: str, thread_id: str = "t1", content: str | None = None, role: Role = Role.USER) -> Message:
     return Message(id=mid, thread_id=thread_id, role=role, content=content if content is not None else f"text {mid}")
 

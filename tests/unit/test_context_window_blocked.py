@@ -7,9 +7,7 @@ as long as the N-th user message stays in one block of sequence numbers, so thei
 from __future__ import annotations
 
 import asyncio
-import bisect
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +20,7 @@ from shared.context_window import WindowResult, resolve_window
 from shared.errors import ConfigurationError
 from shared.models import Message, Role, ToolCall
 from shared.profiles import PROFILES_DIR, HistoryPolicy, default_known_tools, load_catalog
-
-TENANT, THREAD = "t1", "th1"
-NOW = datetime(2025, 3, 10, 1, 0, tzinfo=UTC)
-BIG = 10**9
-
-
-class ListReader:
-    """A MessageHistoryReader over a list ordered by seq; counts its requests."""
-
-    def __init__(self, messages: list[Message]) -> None:
-        self._messages = messages
-        self._seqs = [m.seq for m in messages]
-        self.requests = 0
-
-    async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
-        self.requests += 1
-        end = len(self._messages) if before_seq is None else bisect.bisect_left(self._seqs, before_seq)
-        return list(reversed(self._messages[max(end - limit, 0) : end]))
+from tests.support.histories import BIG, NOW, TENANT, THREAD, ListReader
 
 
 def build_thread(turn_shapes: list[int]) -> list[Message]:

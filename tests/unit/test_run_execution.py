@@ -12,49 +12,24 @@ from ag_ui.core import TextMessageContentEvent, TextMessageEndEvent, TextMessage
 from shared.adapters.in_memory.store import InMemoryStore
 from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.executors.context import RunContext
-from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, Run, RunStatus
-from shared.profiles import default_catalog
+from shared.models import Run, RunStatus
 from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionResult
 from shared.runs.execution import BackgroundRuns
 from shared.runs.settlement import Settlement
 from shared.stream_keys import run_stream_key, thread_stream_key
-
-USER = Identity(tenant_id="t", user_id="u")
-
-
-def a_context() -> RunContext:
-    meta = ExecutionMeta(origin=Origin.CHAT, executor=ExecutorKind.WORKER)
-    return RunContext(
-        identity=USER, thread_id="th", run_id="r1", profile=default_catalog().get("chat_default"), meta=meta
-    )
-
-
-class TalksUntilCancelled:
-    step_name = "worker"
-
-    def __init__(self) -> None:
-        self.talking = asyncio.Event()
-
-    async def execute(self, ctx: RunContext, emitter: RunEmitter) -> ExecutionResult:
-        result = ExecutionResult()
-        try:
-            self.talking.set()
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            result.cancelled = True
-        return result
+from tests.support.run_rigs import TalksUntilCancelled, a_context
 
 
 async def started(
     store: InMemoryStore, stream: InMemoryEventStream, *, margin_s: float, left_s: float
 ) -> BackgroundRuns:
-    await store.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context().meta))
+    await store.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context("r1").meta))
     runs = BackgroundRuns(
         store, stream, Settlement(store, stream, flush_timeout_s=1.0), heartbeat_s=60, run_deadline_margin_s=margin_s
     )
     executor = TalksUntilCancelled()
-    await runs.start(a_context(), executor, claim_thread=False, deadline=time.time() + margin_s + left_s)
+    await runs.start(a_context("r1"), executor, claim_thread=False, deadline=time.time() + margin_s + left_s)
     await executor.talking.wait()
     return runs
 
@@ -111,10 +86,10 @@ async def test_the_executor_starts_beside_run_started_and_every_event_is_written
     # GIVEN a slow stream, and an executor that emits as soon as it starts (it starts before RUN_STARTED's write
     # returns, so its writes would overlap that one)
     store, stream = InMemoryStore(), SlowStream()
-    await store.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context().meta))
+    await store.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context("r1").meta))
     runs = BackgroundRuns(store, stream, Settlement(store, stream, flush_timeout_s=1.0), heartbeat_s=60)
     # WHEN the run starts and ends
-    await runs.start(a_context(), SpeaksAtOnce(), claim_thread=False, deadline=time.time() + 60)
+    await runs.start(a_context("r1"), SpeaksAtOnce(), claim_thread=False, deadline=time.time() + 60)
     await runs.wait_idle()
     # THEN its stream holds each event once, RUN_STARTED first and the terminal event last
     entries = await stream.read_after(run_stream_key("t", "r1"), "0-0", block_ms=0)

@@ -129,20 +129,28 @@ async def _terminal_of(runs: RunService) -> Any:
     raise AssertionError("no terminal event")
 
 
-async def test_a_cancel_from_another_process_arrives_through_the_signal_without_polling_the_ledger() -> None:
-    # GIVEN two processes sharing the store and the stream; a run on A whose heartbeat would take a minute
-    store, stream = InMemoryStore(), InMemoryEventStream()
-    a = RunService(store, stream, heartbeat_s=60, lease_s=120)
-    b = RunService(store, stream, heartbeat_s=60, lease_s=120)
+async def cancelled_from_another_process(
+    store: InMemoryStore, stream: InMemoryEventStream, *, heartbeat_s: float, lease_s: float
+) -> RunStatus | None:
+    """Two processes sharing ``store`` and ``stream``: a run on A that talks until cancelled, cancelled through B.
+    The run's status in the ledger once A has nothing running (within 5 s)."""
+    a = RunService(store, stream, heartbeat_s=heartbeat_s, lease_s=lease_s)
+    b = RunService(store, stream, heartbeat_s=heartbeat_s, lease_s=lease_s)
     executor = TalksUntilCancelled()
     await a.admit(a_context("r1"), body_digest="d", new_messages=[], executor=executor)
     await executor.talking.wait()
-    # WHEN B cancels it
     await b.cancel(USER, "r1")
-    # THEN the run on A ends as cancelled at once (no heartbeat ran)
     await asyncio.wait_for(a.wait_idle(), timeout=5)
     run = await store.get_run("t", "r1")
-    assert run is not None and run.status is RunStatus.CANCELLED
+    return None if run is None else run.status
+
+
+async def test_a_cancel_from_another_process_arrives_through_the_signal_without_polling_the_ledger() -> None:
+    # GIVEN two processes sharing the store and the stream; a run on A whose heartbeat would take a minute
+    # WHEN B cancels it
+    status = await cancelled_from_another_process(InMemoryStore(), InMemoryEventStream(), heartbeat_s=60, lease_s=120)
+    # THEN the run on A ends as cancelled at once (no heartbeat ran)
+    assert status is RunStatus.CANCELLED
 
 
 class SignalDown(InMemoryEventStream):
@@ -160,18 +168,10 @@ class SignalDown(InMemoryEventStream):
 
 
 async def test_with_the_signal_down_a_cancel_arrives_through_the_ledger_at_the_next_heartbeat() -> None:
-    store, stream = InMemoryStore(), SignalDown()
-    a = RunService(store, stream, heartbeat_s=0.2, lease_s=5)
-    b = RunService(store, stream, heartbeat_s=0.2, lease_s=5)
-    executor = TalksUntilCancelled()
-    await a.admit(a_context("r1"), body_digest="d", new_messages=[], executor=executor)
-    await executor.talking.wait()
     # WHEN B cancels while the signal cannot be sent or read
-    await b.cancel(USER, "r1")
+    status = await cancelled_from_another_process(InMemoryStore(), SignalDown(), heartbeat_s=0.2, lease_s=5)
     # THEN the run still ends as cancelled (the heartbeat's write returned the ledger's cancel flag)
-    await asyncio.wait_for(a.wait_idle(), timeout=5)
-    run = await store.get_run("t", "r1")
-    assert run is not None and run.status is RunStatus.CANCELLED
+    assert status is RunStatus.CANCELLED
 
 
 async def test_a_heartbeat_is_one_store_request() -> None:

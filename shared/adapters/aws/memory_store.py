@@ -19,14 +19,14 @@ release after every deployment has completed it: docs/deployment.md "Upgrading: 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.table_adapter import TableAdapter
-from shared.memory.models import Memory, MemoryStatus, deactivated
+from shared.memory.models import Deactivation, Memory, MemoryStatus
 from shared.migrations.model import SCHEMA_VERSION
 from shared.migrations.registry import current_version
 from shared.models import utc_now
@@ -122,32 +122,11 @@ class DynamoDBMemoryStore(TableAdapter):
         item = _to_item(memory)
         await self._call(lambda: self.client.put_item(TableName=self._table, Item=item))
 
-    async def deactivate(
-        self,
-        tenant_id: str,
-        user_id: str,
-        memory_id: str,
-        *,
-        status: MemoryStatus,
-        reason: str,
-        run_id: str,
-        evidence_quote: str,
-        source_message_ids: Sequence[str],
-        superseded_by: str | None = None,
-    ) -> Memory | None:
+    async def deactivate(self, tenant_id: str, user_id: str, memory_id: str, change: Deactivation) -> Memory | None:
         current = await self.get(tenant_id, user_id, memory_id)
         if current is None or not current.is_active:
             return None
-        updated = deactivated(
-            current,
-            status=status,
-            reason=reason,
-            run_id=run_id,
-            evidence_quote=evidence_quote,
-            source_message_ids=source_message_ids,
-            superseded_by=superseded_by,
-            now=utc_now(),
-        )
+        updated = change.applied_to(current, utc_now())
         item = _to_item(updated)
         try:
             await self._call(

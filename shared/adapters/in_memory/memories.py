@@ -7,9 +7,7 @@ overlap; re-reading them is how memory systems fill up with duplicates).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from shared.memory.models import Memory, MemoryStatus, deactivated
+from shared.memory.models import Deactivation, Memory
 from shared.models import utc_now
 
 
@@ -38,32 +36,11 @@ class InMemoryMemoryStore:
     async def put(self, memory: Memory) -> None:
         self._memories[(memory.tenant_id, memory.user_id, memory.id)] = memory
 
-    async def deactivate(
-        self,
-        tenant_id: str,
-        user_id: str,
-        memory_id: str,
-        *,
-        status: MemoryStatus,
-        reason: str,
-        run_id: str,
-        evidence_quote: str,
-        source_message_ids: Sequence[str],
-        superseded_by: str | None = None,
-    ) -> Memory | None:
+    async def deactivate(self, tenant_id: str, user_id: str, memory_id: str, change: Deactivation) -> Memory | None:
         current = self._memories.get((tenant_id, user_id, memory_id))
         if current is None or not current.is_active:
             return None
-        updated = deactivated(
-            current,
-            status=status,
-            reason=reason,
-            run_id=run_id,
-            evidence_quote=evidence_quote,
-            source_message_ids=source_message_ids,
-            superseded_by=superseded_by,
-            now=utc_now(),
-        )
+        updated = change.applied_to(current, utc_now())
         self._memories[(tenant_id, user_id, memory_id)] = updated
         return updated
 
