@@ -193,7 +193,7 @@ async def measure(sizes: Sequence[int], policies: dict[str, HistoryPolicy], page
             for name, policy in policies.items():
                 meter.reset()
                 before = store.request_count
-                window = await resolve_window(store, TENANT, thread_id, policy, now=NOW, page_size=page_size)
+                window = await resolve_window(store.threads, TENANT, thread_id, policy, now=NOW, page_size=page_size)
                 rows.append(
                     Row(
                         size=size,

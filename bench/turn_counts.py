@@ -434,7 +434,7 @@ async def _seed(thread: Thread) -> None:
 
     store = DynamoDBStore(TABLE, client_factory("dynamodb", region=REGION))
     identity = Identity(tenant_id=TENANT, user_id=f"user-{thread.thread_id}")
-    await store.open_thread(identity, thread.thread_id)
+    await store.threads.open_thread(identity, thread.thread_id)
     messages = []
     for i in range(SEED_MESSAGES // 2):
         user_id = f"{thread.thread_id}-s{i:03d}"
@@ -442,7 +442,7 @@ async def _seed(thread: Thread) -> None:
         messages.append(Message(id=f"{thread.thread_id}-a{i:03d}", thread_id=thread.thread_id,
                                 role=Role.ASSISTANT, content=TEXTS.seed_answer))
         thread.held.append({"id": user_id, "role": "user", "content": TEXTS.seed_user})
-    await store.append_messages(identity, thread.thread_id, messages)
+    await store.threads.append_messages(identity, thread.thread_id, messages)
 
 
 def _turn(client: httpx.Client, thread: Thread, kind: str, index: int) -> None:
@@ -530,7 +530,7 @@ async def _heartbeat(thread: Thread) -> None:
     from shared.adapters.aws.dynamodb_store import DynamoDBStore
 
     store = DynamoDBStore(TABLE, client_factory("dynamodb", region=REGION))
-    await store.heartbeat(TENANT, f"{thread.thread_id}-r{thread.runs:03d}", last_stream_id="1796202172956-0")
+    await store.runs.heartbeat(TENANT, f"{thread.thread_id}-r{thread.runs:03d}", last_stream_id="1796202172956-0")
 
 
 def _retention(stats: RedisStats, thread_entries_before: dict[str, int], turns: int) -> StreamRetention:

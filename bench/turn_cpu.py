@@ -142,14 +142,14 @@ async def _seed(endpoint: str, thread_id: str, held: list[dict[str, str]]) -> No
 
     store = DynamoDBStore(TABLE, client_factory("dynamodb", region=REGION, endpoint_url=endpoint))
     identity = Identity(tenant_id=TENANT, user_id=f"user-{thread_id}")
-    await store.open_thread(identity, thread_id)
+    await store.threads.open_thread(identity, thread_id)
     messages = []
     for i in range(SEED_MESSAGES // 2):
         messages.append(Message(id=f"{thread_id}-s{i}", thread_id=thread_id, role=Role.USER, content=TEXTS.seed_user))
         messages.append(Message(id=f"{thread_id}-a{i}", thread_id=thread_id, role=Role.ASSISTANT,
                                 content=TEXTS.seed_answer))
         held.append({"id": f"{thread_id}-s{i}", "role": "user", "content": TEXTS.seed_user})
-    await store.append_messages(identity, thread_id, messages)
+    await store.threads.append_messages(identity, thread_id, messages)
 
 
 def _turn(client: httpx.Client, url: str, thread_id: str, run: int, held: list[dict[str, str]], kind: str,

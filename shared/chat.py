@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, Role, utc_now
+from shared.ports import AuditLog, ConversationStore, RunLedger
 from shared.ports.run_queue import RunQueue
 from shared.profiles import ProfileChoice, Profiles
 from shared.run_results import INTERRUPTED
@@ -19,8 +20,8 @@ from shared.runs import intake
 from shared.runs.admission import Admission
 from shared.runs.execution import Executor
 from shared.runs.intake import RunRequest
-from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, ThreadsAndAudit, strategy_of
-from shared.runs.queueing import Enqueuing, QueuedTurn, QueueThreads
+from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, strategy_of
+from shared.runs.queueing import Enqueuing, QueuedTurn
 from shared.runs.service import RunService
 
 CHAT_PROFILE = "chat_default"
@@ -65,23 +66,27 @@ class ChatService:
         runs: RunService,
         executor: Callable[[], Executor],
         *,
-        threads: ThreadsAndAudit | None = None,
+        threads: ConversationStore | None = None,
+        ledger: RunLedger | None = None,
+        audit: AuditLog | None = None,
         lease_s: float = 30.0,
         queue: RunQueue | None = None,
-        queue_threads: QueueThreads | None = None,
     ) -> None:
-        """``threads``: what the ``interrupt`` strategy reads and audits; ``queue`` and ``queue_threads``: where
-        the ``enqueue`` strategy keeps and starts its queued runs (without them, those strategies reject)."""
+        """``threads`` and ``audit``: what the ``interrupt`` strategy reads and audits; ``queue``, with ``threads``
+        and ``ledger``: where the ``enqueue`` strategy keeps its queued runs and checks them (without them, those
+        strategies reject)."""
         self._profiles = profiles
         self._runs = runs
         self._executor = executor
         interrupt = functools.partial(runs.cancel, reason=INTERRUPTED)
         self._interrupting = (
-            Interrupting(threads, interrupt, wait_s=lease_s + WAIT_MARGIN_S) if threads is not None else None
+            Interrupting(threads, audit, interrupt, wait_s=lease_s + WAIT_MARGIN_S)
+            if threads is not None and audit is not None
+            else None
         )
         self.enqueuing = (
-            Enqueuing(queue, queue_threads, self._admit_queued)
-            if queue is not None and queue_threads is not None
+            Enqueuing(queue, threads, ledger, self._admit_queued)
+            if queue is not None and threads is not None and ledger is not None
             else None
         )
 

@@ -28,11 +28,12 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from shared.errors import Conflict
-from shared.models import AuditRecord, Identity, Thread, ThreadTakeover, utc_now
+from shared.models import AuditRecord, Identity, utc_now
+from shared.ports import AuditLog, ThreadStore
 from shared.runs.service import LEASE_S, STALE_CLAIM_AFTER
 from shared.stream_keys import run_control_key, run_stream_key, thread_stream_key
 
@@ -46,29 +47,6 @@ logger = logging.getLogger(__name__)
 
 THREAD_PAGE = 100
 """Threads listed per request while a user is erased."""
-
-
-# A role, not a port: what erasure needs of the threads and the audit log (AggregateStore has it).
-class ErasableStore(Protocol):
-    async def get_thread(self, identity: Identity, thread_id: str) -> Thread: ...
-
-    async def list_threads(
-        self, identity: Identity, *, limit: int, cursor: str | None
-    ) -> tuple[list[Thread], str | None]: ...
-
-    async def claim_thread(
-        self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime
-    ) -> bool: ...
-
-    async def take_over_thread(
-        self, identity: Identity, thread_id: str, run_id: str, *, lease_expired_before: datetime
-    ) -> ThreadTakeover | None: ...
-
-    async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None: ...
-
-    async def delete_thread(self, identity: Identity, thread_id: str, *, holder: str) -> list[str]: ...
-
-    async def record(self, record: AuditRecord) -> None: ...
 
 
 # A role, not a port: the one call erasure makes on the event streams (RedisEventStream and its fake have it).
@@ -87,7 +65,8 @@ class UserErased:
 class Erasure:
     def __init__(
         self,
-        store: ErasableStore,
+        threads: ThreadStore,
+        audit: AuditLog,
         streams: ErasableStreams,
         pending: PendingExtractions,
         memories: MemoryStore,
@@ -95,7 +74,8 @@ class Erasure:
         automations: Callable[[], AutomationService],
         states: ThreadStateStore | None = None,
     ) -> None:
-        self._store = store
+        self._threads = threads
+        self._audit = audit
         self._states = states
         self._streams = streams
         self._pending = pending
@@ -112,22 +92,22 @@ class Erasure:
             NotFound: not the caller's thread (another user's or tenant's answers the same as a missing one).
             Conflict: ``thread_busy``, a run (chat, automation or memory) is active on it.
         """
-        await self._store.get_thread(caller, thread_id)
+        await self._threads.get_thread(caller, thread_id)
         holder = f"erase_{uuid.uuid4().hex}"
         await self._claim(caller, thread_id, holder)
         marker = await self._pending.get(caller.tenant_id, thread_id)
         if marker is not None and marker.running(utc_now()):
-            await self._store.release_thread(caller.tenant_id, thread_id, holder)
+            await self._threads.release_thread(caller.tenant_id, thread_id, holder)
             raise Conflict("a memory run is active on this thread", code="thread_busy")
         await self._pending.cancel_thread(caller.tenant_id, thread_id)
         if self._states is not None:
             await self._states.delete(caller.tenant_id, thread_id)
-        run_ids = await self._store.delete_thread(caller, thread_id, holder=holder)
+        run_ids = await self._threads.delete_thread(caller, thread_id, holder=holder)
         tenant = caller.tenant_id
         keys = [thread_stream_key(tenant, thread_id)]
         keys += [key for run_id in run_ids for key in (run_stream_key(tenant, run_id), run_control_key(tenant, run_id))]
         await self._streams.delete(keys)
-        await self._store.record(
+        await self._audit.record(
             AuditRecord(
                 kind="thread_deleted",
                 tenant_id=tenant,
@@ -143,10 +123,10 @@ class Erasure:
     async def _claim(self, caller: Identity, thread_id: str, holder: str) -> None:
         """Hold the thread as a run would; a holder whose lease expired (its process died) is taken over."""
         now = utc_now()
-        if await self._store.claim_thread(caller, thread_id, holder, stale_before=now - STALE_CLAIM_AFTER):
+        if await self._threads.claim_thread(caller, thread_id, holder, stale_before=now - STALE_CLAIM_AFTER):
             return
         cutoff = now - timedelta(seconds=LEASE_S)
-        if await self._store.take_over_thread(caller, thread_id, holder, lease_expired_before=cutoff) is None:
+        if await self._threads.take_over_thread(caller, thread_id, holder, lease_expired_before=cutoff) is None:
             raise Conflict("a run is active on this thread", code="thread_busy")
 
     async def delete_user(self, caller: Identity) -> UserErased:
@@ -183,7 +163,7 @@ class Erasure:
         ids: list[str] = []
         cursor: str | None = None
         while True:
-            threads, cursor = await self._store.list_threads(caller, limit=THREAD_PAGE, cursor=cursor)
+            threads, cursor = await self._threads.list_threads(caller, limit=THREAD_PAGE, cursor=cursor)
             ids += [t.thread_id for t in threads]
             if cursor is None:
                 return ids

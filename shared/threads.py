@@ -14,19 +14,11 @@ from shared.auth import AUDIT_SCOPE
 from shared.errors import Forbidden, InvalidRequest
 from shared.message_snapshot import SNAPSHOT_MESSAGES, messages_snapshot
 from shared.models import AuditRecord, Identity, Message, Role, Run, Thread
-from shared.ports import AuditLog, ConversationStore, StreamEntry
+from shared.ports import AuditLog, ConversationStore, RunLedger, StreamEntry
 from shared.ports.thread_state import ThreadStateStore
 from shared.runs.intake import check_stream_id
 from shared.stream_keys import thread_stream_key
 from shared.thread_state.models import EMPTY_STATE, StoredState
-
-
-# A role, not a port: the conversation store, the audit log and the run list, as ThreadService reads them
-# (AggregateStore has it).
-class ThreadReads(ConversationStore, AuditLog, Protocol):
-    async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]: ...
-
-    async def get_run(self, tenant_id: str, run_id: str) -> Run | None: ...
 
 
 # A role, not a port: RunService implements it, no adapter does.
@@ -74,17 +66,28 @@ def decode_cursor(cursor: str) -> int:
 class ThreadService:
     """The caller's threads; another user's or tenant's thread is ``NotFound`` (the store's ``get_thread``)."""
 
-    def __init__(self, store: ThreadReads, runs: StreamTailer, states: ThreadStateStore | None = None) -> None:
-        self._store = store
+    def __init__(
+        self,
+        threads: ConversationStore,
+        runs: RunLedger,
+        audit: AuditLog,
+        tailer: StreamTailer,
+        states: ThreadStateStore | None = None,
+    ) -> None:
+        """``threads``, ``runs`` and ``audit``: the main table's three aggregates, read only; ``tailer``: the run
+        service, which follows a thread's live events."""
+        self._threads = threads
         self._runs = runs
+        self._audit = audit
+        self._tailer = tailer
         self._states = states
 
     async def history(self, caller: Identity, thread_id: str, *, limit: int, cursor: str | None) -> HistoryPage:
         """A page of the caller's visible history, and the thread's state (read beside the page)."""
-        await self._store.get_thread(caller, thread_id)
+        await self._threads.get_thread(caller, thread_id)
         after = decode_cursor(cursor) if cursor else 0
         page, state = await asyncio.gather(
-            self._store.read_forward(caller.tenant_id, thread_id, after_seq=after, limit=limit),
+            self._threads.read_forward(caller.tenant_id, thread_id, after_seq=after, limit=limit),
             self._states.read(caller, thread_id) if self._states is not None else _no_state(),
             return_exceptions=True,
         )
@@ -96,18 +99,18 @@ class ThreadService:
         return HistoryPage(visible, next_cursor, state or EMPTY_STATE)
 
     async def list(self, caller: Identity, *, limit: int, cursor: str | None) -> tuple[list[Thread], str | None]:
-        return await self._store.list_threads(caller, limit=limit, cursor=cursor)
+        return await self._threads.list_threads(caller, limit=limit, cursor=cursor)
 
     async def audit(self, caller: Identity, thread_id: str, *, limit: int) -> ThreadAudit:
         """Everything recorded on the thread, hidden runs included: only for callers with the audit scope."""
         if not caller.has_scope(AUDIT_SCOPE):
             raise Forbidden(f"the audit endpoint needs the {AUDIT_SCOPE} scope", code="missing_scope")
-        await self._store.get_thread(caller, thread_id)
+        await self._threads.get_thread(caller, thread_id)
         tenant = caller.tenant_id
         return ThreadAudit(
-            messages=await self._store.read_forward(tenant, thread_id, after_seq=0, limit=limit),
-            decisions=await self._store.list_for_thread(tenant, thread_id, limit=limit),
-            runs=await self._store.list_runs_for_thread(tenant, thread_id, limit=limit),
+            messages=await self._threads.read_forward(tenant, thread_id, after_seq=0, limit=limit),
+            decisions=await self._audit.list_for_thread(tenant, thread_id, limit=limit),
+            runs=await self._runs.list_runs_for_thread(tenant, thread_id, limit=limit),
         )
 
     async def events(
@@ -124,18 +127,18 @@ class ThreadService:
         ``snapshot``: first a ``MESSAGES_SNAPSHOT`` of the visible stored conversation, then the events from where
         it was taken (without ``after``: from the start of the run active on the thread, whose messages the
         snapshot leaves out but for its input, else from now); its SSE id is that cursor."""
-        thread = await self._store.get_thread(caller, thread_id)
+        thread = await self._threads.get_thread(caller, thread_id)
         key = thread_stream_key(caller.tenant_id, thread_id)
         if not snapshot:
             cursor = check_stream_id(after or "0-0")
-            return self._runs.tail(key, after=cursor, until_terminal=False, deadline=deadline)
+            return self._tailer.tail(key, after=cursor, until_terminal=False, deadline=deadline)
         opening = await self._snapshot(caller, thread, after)
-        return _after(opening, self._runs.tail(key, after=opening.id, until_terminal=False, deadline=deadline))
+        return _after(opening, self._tailer.tail(key, after=opening.id, until_terminal=False, deadline=deadline))
 
     async def _snapshot(self, caller: Identity, thread: Thread, after: str | None) -> StreamEntry:
         """The ``MESSAGES_SNAPSHOT`` entry, its id the cursor the live events go on from."""
         tenant = caller.tenant_id
-        active = await self._store.get_run(tenant, thread.active_run_id) if thread.active_run_id else None
+        active = await self._runs.get_run(tenant, thread.active_run_id) if thread.active_run_id else None
         if active is not None and active.status.is_terminal:
             active = None
         if after is not None:
@@ -144,7 +147,7 @@ class ThreadService:
             cursor = f"{int(active.created_at.timestamp() * 1000)}-0"
         else:
             cursor = f"{int(time.time() * 1000)}-0"
-        newest = await self._store.read_back(tenant, thread.thread_id, before_seq=None, limit=SNAPSHOT_MESSAGES)
+        newest = await self._threads.read_back(tenant, thread.thread_id, before_seq=None, limit=SNAPSHOT_MESSAGES)
         skipped = active.run_id if active is not None and after is None else None
         stored = [m for m in reversed(newest) if skipped is None or not _said_by_run(m, skipped)]
         event = messages_snapshot(stored).model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -19,7 +19,7 @@ router = APIRouter(prefix="/api/v1/memories", tags=["memories"])
 async def memory_editor(request: Request) -> MemoryEditor:
     """Stateless: built per request from the services' memory store and audit log."""
     services = services_of(request)
-    return MemoryEditor(services.memories, services.store)
+    return MemoryEditor(services.memories, services.audit_log)
 
 
 Editor = Annotated[MemoryEditor, Depends(memory_editor)]

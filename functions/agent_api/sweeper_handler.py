@@ -24,7 +24,12 @@ async def handle(services: Services, *, stale_after: timedelta = DEFAULT_STALE_A
     limits = services.limits
     on_run_ended = limits.ended if limits is not None else None
     report = await RunSweeper(
-        services.store, services.stream, stale_after=stale_after, on_run_ended=on_run_ended
+        services.thread_store,
+        services.run_ledger,
+        services.audit_log,
+        services.stream,
+        stale_after=stale_after,
+        on_run_ended=on_run_ended,
     ).sweep()
     return report.as_dict()
 

@@ -74,8 +74,8 @@ class ExtractionReport:
         return {"status": self.status, "reason": self.reason, "runId": self.run_id, "decisions": self.decisions}
 
 
-# A role, not a port: the store reads and audit writes of a memory extraction (the store adapters have them).
-class _ThreadStore(ThreadReader, AuditLog, Protocol):
+# A role, not a port: the thread reads of a memory extraction (``ThreadStore`` has them).
+class _ThreadStore(ThreadReader, Protocol):
     async def get_thread(self, identity: Identity, thread_id: str) -> Thread: ...
 
 
@@ -84,7 +84,8 @@ class MemoryExtraction:
         self,
         *,
         runs: RunService,
-        store: _ThreadStore,
+        threads: _ThreadStore,
+        audit: AuditLog,
         memories: MemoryStore,
         model: ChatModel,
         profiles: Profiles,
@@ -95,7 +96,8 @@ class MemoryExtraction:
         embedder: Embedder | None = None,
     ) -> None:
         self._runs = runs
-        self._store = store
+        self._threads = threads
+        self._audit = audit
         self._memories = memories
         self._model = model
         self._profiles = profiles
@@ -107,7 +109,7 @@ class MemoryExtraction:
 
     async def owns_thread(self, identity: Identity, thread_id: str) -> bool:
         try:
-            await self._store.get_thread(identity, thread_id)
+            await self._threads.get_thread(identity, thread_id)
         except NotFound:
             return False
         return True
@@ -115,7 +117,7 @@ class MemoryExtraction:
     async def pending_user_messages(self, tenant_id: str, thread_id: str) -> int:
         """How many messages written by the user wait after the extraction cursor (at most one run's read)."""
         cursor = await self._memories.get_cursor(tenant_id, thread_id)
-        new = await self._store.read_forward(tenant_id, thread_id, after_seq=cursor, limit=MAX_NEW_MESSAGES)
+        new = await self._threads.read_forward(tenant_id, thread_id, after_seq=cursor, limit=MAX_NEW_MESSAGES)
         return sum(1 for m in new if is_human_message(m))
 
     def _context(self, identity: Identity, thread_id: str, run_id: str, request_summary: str) -> RunContext:
@@ -153,7 +155,7 @@ class MemoryExtraction:
             return ExtractionReport("skipped", "thread_not_found")
         tenant = identity.tenant_id
         cursor = await self._memories.get_cursor(tenant, thread_id)
-        new = await self._store.read_forward(tenant, thread_id, after_seq=cursor, limit=MAX_NEW_MESSAGES)
+        new = await self._threads.read_forward(tenant, thread_id, after_seq=cursor, limit=MAX_NEW_MESSAGES)
         if not any(is_human_message(m) for m in new):
             if new:  # only assistant, tool or automation text since the cursor: nothing to read again later
                 await self._memories.advance_cursor(tenant, thread_id, new[-1].seq)
@@ -161,9 +163,9 @@ class MemoryExtraction:
         ctx = self._context(identity, thread_id, run_id, request_summary)
         executor = MemoryExecutor(
             self._model,
-            self._store,
+            self._threads,
             self._memories,
-            self._store,
+            self._audit,
             confidence_threshold=self._threshold,
             tools=self._tools,
             model_name=self._model_name,

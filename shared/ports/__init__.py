@@ -1,7 +1,7 @@
 """Ports: the small async interfaces through which the code reaches everything outside the process.
 
 One module per area: ``threads`` (threads and messages), ``runs`` (the run ledger) and ``audit`` (the audit log),
-three aggregates of one DynamoDB table (``store`` declares what a component spanning them needs), ``streams`` (the
+three aggregates of one DynamoDB table (each component is given the ones it uses), ``streams`` (the
 Redis event streams), ``model`` (the chat model), ``config`` (the runtime configuration) and ``thread_state``.
 Every port names, in its docstring, its in-memory fake (all in ``shared.adapters.in_memory``), its adapters and the
 contract suite in ``tests/contract`` that runs the same cases on both. Adapters live in ``shared.adapters`` and

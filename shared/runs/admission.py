@@ -36,8 +36,7 @@ from shared.executors.context import RunContext
 from shared.limits.gate import LimitGate, estimate_tokens
 from shared.limits.models import ReserveRequest
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
-from shared.ports import EventStream, ProbedStream
-from shared.ports.store import RunStore
+from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.slots import StaleSlots
 from shared.tracing.api import span
@@ -125,13 +124,25 @@ class Admitter:
     """Stores a run, or refuses it with nothing stored (the module docstring says how)."""
 
     def __init__(
-        self, store: RunStore, stream: EventStream, *, lease: timedelta, limits: LimitGate | None = None
+        self,
+        threads: ThreadStore,
+        runs: RunLedger,
+        audit: AuditLog,
+        stream: EventStream,
+        *,
+        lease: timedelta,
+        limits: LimitGate | None = None,
     ) -> None:
-        self._store = store
+        """``audit``: only for the sweeper's repair of a run taken over (or of a stale slot's)."""
+        self._threads = threads
+        self._runs = runs
+        self._audit = audit
         self._stream = stream
         self._lease = lease
         self._limits = limits
-        self._stale_slots = StaleSlots(limits, store, stream, lease=lease) if limits is not None else None
+        self._stale_slots = (
+            StaleSlots(limits, threads, runs, audit, stream, lease=lease) if limits is not None else None
+        )
 
     async def admit(
         self,
@@ -214,7 +225,7 @@ class Admitter:
             body_digest=claim.body_digest,
         )
         with span("agent.admission.store", {"agent.admission.messages": len(fresh)}):
-            stored_run, created, stored = await self._store.admit_messages(
+            stored_run, created, stored = await self._threads.admit_messages(
                 ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
             )
         if created:
@@ -240,7 +251,7 @@ class Admitter:
         claimed, probed, known_ids, recent, reserved = await asyncio.gather(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
-            self._store.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
+            self._threads.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
             self._recent(ctx) if read_recent else _no_messages(),
             self._reserve(attempt),
             return_exceptions=True,
@@ -296,7 +307,7 @@ class Admitter:
         ctx = attempt.ctx
         if attempt.claim is not None and attempt.claim.created:
             try:
-                await self._store.forget_thread(ctx.identity, ctx.thread_id, ctx.run_id)
+                await self._threads.forget_thread(ctx.identity, ctx.thread_id, ctx.run_id)
                 return
             except Exception:
                 logger.warning("could not delete a thread of a refused admission", extra={"run_id": ctx.run_id})
@@ -308,7 +319,7 @@ class Admitter:
         if exc.code not in {"thread_busy", "not_found"}:
             return None
         try:
-            return await self._store.get_run(ctx.identity.tenant_id, ctx.run_id)
+            return await self._runs.get_run(ctx.identity.tenant_id, ctx.run_id)
         except Exception:
             return None
 
@@ -322,11 +333,11 @@ class Admitter:
 
     async def _open(self, ctx: RunContext) -> ThreadClaim:
         """A run that does not claim its thread (memory runs) only opens it."""
-        thread = await self._store.open_thread(ctx.identity, ctx.thread_id)
+        thread = await self._threads.open_thread(ctx.identity, ctx.thread_id)
         return ThreadClaim(last_seq=thread.last_seq, newly_claimed=False)
 
     async def _recent(self, ctx: RunContext) -> list[Message]:
-        return await self._store.read_back(
+        return await self._threads.read_back(
             ctx.identity.tenant_id, ctx.thread_id, before_seq=None, limit=RECENT_LOOKBACK
         )
 
@@ -334,20 +345,20 @@ class Admitter:
         """Open and claim the thread in one request; else take it over from a run whose lease expired; else
         ``thread_busy``."""
         identity = ctx.identity
-        claim = await self._store.open_and_claim(
+        claim = await self._threads.open_and_claim(
             identity, ctx.thread_id, ctx.run_id, stale_before=utc_now() - STALE_CLAIM_AFTER
         )
         if claim is not None:
             return claim
         await self._take_over(ctx)
         # The takeover closed the previous run (its unsaved text, its calls' results): the counter moved.
-        thread = await self._store.get_thread(identity, ctx.thread_id)
+        thread = await self._threads.get_thread(identity, ctx.thread_id)
         return ThreadClaim(last_seq=thread.last_seq, newly_claimed=True)
 
     async def _take_over(self, ctx: RunContext) -> None:
         """Take the thread over from a run whose lease expired (the claim was refused); else ``thread_busy``."""
         cutoff = utc_now() - self._lease
-        takeover = await self._store.take_over_thread(
+        takeover = await self._threads.take_over_thread(
             ctx.identity, ctx.thread_id, ctx.run_id, lease_expired_before=cutoff
         )
         if takeover is None:
@@ -369,7 +380,13 @@ class Admitter:
         from shared.runs.sweeper import RunSweeper, SweepReport
 
         try:
-            sweeper = RunSweeper(self._store, self._stream, on_run_ended=self._limits.ended if self._limits else None)
+            sweeper = RunSweeper(
+                self._threads,
+                self._runs,
+                self._audit,
+                self._stream,
+                on_run_ended=self._limits.ended if self._limits else None,
+            )
             await sweeper.end_run(previous, cutoff, SweepReport(), reason="lease_expired", ended_by="takeover")
         except Exception:
             # The context window still repairs dangling calls at read time, and the sweeper ends the run later.
@@ -394,12 +411,12 @@ class Admitter:
         tenant = ctx.identity.tenant_id
         try:
             if known_to_exist:
-                existing = await self._store.get_run(tenant, ctx.run_id)
+                existing = await self._runs.get_run(tenant, ctx.run_id)
                 if existing is not None and (existing.status.is_terminal or existing.thread_id != ctx.thread_id):
-                    await self._store.release_thread(tenant, ctx.thread_id, ctx.run_id)
+                    await self._threads.release_thread(tenant, ctx.thread_id, ctx.run_id)
                 return
-            if await self._store.get_run(tenant, ctx.run_id) is None:
-                await self._store.release_thread(tenant, ctx.thread_id, ctx.run_id)
+            if await self._runs.get_run(tenant, ctx.run_id) is None:
+                await self._threads.release_thread(tenant, ctx.thread_id, ctx.run_id)
         except Exception:
             # The claim's lease expires by itself and the next run takes the thread over.
             logger.warning("could not release the thread after a failed admission", extra={"run_id": ctx.run_id})

@@ -18,8 +18,7 @@ from datetime import datetime, timedelta
 
 from shared.limits.gate import LimitGate
 from shared.models import Run, RunStatus, utc_now
-from shared.ports import EventStream
-from shared.ports.store import SweepStore
+from shared.ports import AuditLog, EventStream, RunLedger, ThreadStore
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +30,18 @@ class DeadRuns:
     """Decides whether a run a reader waits on is dead, and ends it with the takeover's repair."""
 
     def __init__(
-        self, store: SweepStore, stream: EventStream, *, lease: timedelta, limits: LimitGate | None = None
+        self,
+        threads: ThreadStore,
+        runs: RunLedger,
+        audit: AuditLog,
+        stream: EventStream,
+        *,
+        lease: timedelta,
+        limits: LimitGate | None = None,
     ) -> None:
-        self._store = store
+        self._threads = threads
+        self._runs = runs
+        self._audit = audit
         self._stream = stream
         self._lease = lease
         self._limits = limits
@@ -62,5 +70,11 @@ class DeadRuns:
             "a reader found a run whose lease expired; ending it",
             extra={"run_id": run.run_id, "heartbeat_at": run.heartbeat_at.isoformat()},
         )
-        sweeper = RunSweeper(self._store, self._stream, on_run_ended=self._limits.ended if self._limits else None)
+        sweeper = RunSweeper(
+            self._threads,
+            self._runs,
+            self._audit,
+            self._stream,
+            on_run_ended=self._limits.ended if self._limits else None,
+        )
         return await sweeper.end_run(run, cutoff, SweepReport(), reason="lease_expired", ended_by="reader")

@@ -21,8 +21,7 @@ from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
 from shared.executors.context import RunContext, RunHeadStart
-from shared.ports import EventStream
-from shared.ports.store import SweepStore
+from shared.ports import EventStream, RunLedger
 from shared.run_events.emitter import RunEmitter, run_started
 from shared.run_results import ExecutionResult
 from shared.runs.local_feed import RunFeed
@@ -64,14 +63,14 @@ class BackgroundRuns:
 
     def __init__(
         self,
-        store: SweepStore,
+        runs: RunLedger,
         stream: EventStream,
         settlement: Settlement,
         *,
         heartbeat_s: float = HEARTBEAT_S,
         run_deadline_margin_s: float = RUN_DEADLINE_MARGIN_S,
     ) -> None:
-        self._store = store
+        self._runs = runs
         self._stream = stream
         self._settlement = settlement
         self._heartbeat_s = heartbeat_s
@@ -201,7 +200,7 @@ class BackgroundRuns:
         return RunWatch(
             tenant_id=tenant,
             run_id=ctx.run_id,
-            beat=lambda: self._store.heartbeat(tenant, ctx.run_id, last_stream_id=emitter.last_id),
+            beat=lambda: self._runs.heartbeat(tenant, ctx.run_id, last_stream_id=emitter.last_id),
             stream=self._stream,
             heartbeat_s=self._heartbeat_s,
             on_cancel=lambda reason=None: self.cancel_local(tenant, ctx.run_id, reason),

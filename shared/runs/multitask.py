@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.models import AuditRecord, Identity, Run, Thread
+from shared.ports import AuditLog
 from shared.runs.admission import Admission
 
 logger = logging.getLogger(__name__)
@@ -39,12 +40,10 @@ MULTITASK_STRATEGIES: tuple[str, ...] = ("reject", "interrupt", "enqueue")
 """``enqueue`` is ``shared.runs.queueing``'s."""
 
 
-class ThreadsAndAudit(Protocol):
-    """The store as an interrupting admission uses it (``InMemoryStore``, ``DynamoDBStore``)."""
+class ActiveRunLookup(Protocol):
+    """The one threads call an interrupting admission makes (``ThreadStore`` has it): who holds the thread."""
 
     async def get_thread(self, identity: Identity, thread_id: str) -> Thread: ...
-
-    async def record(self, record: AuditRecord) -> None: ...
 
 
 def strategy_of(forwarded_props: Any, default: str) -> str:
@@ -77,12 +76,14 @@ class Interrupting:
 
     def __init__(
         self,
-        threads: ThreadsAndAudit,
+        threads: ActiveRunLookup,
+        audit: AuditLog,
         cancel: Callable[[Identity, str], Awaitable[Run]],
         *,
         wait_s: float,
     ) -> None:
         self._threads = threads
+        self._audit = audit
         self._cancel = cancel
         self._wait_s = wait_s
 
@@ -121,7 +122,7 @@ class Interrupting:
         except NotFound:
             return False
         logger.info("interrupting the active run for a new message", extra={"run_id": active, "by_run_id": run_id})
-        await self._threads.record(
+        await self._audit.record(
             AuditRecord(
                 kind="run_interrupted",
                 tenant_id=identity.tenant_id,

@@ -53,9 +53,13 @@ HAND_OVER_GRACE_S = 2 * POLL_S
 
 
 class QueueThreads(Protocol):
-    """The store as the queue uses it (``InMemoryStore``, ``DynamoDBStore``)."""
+    """The one threads call the queue makes (``ThreadStore`` has it): who holds the thread."""
 
     async def get_thread(self, identity: Identity, thread_id: str) -> Thread: ...
+
+
+class QueueRuns(Protocol):
+    """The one ledger call the queue makes (``RunLedger`` has it): whether a queued run was admitted already."""
 
     async def get_run(self, tenant_id: str, run_id: str) -> Run | None: ...
 
@@ -144,6 +148,7 @@ class ThreadQueue:
         self,
         queue: RunQueue,
         threads: QueueThreads,
+        runs: QueueRuns,
         start: StartQueued,
         tenant_id: str,
         thread_id: str,
@@ -151,6 +156,7 @@ class ThreadQueue:
     ):
         self._queue = queue
         self._threads = threads
+        self._runs = runs
         self._start = start
         self._deadline = deadline
         """The deadline of the invocation this request runs in: the runs it starts end before it."""
@@ -184,13 +190,13 @@ class ThreadQueue:
         """One look: ``started`` (the run exists), ``tried`` (the thread was busy), else ``waiting``."""
         entries = await self._queue.entries(self.tenant_id, self.thread_id)
         if all(e.run_id != turn.run_id for e in entries):
-            if await self._threads.get_run(self.tenant_id, turn.run_id) is not None:
+            if await self._runs.get_run(self.tenant_id, turn.run_id) is not None:
                 return "started"
             raise Conflict("the queued run was refused when its turn came", code=RUN_NOT_STARTED)
         head = entries[0]
         if head.run_id != turn.run_id and head.waiter_until - HAND_OVER_GRACE_S > time.time():
             return "waiting"  # its own request starts it
-        if await self._threads.get_run(self.tenant_id, head.run_id) is not None:
+        if await self._runs.get_run(self.tenant_id, head.run_id) is not None:
             await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)  # its starter stopped short
             return "waiting"
         holder = (await self._threads.get_thread(_owner(head, self.tenant_id), self.thread_id)).active_run_id
@@ -226,7 +232,7 @@ class ThreadQueue:
             if not entries or entries[0].waiter_until - HAND_OVER_GRACE_S > time.time():
                 return
             head = entries[0]
-            if await self._threads.get_run(self.tenant_id, head.run_id) is not None:
+            if await self._runs.get_run(self.tenant_id, head.run_id) is not None:
                 await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)
                 continue
             if await self._start_first(head, mine=False) == "tried":
@@ -247,16 +253,23 @@ class Enqueuing:
     """Admits a run with the ``enqueue`` strategy (the module docstring says what that does)."""
 
     def __init__(
-        self, queue: RunQueue, threads: QueueThreads, start: StartQueued, *, start_reserve_s: float = START_RESERVE_S
+        self,
+        queue: RunQueue,
+        threads: QueueThreads,
+        runs: QueueRuns,
+        start: StartQueued,
+        *,
+        start_reserve_s: float = START_RESERVE_S,
     ) -> None:
         self._queue = queue
         self._threads = threads
+        self._runs = runs
         self._start = start
         self._start_reserve_s = start_reserve_s
 
     def thread_queue(self, tenant_id: str, thread_id: str, deadline: float | None = None) -> ThreadQueue:
         """The thread's queue as a request in the invocation ending at ``deadline`` sees it."""
-        return ThreadQueue(self._queue, self._threads, self._start, tenant_id, thread_id, deadline)
+        return ThreadQueue(self._queue, self._threads, self._runs, self._start, tenant_id, thread_id, deadline)
 
     async def queued_run(self, identity: Identity, run_id: str) -> QueuedRunRef | None:
         """The caller's queued run of that id (None when not queued, or not the caller's)."""
@@ -272,11 +285,11 @@ class Enqueuing:
         tenant = identity.tenant_id
         next_ping = time.monotonic() + ping_interval_s
         while time.time() < deadline:
-            if await self._threads.get_run(tenant, run_id) is not None:
+            if await self._runs.get_run(tenant, run_id) is not None:
                 async for entry in tail(tenant, run_id, None):
                     yield entry
                 return
-            if await self._queue.find(tenant, run_id) is None and await self._threads.get_run(tenant, run_id) is None:
+            if await self._queue.find(tenant, run_id) is None and await self._runs.get_run(tenant, run_id) is None:
                 return  # refused at its turn: its own request reported it
             await asyncio.sleep(POLL_S)
             if time.monotonic() >= next_ping:
@@ -306,7 +319,7 @@ class Enqueuing:
         queued = next((p for p, e in enumerate(entries, start=1) if e.run_id == run_id), None)
         if queued is not None:
             return QueuedTurn(self.thread_queue(tenant, thread_id, deadline), identity, run_id, queued, until)
-        if not entries or await self._threads.get_run(tenant, run_id) is not None:
+        if not entries or await self._runs.get_run(tenant, run_id) is not None:
             try:
                 return await attempt()
             except Conflict as exc:

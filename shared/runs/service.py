@@ -24,8 +24,7 @@ from shared.errors import NotFound
 from shared.executors.context import RunContext, RunHeadStart
 from shared.limits.gate import LimitGate
 from shared.models import Identity, Message, Run, utc_now
-from shared.ports import EventStream, StreamEntry
-from shared.ports.store import RunStore
+from shared.ports import AuditLog, EventStream, RunLedger, StreamEntry, ThreadStore
 from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, HeadStarting
@@ -51,7 +50,9 @@ class RunService:
 
     def __init__(
         self,
-        store: RunStore,
+        threads: ThreadStore,
+        runs: RunLedger,
+        audit: AuditLog,
         stream: EventStream,
         *,
         ping_interval_s: float = 15.0,
@@ -69,12 +70,13 @@ class RunService:
     ) -> None:
         if heartbeat_s >= lease_s:
             raise ValueError("the heartbeat must renew the lease before it expires (heartbeat_s < lease_s)")
-        self._store = store
+        self._runs = runs
         self._stream = stream
         self._function_timeout_s = function_timeout_s
-        self._admitter = Admitter(store, stream, lease=timedelta(seconds=lease_s), limits=limits)
+        self._admitter = Admitter(threads, runs, audit, stream, lease=timedelta(seconds=lease_s), limits=limits)
         settlement = Settlement(
-            store,
+            threads,
+            runs,
             stream,
             flush_timeout_s=flush_timeout_s,
             after_run_timeout_s=after_run_timeout_s,
@@ -82,10 +84,10 @@ class RunService:
             limits=limits,
         )
         self.background = BackgroundRuns(
-            store, stream, settlement, heartbeat_s=heartbeat_s, run_deadline_margin_s=run_deadline_margin_s
+            runs, stream, settlement, heartbeat_s=heartbeat_s, run_deadline_margin_s=run_deadline_margin_s
         )
         self._tail = StreamTail(
-            store,
+            runs,
             stream,
             self.background,
             invocation_deadline=self.invocation_deadline,
@@ -93,7 +95,7 @@ class RunService:
             stream_outage_grace_s=stream_outage_grace_s,
             settle_grace_s=settle_grace_s,
             tail_deadline_margin_s=tail_deadline_margin_s,
-            dead_runs=DeadRuns(store, stream, lease=timedelta(seconds=lease_s), limits=limits),
+            dead_runs=DeadRuns(threads, runs, audit, stream, lease=timedelta(seconds=lease_s), limits=limits),
         )
 
     async def admit(
@@ -201,7 +203,7 @@ class RunService:
             deadline=deadline,
         )
         await self.wait_settled(ctx.identity.tenant_id, ctx.run_id)
-        run = await self._store.get_run(ctx.identity.tenant_id, ctx.run_id)
+        run = await self._runs.get_run(ctx.identity.tenant_id, ctx.run_id)
         return run or admission.run
 
     async def wait_settled(self, tenant_id: str, run_id: str) -> None:
@@ -219,7 +221,7 @@ class RunService:
 
     async def get_visible_run(self, identity: Identity, run_id: str, *, include_hidden: bool = False) -> Run:
         """The caller's run; NotFound for someone else's, and for hidden runs unless ``include_hidden``."""
-        run = await self._store.get_run(identity.tenant_id, run_id)
+        run = await self._runs.get_run(identity.tenant_id, run_id)
         if run is None or run.user_id != identity.user_id:
             raise NotFound("run not found")
         if run.meta.hidden_from_user and not include_hidden:
@@ -234,7 +236,7 @@ class RunService:
         run = await self.get_visible_run(identity, run_id)
         if run.status.is_terminal:
             return run
-        await self._store.request_cancel(identity.tenant_id, run_id)
+        await self._runs.request_cancel(identity.tenant_id, run_id)
         await self._signal_cancel(identity.tenant_id, run_id, reason)
         self.background.cancel_local(identity.tenant_id, run_id, reason)
         return run.model_copy(update={"cancel_requested": True})

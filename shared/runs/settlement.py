@@ -22,8 +22,7 @@ from shared.errors import ModelError
 from shared.executors.context import RunContext
 from shared.limits.gate import LimitGate
 from shared.models import RunStatus, merge_usage
-from shared.ports import EventStream
-from shared.ports.store import SweepStore
+from shared.ports import EventStream, RunLedger, ThreadStore
 from shared.run_events.emitter import RunEmitter
 from shared.run_events.tool_results import emit_result, synthetic_error, tool_message
 from shared.run_results import ExecutionFailed, ExecutionResult
@@ -88,7 +87,8 @@ class Settlement:
 
     def __init__(
         self,
-        store: SweepStore,
+        threads: ThreadStore,
+        runs: RunLedger,
         stream: EventStream,
         *,
         flush_timeout_s: float,
@@ -96,7 +96,8 @@ class Settlement:
         on_run_finished: RunFinishedHook | None = None,
         limits: LimitGate | None = None,
     ) -> None:
-        self._store = store
+        self._threads = threads
+        self._runs = runs
         self._limits = limits
         self._stream = stream
         self._flush_timeout_s = flush_timeout_s
@@ -158,7 +159,7 @@ class Settlement:
         tenant = ctx.identity.tenant_id
         parents = sorted(set(emitter.unanswered_calls.values()))
         try:
-            stored = await self._store.known_message_ids(tenant, ctx.thread_id, parents)
+            stored = await self._threads.known_message_ids(tenant, ctx.thread_id, parents)
         except Exception:
             stored = set()
         content = synthetic_error("run_failed", "the run failed before this tool ran")
@@ -166,7 +167,7 @@ class Settlement:
             message = tool_message(ctx, call_id, content, synthetic=True)
             if parent in stored:
                 try:
-                    await self._store.append_messages(ctx.identity, ctx.thread_id, [message])
+                    await self._threads.append_messages(ctx.identity, ctx.thread_id, [message])
                 except Exception:
                     logger.warning("could not store a synthetic tool result", extra={"run_id": ctx.run_id})
             await emit_result(emitter, message)
@@ -196,7 +197,7 @@ class Settlement:
         """The ledger entry, the thread release and the stream's retention."""
         tenant = ctx.identity.tenant_id
         try:
-            await self._store.finish_run(
+            await self._runs.finish_run(
                 tenant,
                 ctx.run_id,
                 status=outcome.status.value,
@@ -213,7 +214,7 @@ class Settlement:
             await self._limits.settle(tenant, ctx.run_id, usage, ctx.meta.executor.value)
         if claim_thread:
             try:
-                await self._store.release_thread(tenant, ctx.thread_id, ctx.run_id)
+                await self._threads.release_thread(tenant, ctx.thread_id, ctx.run_id)
             except Exception:
                 logger.exception("could not release the thread", extra={"run_id": ctx.run_id})
         try:

@@ -19,8 +19,7 @@ from datetime import datetime, timedelta
 from shared.limits.gate import LimitGate
 from shared.limits.windows import Windows
 from shared.models import Identity, utc_now
-from shared.ports import EventStream
-from shared.ports.store import RunStore
+from shared.ports import AuditLog, EventStream, RunLedger, ThreadStore
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +30,21 @@ MAX_CHECKED = 20
 class StaleSlots:
     """Frees a user's slots held by runs that no longer run (the module docstring says which)."""
 
-    def __init__(self, gate: LimitGate, store: RunStore, stream: EventStream, *, lease: timedelta) -> None:
+    def __init__(
+        self,
+        gate: LimitGate,
+        threads: ThreadStore,
+        runs: RunLedger,
+        audit: AuditLog,
+        stream: EventStream,
+        *,
+        lease: timedelta,
+    ) -> None:
+        """``threads``, ``runs``, ``audit``: what the sweeper's repair of a stale slot's run writes."""
         self._gate = gate
-        self._store = store
+        self._threads = threads
+        self._runs = runs
+        self._audit = audit
         self._stream = stream
         self._lease = lease
         self._missing_since: dict[str, datetime] = {}
@@ -54,7 +65,7 @@ class StaleSlots:
         return freed
 
     async def _free_one(self, identity: Identity, run_id: str, now: datetime) -> bool:
-        run = await self._store.get_run(identity.tenant_id, run_id)
+        run = await self._runs.get_run(identity.tenant_id, run_id)
         if run is None:
             first_seen = self._missing_since.setdefault(run_id, now)
             if now - first_seen <= self._lease:
@@ -67,7 +78,7 @@ class StaleSlots:
             # Imported here: only a stale slot needs the sweeper's repair (as a takeover does).
             from shared.runs.sweeper import RunSweeper, SweepReport
 
-            sweeper = RunSweeper(self._store, self._stream, on_run_ended=self._gate.ended)
+            sweeper = RunSweeper(self._threads, self._runs, self._audit, self._stream, on_run_ended=self._gate.ended)
             await sweeper.end_run(run, cutoff, SweepReport(), reason="lease_expired")
         logger.warning("freeing a slot whose run no longer runs", extra={"run_id": run_id})
         await self._gate.release_slot(identity.tenant_id, identity.user_id, run_id)

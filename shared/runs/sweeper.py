@@ -45,8 +45,7 @@ from ag_ui.core import (
 from shared.executors.model_turn import normalise_arguments
 from shared.models import AuditRecord, Identity, Message, Role, Run, ToolCall, digest, utc_now
 from shared.observability import emit_swept_runs
-from shared.ports import EventStream
-from shared.ports.store import SweepStore
+from shared.ports import AuditLog, EventStream, RunLedger, ThreadStore
 from shared.run_events.emitter import RunEmitter, is_terminal, run_started
 from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
 from shared.stream_keys import run_stream_key, thread_stream_key
@@ -140,7 +139,9 @@ def synthetic_result_id(run_id: str, call_id: str) -> str:
 class RunSweeper:
     def __init__(
         self,
-        store: SweepStore,
+        threads: ThreadStore,
+        runs: RunLedger,
+        audit: AuditLog,
         stream: EventStream,
         *,
         stale_after: timedelta = DEFAULT_STALE_AFTER,
@@ -148,7 +149,9 @@ class RunSweeper:
         on_run_ended: Callable[[Run], Awaitable[None]] | None = None,
     ) -> None:
         """``on_run_ended``: called for each run this sweeper ended (its concurrency slot is freed there)."""
-        self._store = store
+        self._threads = threads
+        self._runs = runs
+        self._audit = audit
         self._stream = stream
         self._on_run_ended = on_run_ended
         self._stale_after = stale_after
@@ -158,7 +161,7 @@ class RunSweeper:
         """End every run whose heartbeat is older than ``stale_after``; one failure never stops the others."""
         cutoff = (now or utc_now()) - self._stale_after
         report = SweepReport()
-        stale = await self._store.list_stale_runs(stale_before=cutoff, limit=self._batch)
+        stale = await self._runs.list_stale_runs(stale_before=cutoff, limit=self._batch)
         report.found = len(stale)
         for run in stale:
             try:
@@ -184,7 +187,7 @@ class RunSweeper:
     ) -> bool:
         """End one stale run; False when another sweeper did, or the run turned out to be alive. ``ended_by``
         (audited): ``sweeper``, ``takeover`` (a new run on the thread) or ``reader`` (a tail of the run)."""
-        if not await self._store.abandon_run(run.tenant_id, run.run_id, stale_before=cutoff, error_code=SWEPT_CODE):
+        if not await self._runs.abandon_run(run.tenant_id, run.run_id, stale_before=cutoff, error_code=SWEPT_CODE):
             return False
         logger.warning(
             "ending a run whose process stopped",
@@ -198,13 +201,13 @@ class RunSweeper:
         report.repaired_tool_calls += len(results)
         if streamed.readable and not streamed.terminal:
             await self._close_stream(run, streamed, results)
-        await self._store.release_thread(run.tenant_id, run.thread_id, run.run_id)
+        await self._threads.release_thread(run.tenant_id, run.thread_id, run.run_id)
         if self._on_run_ended is not None:
             try:
                 await self._on_run_ended(run)
             except Exception:
                 logger.exception("could not free the slot of a swept run", extra={"run_id": run.run_id})
-        await self._store.record(
+        await self._audit.record(
             AuditRecord(
                 kind="run_swept",
                 tenant_id=run.tenant_id,
@@ -240,7 +243,7 @@ class RunSweeper:
             return streamed
 
     async def _run_messages(self, run: Run) -> list[Message]:
-        recent = await self._store.read_back(run.tenant_id, run.thread_id, before_seq=None, limit=_HISTORY_SCAN)
+        recent = await self._threads.read_back(run.tenant_id, run.thread_id, before_seq=None, limit=_HISTORY_SCAN)
         return [m for m in reversed(recent) if m.run_id == run.run_id]
 
     async def _store_unsaved_turns(self, run: Run, identity: Identity, streamed: _StreamedRun) -> list[str]:
@@ -248,7 +251,7 @@ class RunSweeper:
         candidates = [mid for mid in streamed.texts if mid]
         if not candidates:
             return []
-        known = await self._store.known_message_ids(run.tenant_id, run.thread_id, candidates)
+        known = await self._threads.known_message_ids(run.tenant_id, run.thread_id, candidates)
         unsaved: list[Message] = []
         for mid in candidates:
             if mid in known:
@@ -274,7 +277,7 @@ class RunSweeper:
                 )
             )
         if unsaved:
-            await self._store.append_messages(identity, run.thread_id, unsaved)
+            await self._threads.append_messages(identity, run.thread_id, unsaved)
         return [m.id for m in unsaved]
 
     async def _answer_dangling_calls(self, run: Run, identity: Identity) -> list[tuple[str, Message]]:
@@ -306,7 +309,7 @@ class RunSweeper:
                     )
                 )
         if results:
-            await self._store.append_messages(identity, run.thread_id, [m for _, m in results])
+            await self._threads.append_messages(identity, run.thread_id, [m for _, m in results])
         return results
 
     async def _close_stream(self, run: Run, streamed: _StreamedRun, results: list[tuple[str, Message]]) -> None:

@@ -21,8 +21,8 @@ One module per group of providers, each a mixin of :class:`Services` that builds
 - ``services``: :class:`Services`, all of the above in one object.
 """
 
-from shared.wiring.overrides import AppStore, ServiceOverrides
+from shared.wiring.overrides import MainTable, ServiceOverrides
 from shared.wiring.services import Services
 from shared.wiring.warm_up import LambdaFunction
 
-__all__ = ["AppStore", "LambdaFunction", "ServiceOverrides", "Services"]
+__all__ = ["LambdaFunction", "MainTable", "ServiceOverrides", "Services"]

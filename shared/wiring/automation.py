@@ -58,7 +58,8 @@ class AutomationProviders(MemoryProviders):
 
         # Both stream adapters (Redis, in-memory) delete keys; the EventStream port leaves it out, for its fakes.
         return Erasure(
-            self.store,
+            self.thread_store,
+            self.audit_log,
             cast(ErasableStreams, self.stream),
             self.pending_extractions,
             self.memories,
@@ -73,7 +74,7 @@ class AutomationProviders(MemoryProviders):
         from shared.automation.service import AutomationService
 
         return AutomationService(
-            self.automation_store, self.task_scheduler, self.store, self.profiles, self.tools.names
+            self.automation_store, self.task_scheduler, self.thread_store, self.profiles, self.tools.names
         )
 
     @cached_property
@@ -87,8 +88,8 @@ class AutomationProviders(MemoryProviders):
         return AutomationRunner(
             self.automation_store,
             self.runs,
-            self.store,
-            self.store,
+            self.run_ledger,
+            self.audit_log,
             self.profiles,
             executor_for,
             memory_leases=self.pending_extractions,

@@ -31,9 +31,9 @@ class MemoryProviders(RunProviders):
             ) from exc
         return MemoryExecutor(
             self.model,
-            self.store,
+            self.thread_store,
             self.memories,
-            self.store,
+            self.audit_log,
             confidence_threshold=self.settings.memory_confidence_threshold,
             tools=self.tools,
             embedder=self.embedder,
@@ -46,7 +46,8 @@ class MemoryProviders(RunProviders):
 
         return MemoryExtraction(
             runs=self.runs,
-            store=self.store,
+            threads=self.thread_store,
+            audit=self.audit_log,
             memories=self.memories,
             model=self.model,
             profiles=self.profiles,

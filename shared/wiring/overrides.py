@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from shared.ports import EventStream
+from shared.ports import AuditLog, EventStream, RunLedger, ThreadStore
 from shared.ports.model import ChatModel
-from shared.ports.store import RunStore
 from shared.profiles import Profiles
 from shared.tools.registry import ToolRegistry
 
@@ -25,8 +24,20 @@ if TYPE_CHECKING:
     from shared.tools.mcp_servers import McpToolbox
 
 
-AppStore = RunStore
-"""The run and thread store as the HTTP layer uses it: the run service's (threads, runs and audit)."""
+class MainTable(Protocol):
+    """The main table's three aggregate adapters, built together: threads and messages, the run ledger, the audit
+    log. They are built as one because they share what a process has one of (the DynamoDB client; the fakes'
+    request meter), and the threads adapter writes run records in the admission's transaction through the ledger
+    beside it. Each component is given only the ports it uses, taken from here by the composition root."""
+
+    @property
+    def threads(self) -> ThreadStore: ...
+
+    @property
+    def runs(self) -> RunLedger: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +49,7 @@ class ServiceOverrides:
     ``dataclasses.replace(overrides, ...)``.
     """
 
-    store: AppStore | None = None
+    store: MainTable | None = None
     stream: EventStream | None = None
     model: ChatModel | None = None
     tools: ToolRegistry | None = None

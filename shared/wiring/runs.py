@@ -44,7 +44,9 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
     @cached_property
     def runs(self) -> RunService:
         return RunService(
-            self.store,
+            self.thread_store,
+            self.run_ledger,
+            self.audit_log,
             self.stream,
             ping_interval_s=self.settings.sse_ping_interval_s,
             heartbeat_s=self.settings.run_heartbeat_s,
@@ -83,10 +85,11 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             self.profiles,
             self.runs,
             self.worker,
-            threads=self.store,
+            threads=self.thread_store,
+            ledger=self.run_ledger,
+            audit=self.audit_log,
             lease_s=self.settings.run_lease_s,
             queue=self.run_queue,
-            queue_threads=self.store,
         )
 
     @cached_property
@@ -94,7 +97,7 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
         """What a caller may read of a thread: history, list, audit view, live events."""
         from shared.threads import ThreadService
 
-        return ThreadService(self.store, self.runs, self.thread_states)
+        return ThreadService(self.thread_store, self.run_ledger, self.audit_log, self.runs, self.thread_states)
 
     async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
         """After every run, before its terminal event: its metrics; after a worker run, the "run completed" event
@@ -110,8 +113,8 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
 
         return WorkerExecutor(
             self.model,
-            self.store,
-            self.store,
+            self.thread_store,
+            self.audit_log,
             self.tools,
             memories=ActiveMemories(self.memories),
             mcp=self.mcp,

@@ -25,7 +25,7 @@ class Services(AutomationProviders, MigrationProviders):
 
     async def connect(self) -> None:
         """Open connections during init, so the first request does not (:func:`open_connections`)."""
-        await open_connections(self.store, self.stream)
+        await open_connections(self.run_ledger, self.stream)
 
     def warm_steps(self, function: LambdaFunction) -> dict[str, WarmStep]:
         """What an invocation of ``function`` would otherwise build first, by name, in order."""

@@ -7,7 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from shared.wiring.base import ProviderBase
-from shared.wiring.overrides import AppStore, overridable
+from shared.wiring.overrides import MainTable, overridable
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from shared.memory.ports import MemoryStore, PendingExtractions
     from shared.migrations.ports import MigrationLog
     from shared.migrations.status import PendingMigrations
+    from shared.ports import AuditLog, RunLedger, ThreadStore
     from shared.ports.run_queue import RunQueue
     from shared.ports.thread_state import ThreadStateStore
 
@@ -25,8 +26,9 @@ class StoreProviders(ProviderBase):
     """Threads, runs and audit; thread state; memories and their markers; tasks; usage; the migration log."""
 
     @overridable("store")
-    def store(self) -> AppStore:
-        """The main table's three aggregates (threads and messages, runs, audit), each its own adapter."""
+    def store(self) -> MainTable:
+        """The main table's three aggregates (threads and messages, runs, audit), each its own adapter, built here
+        and only here; components take them one by one (``thread_store``, ``run_ledger``, ``audit_log``)."""
         from shared.adapters.aws.dynamodb_store import DynamoDBStore
         from shared.adapters.aws.table_schema import Retention
 
@@ -38,6 +40,21 @@ class StoreProviders(ProviderBase):
                 run=timedelta(days=settings.run_retention_days), audit=timedelta(days=settings.audit_retention_days)
             ),
         )
+
+    @cached_property
+    def thread_store(self) -> ThreadStore:
+        """Threads and messages (the main table's adapter of that aggregate)."""
+        return self.store.threads
+
+    @cached_property
+    def run_ledger(self) -> RunLedger:
+        """The run records (the main table's adapter of that aggregate)."""
+        return self.store.runs
+
+    @cached_property
+    def audit_log(self) -> AuditLog:
+        """The audit records (the main table's adapter of that aggregate)."""
+        return self.store.audit
 
     @overridable("thread_states")
     def thread_states(self) -> ThreadStateStore:

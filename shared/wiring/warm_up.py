@@ -11,8 +11,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Literal, Protocol
 
-from shared.ports import EventStream
-from shared.wiring.overrides import AppStore
+from shared.ports import EventStream, RunLedger
 
 logger = logging.getLogger(__name__)
 
@@ -41,14 +40,15 @@ def warm_up(parts: Warmable, function: LambdaFunction) -> list[str]:
     return built
 
 
-async def open_connections(store: AppStore, stream: EventStream) -> None:
+async def open_connections(runs: RunLedger, stream: EventStream) -> None:
     """Open connections during init, so the first request does not: the stream's (Redis, TLS on ElastiCache),
-    the store's (one GetItem of a run that does not exist), and the worker threads the store's calls and the
-    app's sync dependencies run on. Each part is tried on its own."""
+    the main table's (the run ledger's GetItem of a run that does not exist; the table's three adapters share one
+    client), and the worker threads the store's calls and the app's sync dependencies run on. Each part is tried
+    on its own."""
     import anyio.to_thread
 
     async def store_connection() -> None:
-        await store.get_run("warm-up", "warm-up")
+        await runs.get_run("warm-up", "warm-up")
 
     async def stream_connection() -> None:
         ping = getattr(stream, "ping", None)

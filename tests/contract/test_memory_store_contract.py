@@ -132,12 +132,12 @@ async def test_the_cursor_item_is_invisible_to_message_reads(aws: Any) -> None:
     store = DynamoDBStore(TABLE, lambda: cast(Any, boto3.client("dynamodb", region_name=REGION)))
     memories = DynamoDBMemoryStore(TABLE, lambda: cast(Any, boto3.client("dynamodb", region_name=REGION)))
     alice = Identity(tenant_id="tenant-a", user_id="alice")
-    await store.open_thread(alice, "th")
-    await store.append_messages(alice, "th", [Message(id="m1", thread_id="th", role=Role.USER, content="hi")])
+    await store.threads.open_thread(alice, "th")
+    await store.threads.append_messages(alice, "th", [Message(id="m1", thread_id="th", role=Role.USER, content="hi")])
     await memories.advance_cursor("tenant-a", "th", 1)
     # THEN reading the thread back or forward finds only the message
-    assert [m.id for m in await store.read_back("tenant-a", "th", before_seq=None, limit=10)] == ["m1"]
-    assert [m.id for m in await store.read_forward("tenant-a", "th", after_seq=0, limit=10)] == ["m1"]
+    assert [m.id for m in await store.threads.read_back("tenant-a", "th", before_seq=None, limit=10)] == ["m1"]
+    assert [m.id for m in await store.threads.read_forward("tenant-a", "th", after_seq=0, limit=10)] == ["m1"]
 
 
 async def test_list_active_is_the_newest_updated_active_memories_up_to_the_limit(memories: Store) -> None:

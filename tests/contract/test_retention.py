@@ -36,11 +36,11 @@ def _raw(aws: Any, pk: str, sk: str | None = None) -> dict[str, Any]:
 
 
 async def _write_one_of_each(store: DynamoDBStore) -> Run:
-    await store.open_thread(ALICE, "t1")
-    await store.append_messages(ALICE, "t1", [Message(id="m1", thread_id="t1", role=Role.USER, content="hi")])
+    await store.threads.open_thread(ALICE, "t1")
+    await store.threads.append_messages(ALICE, "t1", [Message(id="m1", thread_id="t1", role=Role.USER, content="hi")])
     run = Run(run_id="r1", thread_id="t1", tenant_id=ALICE.tenant_id, user_id=ALICE.user_id, body_digest="d")
-    await store.create_run(run)
-    await store.record(
+    await store.runs.create_run(run)
+    await store.audit.record(
         AuditRecord(kind="tool_decision", tenant_id="tenant-a", thread_id="t1", run_id="r1", user_id="alice")
     )
     return run
@@ -75,7 +75,7 @@ async def test_a_finished_run_keeps_its_expiry(aws: Any) -> None:
     store = DynamoDBStore(TABLE, lambda: aws, retention=Retention(run=timedelta(days=7)))
     run = await _write_one_of_each(store)
     created = int(_raw(aws, codec.run_pk("tenant-a", "r1"), codec.META)[codec.TTL_ATTRIBUTE]["N"])
-    await store.finish_run("tenant-a", run.run_id, status="completed", usage=[], last_stream_id=None)
+    await store.runs.finish_run("tenant-a", run.run_id, status="completed", usage=[], last_stream_id=None)
     finished = int(_raw(aws, codec.run_pk("tenant-a", "r1"), codec.META)[codec.TTL_ATTRIBUTE]["N"])
     assert finished == created == int((run.created_at + timedelta(days=7)).timestamp())
 

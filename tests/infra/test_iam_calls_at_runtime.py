@@ -123,7 +123,7 @@ async def test_the_sweeper_calls_only_what_its_role_grants(
     await death_case.leave_a_dead_run(store, redis_stream, death_case.DeadRun("th-iam", "run-iam"), died_while="tool")
     # WHEN the sweeper ends it
     with recorded(calls):
-        report = await RunSweeper(store, redis_stream).sweep()
+        report = await RunSweeper(store.threads, store.runs, store.audit, redis_stream).sweep()
     # THEN it did its whole repair, and every call it made is granted to SweeperRole
     assert report.ended == ["run-iam"] and report.repaired_tool_calls == 1
     assert ("dynamodb:Query", "AgentTable/index/GSI2") in calls.needed

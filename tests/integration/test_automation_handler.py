@@ -303,7 +303,7 @@ async def test_a_fire_on_a_busy_thread_is_refused_for_a_retry_and_the_retry_runs
     task = await create_task(client)
     owner = Identity(tenant_id="tenant-1", user_id="user-1")
     store = services.store
-    assert await store.claim_thread(
+    assert await store.threads.claim_thread(
         owner, task["threadId"], "run-chat-busy", stale_before=utc_now() - timedelta(hours=1)
     )
     event = as_delivered(
@@ -313,9 +313,9 @@ async def test_a_fire_on_a_busy_thread_is_refused_for_a_retry_and_the_retry_runs
     with pytest.raises(Conflict) as busy:
         await handler.handle(event, LambdaContext(), services)
     assert busy.value.code == "thread_busy"
-    assert await store.list_runs_for_thread("tenant-1", task["threadId"], limit=10) == []
+    assert await store.runs.list_runs_for_thread("tenant-1", task["threadId"], limit=10) == []
     # WHEN the chat run ends and the retry arrives, THEN the fire runs, once
-    await store.release_thread("tenant-1", task["threadId"], "run-chat-busy")
+    await store.threads.release_thread("tenant-1", task["threadId"], "run-chat-busy")
     retried = await handler.handle({**event, "executionId": "e2", "attemptNumber": "2"}, LambdaContext(), services)
     assert retried["status"] == "succeeded" and retried["duplicate"] is False
     assert len(model.requests) == 1
@@ -474,7 +474,7 @@ def test_the_lambda_entry_point_handles_a_scheduled_input(store: DynamoDBStore, 
     second = handler.lambda_handler(event, LambdaContext(), services)
     # THEN one hidden automation run was stored
     assert first["status"] == "succeeded" and second["duplicate"] is True
-    runs = asyncio.run(store.list_runs_for_thread("tenant-1", task.thread_id, limit=10))
+    runs = asyncio.run(store.runs.list_runs_for_thread("tenant-1", task.thread_id, limit=10))
     assert [(r.run_id, r.meta.origin.value, r.meta.hidden_from_user) for r in runs] == [
         (first["runId"], "automation", True)
     ]

@@ -71,9 +71,9 @@ async def test_a_run_that_would_outlive_its_invocation_ends_with_run_deadline_be
     assert (terminal["type"], terminal["code"]) == ("RUN_ERROR", "run_deadline")
     assert took < 8.0
     # AND the run is recorded failed with that code, the thread free, the partial answer kept
-    run = await store.get_run("tenant-1", "run-late")
+    run = await store.runs.get_run("tenant-1", "run-late")
     assert run is not None and (run.status, run.error_code) == (RunStatus.FAILED, "run_deadline")
-    assert (await store.get_thread(USER, "th-late")).active_run_id is None
+    assert (await store.threads.get_thread(USER, "th-late")).active_run_id is None
     items = history.json()["items"]
     assert items[-1]["role"] == "assistant" and items[-1].get("partial") is True
 

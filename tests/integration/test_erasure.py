@@ -82,12 +82,12 @@ async def test_the_owner_deletes_a_thread_with_its_messages_runs_and_streams_and
         assert (await client.get("/api/v1/agent/runs/run-1/events", headers=bearer())).status_code == 404
         listed = (await client.get("/api/v1/threads", headers=bearer())).json()["items"]
         assert [t["threadId"] for t in listed] == ["th-2"]
-        assert await store.get_run(TENANT, "run-2") is None
+        assert await store.runs.get_run(TENANT, "run-2") is None
         for key in (thread_stream_key(TENANT, "th-1"), run_stream_key(TENANT, "run-1")):
             assert await stream_length(redis_stream, key) == 0
         assert await pending.get(TENANT, "th-1") is None
         # AND the audit trail of th-1 is kept, with the deletion in it; th-2 is whole
-        kinds = [r.kind for r in await store.list_for_thread(TENANT, "th-1", limit=100)]
+        kinds = [r.kind for r in await store.audit.list_for_thread(TENANT, "th-1", limit=100)]
         assert kinds[-1] == "thread_deleted"
         assert await stream_length(redis_stream, run_stream_key(TENANT, "run-3")) > 0
         # AND deleting it again is 404
@@ -107,7 +107,7 @@ async def test_another_users_or_tenants_thread_id_answers_404_and_deletes_nothin
         assert other_user.status_code == other_tenant.status_code == missing.status_code == 404
         assert other_user.json() == missing.json()
         assert (await client.get("/api/v1/threads/th-1/history", headers=bearer())).status_code == 200
-        assert await store.get_run(TENANT, "run-1") is not None
+        assert await store.runs.get_run(TENANT, "run-1") is not None
 
 
 async def test_forged_expired_and_missing_tokens_delete_nothing(
@@ -135,12 +135,12 @@ async def test_a_thread_with_an_active_run_is_refused_with_409_and_kept(
         await run_turn(client, services, "th-1", "run-1")
         # GIVEN a live run holds the thread (claimed a moment ago)
         owner = Identity(tenant_id=TENANT, user_id=USER)
-        assert await store.claim_thread(owner, "th-1", "run-live", stale_before=utc_now())
+        assert await store.threads.claim_thread(owner, "th-1", "run-live", stale_before=utc_now())
         # WHEN the owner deletes it  THEN 409 thread_busy, nothing deleted, the run keeps its claim
         resp = await client.delete("/api/v1/threads/th-1", headers=bearer())
         assert resp.status_code == 409 and resp.json()["error"]["code"] == "thread_busy"
-        assert (await store.get_thread(owner, "th-1")).active_run_id == "run-live"
-        assert len(await store.read_forward(TENANT, "th-1", after_seq=0, limit=10)) == 2
+        assert (await store.threads.get_thread(owner, "th-1")).active_run_id == "run-live"
+        assert len(await store.threads.read_forward(TENANT, "th-1", after_seq=0, limit=10)) == 2
 
 
 async def test_a_thread_whose_memory_run_is_in_flight_is_refused_with_409(
@@ -159,7 +159,7 @@ async def test_a_thread_whose_memory_run_is_in_flight_is_refused_with_409(
         marker = await pending.get(TENANT, "th-1")
         assert marker is not None and marker.running_run_id == "mem-1"
         owner = Identity(tenant_id=TENANT, user_id=USER)
-        assert (await store.get_thread(owner, "th-1")).active_run_id is None
+        assert (await store.threads.get_thread(owner, "th-1")).active_run_id is None
 
 
 async def test_deleting_the_account_needs_the_erase_scope(services: Services, asgi_client: Any, aws: Any) -> None:
@@ -226,7 +226,7 @@ async def test_the_account_deletion_names_a_busy_thread_and_deletes_the_rest(
         await run_turn(client, services, "th-1", "run-1")
         await run_turn(client, services, "th-2", "run-2")
         owner = Identity(tenant_id=TENANT, user_id=USER)
-        assert await store.claim_thread(owner, "th-2", "run-live", stale_before=utc_now())
+        assert await store.threads.claim_thread(owner, "th-2", "run-live", stale_before=utc_now())
         resp = await client.delete("/api/v1/me", headers=bearer(scopes=ERASER))
         assert resp.status_code == 409
         error = resp.json()["error"]

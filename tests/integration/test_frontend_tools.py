@@ -117,10 +117,10 @@ async def test_a_front_end_tool_call_is_streamed_not_executed_and_ends_the_run(
     # AND the assistant message with the call is stored, marked as handed to the client, with no result
     assert [m["role"] for m in stored] == ["user", "assistant"]
     assert stored[1]["toolCalls"][0]["id"] == "call_confirm_1"
-    raw = await store.read_back("tenant-1", "th-fe", before_seq=None, limit=1)
+    raw = await store.threads.read_back("tenant-1", "th-fe", before_seq=None, limit=1)
     assert raw[0].flags["frontend_tool_calls"] == ["call_confirm_1"]
     # AND the decision is audited as an allowed front-end call
-    audit = await store.list_for_thread("tenant-1", "th-fe", limit=20)
+    audit = await store.audit.list_for_thread("tenant-1", "th-fe", limit=20)
     decision = next(r for r in audit if r.details.get("tool_name") == "confirm_booking")
     assert (decision.details["decision"], decision.details["tool_kind"]) == ("allowed", "frontend")
 
@@ -238,7 +238,7 @@ async def test_client_tools_that_shadow_server_tools_or_are_not_allowed_are_refu
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
     assert "iso" in json.loads(result["content"])
     # AND each refused client tool has an audit record with its reason
-    audit = await store.list_for_thread("tenant-1", "th-fe", limit=50)
+    audit = await store.audit.list_for_thread("tenant-1", "th-fe", limit=50)
     offers = {r.details["tool_name"]: r.details["reason"] for r in audit if r.details.get("phase") == "offer"}
     assert offers == {
         "get_current_time": "shadows_server_tool",

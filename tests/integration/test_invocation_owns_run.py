@@ -66,13 +66,13 @@ async def test_the_post_returns_only_after_its_run_settled_when_the_client_left(
     with pytest.raises(Exception):  # noqa: B017, PT011 - Starlette reports the broken socket as ClientDisconnect
         await app(scope, receive, send)
     # THEN by the time the request returned, the run had settled: ended in the ledger, the thread free
-    run = await store.get_run("tenant-1", "run-gone")
+    run = await store.runs.get_run("tenant-1", "run-gone")
     assert run is not None and run.status.is_terminal, run
-    thread = await store.get_thread(Identity(tenant_id="tenant-1", user_id="user-1"), "th-gone")
+    thread = await store.threads.get_thread(Identity(tenant_id="tenant-1", user_id="user-1"), "th-gone")
     assert thread.active_run_id is None
     assert not services.runs.background.is_running("tenant-1", "run-gone")
     # AND the run answered in full although nobody was reading any more: the model was asked once, and the run
     # succeeded with the whole answer stored
     assert len(model.requests) == 1 and run.status is RunStatus.SUCCEEDED
-    stored = await store.read_back("tenant-1", "th-gone", before_seq=None, limit=5)
+    stored = await store.threads.read_back("tenant-1", "th-gone", before_seq=None, limit=5)
     assert [m.content for m in stored if m.role == "assistant"] == ["".join(f"w{i} " for i in range(10))]

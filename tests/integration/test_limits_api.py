@@ -81,7 +81,7 @@ async def test_an_admin_sets_limits_in_their_tenant_only(store: Any, redis_strea
         assert error["code"] == "quota_exceeded" and error["details"]["kind"] == "tokensPerDay"
         assert error["details"]["scope"] == "user" and error["details"]["limit"] == 50
         assert int(refused.headers["Retry-After"]) >= 1
-        assert await store.get_run("tenant-a", "r-a2") is None
+        assert await store.runs.get_run("tenant-a", "r-a2") is None
         # AND tenant B's user was never touched
         b_usage = (await client.get("/api/v1/usage", headers=USER_B)).json()
         assert b_usage["limits"]["user"] == {"concurrentRuns": 3}

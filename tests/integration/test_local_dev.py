@@ -65,7 +65,7 @@ async def test_two_hundred_sequential_turns_with_memory_runs_between_never_fail(
     assert failures == []
     # AND memory runs really ran in between (they are what wrote concurrently)
     for _ in range(200):
-        runs = await services.store.list_runs_for_thread("tenant-1", "th-dev", limit=1000)
+        runs = await services.store.runs.list_runs_for_thread("tenant-1", "th-dev", limit=1000)
         memory = [r for r in runs if r.meta.executor is ExecutorKind.MEMORY]
         if len(memory) >= TURNS // 10 and all(r.status.is_terminal for r in memory):
             break

@@ -96,7 +96,7 @@ async def test_the_starting_response_gets_every_frame_a_stream_read_gives_withou
     stream: CountingStream,
 ) -> None:
     store = InMemoryStore()
-    runs = RunService(store, stream, heartbeat_s=60, lease_s=120)
+    runs = RunService(store.threads, store.runs, store.audit, stream, heartbeat_s=60, lease_s=120)
     ctx = a_context("r-feed", thread_id="th-feed")
     # GIVEN a run of 40 deltas admitted in this process
     await runs.admit(ctx, body_digest="d", new_messages=[], executor=Talks())
@@ -105,7 +105,7 @@ async def test_the_starting_response_gets_every_frame_a_stream_read_gives_withou
     await runs.wait_idle()
     key = run_stream_key("t", "r-feed")
     reads_before_remote = stream.reads.get(key, 0)
-    elsewhere = StreamTail(store, stream, NotHere(), invocation_deadline=lambda: 10**10)
+    elsewhere = StreamTail(store.runs, stream, NotHere(), invocation_deadline=lambda: 10**10)
     remote = await frames_of(elsewhere.tail_run("t", "r-feed"))
     reads_by_remote = stream.reads.get(key, 0) - reads_before_remote
     assert reads_before_remote == 0 and reads_by_remote >= 1
@@ -119,7 +119,8 @@ async def test_the_starting_response_gets_every_frame_a_stream_read_gives_withou
 async def test_a_response_resuming_mid_run_in_the_same_process_gets_the_rest_from_the_feed(
     stream: CountingStream,
 ) -> None:
-    runs = RunService(InMemoryStore(), stream, heartbeat_s=60, lease_s=120)
+    store = InMemoryStore()
+    runs = RunService(store.threads, store.runs, store.audit, stream, heartbeat_s=60, lease_s=120)
     ctx = a_context("r-resume", thread_id="th-resume")
     await runs.admit(ctx, body_digest="d", new_messages=[], executor=Talks(words=30))
     # GIVEN a client that read up to its fifth event, then reconnected with Last-Event-ID
@@ -135,7 +136,9 @@ async def test_a_response_resuming_mid_run_in_the_same_process_gets_the_rest_fro
     assert stream.reads.get(run_stream_key("t", "r-resume"), 0) == 0
     # AND it got what followed, once, through the terminal event: with the first five, the whole stream
     everything = await frames_of(
-        StreamTail(InMemoryStore(), stream, NotHere(), invocation_deadline=lambda: 10**10).tail_run("t", "r-resume")
+        StreamTail(InMemoryStore().runs, stream, NotHere(), invocation_deadline=lambda: 10**10).tail_run(
+            "t", "r-resume"
+        )
     )
     assert [frame(e) for e in first] + rest == everything
 
@@ -149,7 +152,9 @@ async def test_a_failed_write_sends_the_response_back_to_the_stream_and_it_still
         stream.fail_writes = True
         asyncio.get_running_loop().call_later(0.03, setattr, stream, "fail_writes", False)
 
-    runs = RunService(InMemoryStore(), stream, heartbeat_s=60, lease_s=120)
+    store = InMemoryStore()
+
+    runs = RunService(store.threads, store.runs, store.audit, stream, heartbeat_s=60, lease_s=120)
     ctx = a_context("r-outage", thread_id="th-outage")
     await runs.admit(ctx, body_digest="d", new_messages=[], executor=Talks(words=10, between=outage))
     # WHEN the response tails the run across the failed writes
@@ -174,7 +179,9 @@ async def test_a_run_taken_over_elsewhere_ends_its_local_response_with_the_termi
         emitter.discard()
         await stream.append(run_stream_key("t", "r-taken"), terminal)
 
-    runs = RunService(InMemoryStore(), stream, heartbeat_s=60, lease_s=120)
+    store = InMemoryStore()
+
+    runs = RunService(store.threads, store.runs, store.audit, stream, heartbeat_s=60, lease_s=120)
     ctx = a_context("r-taken", thread_id="th-taken")
     await runs.admit(ctx, body_digest="d", new_messages=[], executor=Talks(words=3, between=taken_over))
     local = await asyncio.wait_for(frames_of(runs.tail_run("t", "r-taken")), 10)

@@ -95,7 +95,7 @@ async def test_an_mcp_tool_is_offered_namespaced_called_and_audited(
     assert results(events) == {"c1": "Paris: 2,100,000 people"}
     assert remote.requests[-1]["authorization"] == "Bearer s3cret"
     # AND the decision is audited like any other, as an MCP tool
-    audit = await store.list_for_thread("tenant-1", "th-mcp", limit=20)
+    audit = await store.audit.list_for_thread("tenant-1", "th-mcp", limit=20)
     decision = next(r for r in audit if r.kind == "tool_decision")
     assert (decision.details["tool_name"], decision.details["decision"], decision.details["tool_kind"]) == (
         "mcp__demo__lookup",
@@ -141,7 +141,7 @@ async def test_a_server_that_is_down_leaves_its_tools_out_and_the_run_goes_on(
     assert events[-1]["type"] == "RUN_FINISHED"
     # AND the outage is in the logs and in the audit trail
     assert any(r.getMessage().startswith("MCP server unavailable") for r in caplog.records)
-    audit = await store.list_for_thread("tenant-1", "th-mcp", limit=20)
+    audit = await store.audit.list_for_thread("tenant-1", "th-mcp", limit=20)
     outage = next(r for r in audit if r.kind == "tool_source_unavailable")
     assert outage.details["source"] == "mcp:demo"
 

@@ -333,7 +333,7 @@ async def test_deleting_a_thread_and_the_account_through_the_api_cancels_their_p
     # THEN its due message, once delivered, finds nothing to run: no memory run, no failed record
     assert await deployment.drain_after_quiet_period() == 2
     assert extraction_calls(deployment.model) == [["th-keep-u1"]]
-    assert await store.get_run(TENANT, memory_run_id(TENANT, "th-del", marker.generation, 1)) is None
+    assert await store.runs.get_run(TENANT, memory_run_id(TENANT, "th-del", marker.generation, 1)) is None
     assert deployment.failures == []
 
     # GIVEN a new turn on the kept thread, its extraction pending

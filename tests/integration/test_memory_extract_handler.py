@@ -136,15 +136,15 @@ def test_batch_reports_exactly_the_failed_records_and_a_replay_writes_nothing(
         "hiddenFromUser": True,
         "runId": run_a,
     }
-    run = asyncio.run(store.get_run(TENANT, run_a))
+    run = asyncio.run(store.runs.get_run(TENANT, run_a))
     assert run is not None and run.status is RunStatus.SUCCEEDED and run.meta.hidden_from_user
-    failed_run = asyncio.run(store.get_run(TENANT, memory_run_id(TENANT, "th-fail", 1, 1)))
+    failed_run = asyncio.run(store.runs.get_run(TENANT, memory_run_id(TENANT, "th-fail", 1, 1)))
     assert failed_run is not None and failed_run.status is RunStatus.FAILED
     # AND it is in audit, and wrote nothing into the thread's history
-    audit = asyncio.run(store.list_for_thread(TENANT, "th-a", limit=50))
+    audit = asyncio.run(store.audit.list_for_thread(TENANT, "th-a", limit=50))
     assert [r.details["decision"] for r in audit if r.kind == "memory_decision"] == ["stored"]
     assert [r.details["decisions"] for r in audit if r.kind == "memory_run"] == [{"stored": 1}]
-    history = asyncio.run(store.read_forward(TENANT, "th-a", after_seq=0, limit=50))
+    history = asyncio.run(store.threads.read_forward(TENANT, "th-a", after_seq=0, limit=50))
     assert [m.id for m in history] == ["th-a-u1", "th-a-a1"]
 
     # WHEN both batches are delivered again
@@ -225,5 +225,5 @@ def test_a_memory_run_that_would_outlive_the_invocation_ends_with_run_deadline_a
     assert model.turns == [] and len(model.requests) == 1
     # AND the memory run ended itself with run_deadline (not killed by the platform), and SQS retries the record
     assert len(response["batchItemFailures"]) == 1
-    run = asyncio.run(store.get_run(TENANT, memory_run_id(TENANT, "th-late", 1, 1)))
+    run = asyncio.run(store.runs.get_run(TENANT, memory_run_id(TENANT, "th-late", 1, 1)))
     assert run is not None and (run.status, run.error_code) == (RunStatus.FAILED, "run_deadline")

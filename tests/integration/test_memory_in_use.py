@@ -203,7 +203,7 @@ async def test_patch_writes_a_new_version_supersedes_the_old_and_audits_who_chan
     assert by_id["mem-a"]["statusReason"] == "edited by the user"
     assert [m["id"] for m in after.json()["items"] if m["status"] == "active"] == [new["id"]]
     # AND the edit is audited in the memory's thread: who changed what
-    [record] = [r for r in await store.list_for_thread("tenant-1", "th-tea", limit=50) if r.kind == "memory_edit"]
+    [record] = [r for r in await store.audit.list_for_thread("tenant-1", "th-tea", limit=50) if r.kind == "memory_edit"]
     assert record.user_id == "user-1" and record.details["edited_by"] == "user-1"
     assert (record.details["supersedes"], record.details["memory_id"]) == ("mem-a", new["id"])
     assert record.details["old_content_preview"] == "likes green tea"

@@ -50,7 +50,8 @@ async def one_run(runs: RunService, run_id: str) -> None:
 
 
 async def test_sequential_runs_reuse_their_redis_connections(redis_url: str, event_stream: RedisEventStream) -> None:
-    runs = RunService(InMemoryStore(), event_stream, heartbeat_s=60, lease_s=120)
+    store = InMemoryStore()
+    runs = RunService(store.threads, store.runs, store.audit, event_stream, heartbeat_s=60, lease_s=120)
     await one_run(runs, "r0")  # the pool's first connections
     before = connections_received(redis_url)
     # WHEN more runs start and end one after the other
@@ -64,7 +65,8 @@ async def test_sequential_runs_reuse_their_redis_connections(redis_url: str, eve
 async def test_a_finished_runs_control_stream_says_it_stopped_and_expires(
     redis_url: str, event_stream: RedisEventStream
 ) -> None:
-    runs = RunService(InMemoryStore(), event_stream, heartbeat_s=60, lease_s=120)
+    store = InMemoryStore()
+    runs = RunService(store.threads, store.runs, store.audit, event_stream, heartbeat_s=60, lease_s=120)
     await asyncio.wait_for(one_run(runs, "r1"), timeout=10)
     client = redis.Redis.from_url(redis_url)
     try:

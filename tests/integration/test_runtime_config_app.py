@@ -74,7 +74,7 @@ async def test_a_deployed_change_reaches_a_running_app_and_a_bad_one_never_does(
         # THEN the next run after one poll interval runs chat_trial, on the model it names, recorded as ramped
         assert await run_profile(client, "run-2") == "chat_trial"
         assert model.requests[-1].model == "qwen3.5-plus"
-        run = await store.get_run("tenant-1", "run-2")
+        run = await store.runs.get_run("tenant-1", "run-2")
         assert (run.meta.rollout_id, run.meta.rollout_side) == ("trial-1", "new")
         # WHEN a document that ramps to a profile that does not exist is deployed
         deployments(extension).deploy({"rollout": {"ramps": [{**EVERYONE_ON_TRIAL["rollout"]["ramps"][0], "to": "x"}]}})

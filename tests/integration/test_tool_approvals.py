@@ -126,7 +126,7 @@ def answer(interrupt: dict[str, Any], status: str = "resolved", **payload: Any) 
 
 
 async def raw_thread(store: Any, thread: str = "th-ap") -> list[Any]:
-    return list(reversed(await store.read_back("tenant-1", thread, before_seq=None, limit=50)))
+    return list(reversed(await store.threads.read_back("tenant-1", thread, before_seq=None, limit=50)))
 
 
 @pytest.fixture
@@ -159,12 +159,12 @@ async def test_a_call_to_a_tool_that_needs_approval_is_held_and_the_run_ends_wit
     left = utc_now() + timedelta(hours=24) - datetime.fromisoformat(expires or "")
     assert timedelta(0) <= left < timedelta(minutes=5)
     # AND the request is audited, and the thread holds the call with its open interrupt
-    audit = await store.list_for_thread("tenant-1", "th-ap", limit=50)
+    audit = await store.audit.list_for_thread("tenant-1", "th-ap", limit=50)
     requested = [a for a in audit if a.kind == "tool_approval_requested"]
     assert [(a.details["interrupt_id"], a.details["tool_name"]) for a in requested] == [(interrupt["id"], "send_email")]
     stored = await raw_thread(store)
     assert stored[-1].flags["approval_interrupts"][0]["id"] == interrupt["id"]
-    thread = await store.get_thread(Identity(tenant_id="tenant-1", user_id="user-1"), "th-ap")
+    thread = await store.threads.get_thread(Identity(tenant_id="tenant-1", user_id="user-1"), "th-ap")
     assert thread.active_run_id is None
 
 
@@ -189,7 +189,7 @@ async def test_resolved_runs_the_call_once_and_the_model_continues_in_that_run(
     assert json.loads(r.services.overrides.model.requests[1].messages[-1].content or "") == {
         "sent": True, "to": "ann@example.com"}
     # AND the decision is audited with the user who made it
-    audit = await store.list_for_thread("tenant-1", "th-ap", limit=50)
+    audit = await store.audit.list_for_thread("tenant-1", "th-ap", limit=50)
     decided = [a.details for a in audit if a.kind == "tool_approval_decided"]
     assert [(d["status"], d["decided_by"], d["edited"]) for d in decided] == [("resolved", "user-1", False)]
 
@@ -218,7 +218,7 @@ async def test_cancelled_stores_a_declined_result_and_never_calls_the_tool(
     last = r.services.overrides.model.requests[1].messages[-1]
     assert (last.role, last.tool_call_id) == ("tool", "call_mail_1")
     assert json.loads(last.content or "")["error"]["code"] == "declined"
-    audit = await store.list_for_thread("tenant-1", "th-ap", limit=50)
+    audit = await store.audit.list_for_thread("tenant-1", "th-ap", limit=50)
     assert [a.details["status"] for a in audit if a.kind == "tool_approval_decided"] == ["cancelled"]
 
 
@@ -251,7 +251,7 @@ async def test_a_tool_removed_from_the_profile_before_the_resume_is_refused_by_t
     assert status == 200 and r.outbox.sent == []
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
     assert json.loads(result["content"])["error"]["code"] == "tool_not_allowed"
-    audit = await store.list_for_thread("tenant-1", "th-ap", limit=50)
+    audit = await store.audit.list_for_thread("tenant-1", "th-ap", limit=50)
     refusals = [a.details for a in audit if a.kind == "tool_decision" and a.details["decision"] == "refused"]
     assert [(d["tool_name"], d["layer"]) for d in refusals] == [("send_email", "profile")]
 

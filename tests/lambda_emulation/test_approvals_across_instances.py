@@ -73,9 +73,9 @@ async def test_an_interrupt_raised_on_a_is_resumed_through_b(
         assert finished["type"] == "RUN_FINISHED" and finished["outcome"]["type"] == "interrupt", first.text
         (interrupt,) = finished["outcome"]["interrupts"]
         assert interrupt["toolCallId"] == "call_u1"
-        thread = await shared_store.get_thread(Identity(tenant_id="tenant-1", user_id="user-1"), "th-ap")
+        thread = await shared_store.threads.get_thread(Identity(tenant_id="tenant-1", user_id="user-1"), "th-ap")
         assert thread.active_run_id is None
-        run = await shared_store.get_run("tenant-1", "run-1")
+        run = await shared_store.runs.get_run("tenant-1", "run-1")
         assert run is not None and run.status.is_terminal
         # WHEN the user approves it through B
         resume = {**body("th-ap", "run-2", "5 km in miles?"),

@@ -67,6 +67,6 @@ async def test_a_reconnect_to_a_frozen_run_ends_it_within_the_lease_plus_5_s(
     types = [e["type"] for e in resumed]
     assert "TOOL_CALL_END" in types and "TOOL_CALL_RESULT" in types, types
     # AND the run ended in the ledger with the thread released
-    run = await shared_store.get_run(USER.tenant_id, "run-1")
+    run = await shared_store.runs.get_run(USER.tenant_id, "run-1")
     assert run is not None and run.status is RunStatus.FAILED and run.error_code == "run_failed"
-    assert (await shared_store.get_thread(USER, "th-dead")).active_run_id is None
+    assert (await shared_store.threads.get_thread(USER, "th-dead")).active_run_id is None

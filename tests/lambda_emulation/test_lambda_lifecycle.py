@@ -55,9 +55,9 @@ async def test_freeze_after_the_response_leaves_nothing_undone(
         a.freeze()
         assert events[-1]["type"] == "RUN_FINISHED"
         # THEN the ledger says succeeded and the thread is free
-        run = await shared_store.get_run(USER.tenant_id, "run-1")
+        run = await shared_store.runs.get_run(USER.tenant_id, "run-1")
         assert run is not None and run.status is RunStatus.SUCCEEDED
-        assert (await shared_store.get_thread(USER, "th-freeze")).active_run_id is None
+        assert (await shared_store.threads.get_thread(USER, "th-freeze")).active_run_id is None
         # AND a second message through instance B streams RUN_FINISHED
         model_server.enqueue(ScriptedTurn(text=["Again."]))
         second = await client.post(
@@ -96,7 +96,7 @@ async def test_disconnect_mid_run_then_freeze_the_next_message_takes_the_thread_
     # AND it succeeds
     assert assert_well_formed_run(events_of(text))["type"] == "RUN_FINISHED"
     # AND the old run is closed, with a terminal event on its stream
-    old = await shared_store.get_run(USER.tenant_id, "run-1")
+    old = await shared_store.runs.get_run(USER.tenant_id, "run-1")
     assert old is not None and old.status is RunStatus.FAILED
     async with httpx.AsyncClient(timeout=30) as client:
         replay = await client.get(f"{b.url}/api/v1/agent/runs/run-1/events", headers=bearer())

@@ -73,10 +73,10 @@ async def post(client: httpx.AsyncClient, url: str, payload: dict[str, Any], **k
 
 
 async def nothing_stored(store: DynamoDBStore, thread_id: str, run_id: str) -> bool:
-    if await store.get_run(USER.tenant_id, run_id) is not None:
+    if await store.runs.get_run(USER.tenant_id, run_id) is not None:
         return False
     try:
-        await store.get_thread(USER, thread_id)
+        await store.threads.get_thread(USER, thread_id)
     except NotFound:
         return True
     return False
@@ -184,7 +184,7 @@ async def test_a_slot_held_by_a_frozen_instance_is_free_once_the_lease_expires(
     assert response.status_code == 200, (statuses, response.text)
     assert LEASE_S - 1 <= waited <= LEASE_S + 10, (statuses, waited)
     # AND the frozen run was ended as a takeover or the sweeper ends it
-    old = await shared_store.get_run(USER.tenant_id, "run-1")
+    old = await shared_store.runs.get_run(USER.tenant_id, "run-1")
     assert old is not None and old.status is RunStatus.FAILED
 
 

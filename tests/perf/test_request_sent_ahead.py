@@ -48,7 +48,7 @@ async def test_without_the_memory_note_nothing_is_sent_ahead() -> None:
     rig = Rig(Turn(text=["Hello."]))
     notes = FailingNotes()
     message = Message(id="m-1", thread_id="th-1", role=Role.USER, content="hi")
-    worker = WorkerExecutor(rig.model, rig.store, rig.store, ToolRegistry(), memories=notes)
+    worker = WorkerExecutor(rig.model, rig.store.threads, rig.store.audit, ToolRegistry(), memories=notes)
     await rig.runs.admit(
         context("run-1", "hi"), body_digest="d", new_messages=[message], executor=worker, reconcile=True
     )

@@ -130,7 +130,7 @@ async def test_a_malformed_or_huge_call_is_audited_with_the_raw_size_and_digest(
     # THEN the client saw the replacement ({}), but the audit measured and digested what the model really sent
     args = "".join(e["delta"] for e in events_of(resp.text) if e["type"] == "TOOL_CALL_ARGS")
     assert args == "{}"
-    records = await store.list_for_thread("tenant-1", "th-big", limit=50)
+    records = await store.audit.list_for_thread("tenant-1", "th-big", limit=50)
     (details,) = [r.details for r in records if r.kind == "tool_decision"]
     assert details["arguments_chars"] == len(raw)
     assert details["arguments_digest"] == digest(raw) != digest("{}")
@@ -240,7 +240,7 @@ async def test_every_endpoint_and_id_type_answers_404_to_other_users_and_tenants
         history = await client.get(f"/api/v1/threads/{victim['thread']}/history", headers=own)
         task = await client.get(f"/api/v1/automations/{victim['task']}", headers=own)
         memories = await client.get("/api/v1/memories", headers=own)
-        run = await matrix_services.store.get_run("tenant-1", victim["run"])
+        run = await matrix_services.store.runs.get_run("tenant-1", victim["run"])
     assert [i["content"] for i in history.json()["items"]] == [SECRET, f"the code is {SECRET}"]
     assert task.status_code == 200 and task.json()["prompt"] == SECRET
     assert [m["id"] for m in memories.json()["items"]] == ["mem-victim"]

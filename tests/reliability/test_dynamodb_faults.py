@@ -77,9 +77,9 @@ async def test_throttling_at_admission_is_a_503_that_admits_nothing_and_a_retry_
         # new thread the claim created is gone again (nothing of the refused request is stored)
         assert refused.status_code == 503, refused.text
         assert refused.json()["error"]["code"] == "service_unavailable"
-        assert await services.store.get_run("tenant-1", "run-adm") is None
+        assert await services.store.runs.get_run("tenant-1", "run-adm") is None
         with pytest.raises(NotFound):
-            await services.store.get_thread(services.verifier.verify(bearer()["Authorization"]), "th-adm")
+            await services.store.threads.get_thread(services.verifier.verify(bearer()["Authorization"]), "th-adm")
         # WHEN DynamoDB recovers and the client repeats the same request
         throttle.off()
         retried = await post(client, payload)
@@ -99,7 +99,7 @@ async def test_throttling_that_outlasts_retries_mid_run_ends_it_with_run_error_a
         resp = await post(client, body("th-mid", "run-mid", "keep me too"))
         throttle.off()
         items = await history(client, "th-mid")
-        run = await services.store.get_run("tenant-1", "run-mid")
+        run = await services.store.runs.get_run("tenant-1", "run-mid")
         # THEN the stream ends with exactly one RUN_ERROR run_failed, the run is recorded failed, and the user's
         # message is kept (the answer that could not be stored is not in history, and nothing is doubled)
         terminal = assert_well_formed_run(events_of(resp.text))

@@ -39,12 +39,12 @@ async def test_a_run_whose_process_died_during_a_tool_call_is_ended_and_the_thre
     await leave_a_dead_run(store, redis_stream, dead, died_while="tool")
     async with httpx.AsyncClient(base_url=live, timeout=30) as client:
         # GIVEN the thread is still held by the dead run
-        assert (await store.get_thread(USER, "th-dead")).active_run_id == "run-dead"
+        assert (await store.threads.get_thread(USER, "th-dead")).active_run_id == "run-dead"
         # WHEN the sweeper runs (before any next message would take the thread over)
-        report = await RunSweeper(store, redis_stream).sweep()
+        report = await RunSweeper(store.threads, store.runs, store.audit, redis_stream).sweep()
         # THEN it ended exactly that run, as failed with run_failed
         assert (report.ended, report.repaired_tool_calls) == (["run-dead"], 1)
-        run = await store.get_run("tenant-1", "run-dead")
+        run = await store.runs.get_run("tenant-1", "run-dead")
         assert run is not None and (run.status, run.error_code) == (RunStatus.FAILED, "run_failed")
         # AND its stream now ends with exactly one RUN_ERROR, every call answered and the step closed
         replay = await client.get("/api/v1/agent/runs/run-dead/events", headers=bearer())
@@ -68,7 +68,7 @@ async def test_a_run_whose_process_died_during_a_tool_call_is_ended_and_the_thre
         swept = [d for d in audit.json()["decisions"] if d["kind"] == "run_swept"]
         assert [d["details"]["synthetic_results_for"] for d in swept] == [["call-stuck"]]
         # AND a second sweep (a schedule firing twice) changes nothing
-        again = await RunSweeper(store, redis_stream).sweep()
+        again = await RunSweeper(store.threads, store.runs, store.audit, redis_stream).sweep()
         assert again.ended == [] and len(await history(client, "th-dead")) == 3
         # WHEN the user sends the next message
         model_server.enqueue(ScriptedTurn(text=["Sorry, that took too long."]))
@@ -86,7 +86,7 @@ async def test_text_streamed_but_not_stored_by_a_dead_run_is_kept_marked_partial
     # GIVEN a run that died while streaming its answer (the text is on the stream only)
     await leave_a_dead_run(store, redis_stream, DeadRun("th-mute", "run-mute"), died_while="text")
     # WHEN the sweeper runs
-    report = await RunSweeper(store, redis_stream).sweep()
+    report = await RunSweeper(store.threads, store.runs, store.audit, redis_stream).sweep()
     async with httpx.AsyncClient(base_url=live, timeout=30) as client:
         items = await history(client, "th-mute")
         replay = await client.get("/api/v1/agent/runs/run-mute/events", headers=bearer())
@@ -110,15 +110,16 @@ async def test_the_sweeper_leaves_live_runs_alone(store: DynamoDBStore, redis_st
     # GIVEN a run that died long ago and one whose process is alive (it beat a moment ago)
     await leave_a_dead_run(store, redis_stream, DeadRun("th-old", "run-old"), died_while="tool")
     await leave_a_dead_run(store, redis_stream, DeadRun("th-new", "run-new"), died_while="tool", minutes_ago=30)
-    await store.heartbeat("tenant-1", "run-new", last_stream_id=None)
+    await store.runs.heartbeat("tenant-1", "run-new", last_stream_id=None)
     # WHEN the sweeper runs
-    report = await RunSweeper(store, redis_stream, stale_after=timedelta(minutes=5)).sweep()
+    sweeper = RunSweeper(store.threads, store.runs, store.audit, redis_stream, stale_after=timedelta(minutes=5))
+    report = await sweeper.sweep()
     # THEN only the dead run is ended; the live one and its thread are untouched
     assert report.ended == ["run-old"]
-    live_run = await store.get_run("tenant-1", "run-new")
+    live_run = await store.runs.get_run("tenant-1", "run-new")
     assert live_run is not None and live_run.status is RunStatus.RUNNING
-    assert (await store.get_thread(USER, "th-new")).active_run_id == "run-new"
-    assert (await store.get_thread(USER, "th-old")).active_run_id is None
+    assert (await store.threads.get_thread(USER, "th-new")).active_run_id == "run-new"
+    assert (await store.threads.get_thread(USER, "th-old")).active_run_id is None
 
 
 async def test_runs_killed_by_a_timeout_count_as_run_errors(
@@ -133,11 +134,11 @@ async def test_runs_killed_by_a_timeout_count_as_run_errors(
     await leave_a_dead_run(store, redis_stream, DeadRun("th-k1", "run-k1"), died_while="tool")
     await leave_a_dead_run(store, redis_stream, DeadRun("th-k2", "run-k2"), died_while="text")
     await leave_a_dead_run(store, redis_stream, DeadRun("th-ok", "run-ok"), died_while="tool", minutes_ago=30)
-    await store.heartbeat("tenant-1", "run-ok", last_stream_id=None)
+    await store.runs.heartbeat("tenant-1", "run-ok", last_stream_id=None)
     capsys.readouterr()
     # WHEN the sweeper ends the dead ones, and a second sweep finds nothing
-    await RunSweeper(store, redis_stream, stale_after=timedelta(minutes=5)).sweep()
-    await RunSweeper(store, redis_stream, stale_after=timedelta(minutes=5)).sweep()
+    await RunSweeper(store.threads, store.runs, store.audit, redis_stream, stale_after=timedelta(minutes=5)).sweep()
+    await RunSweeper(store.threads, store.runs, store.audit, redis_stream, stale_after=timedelta(minutes=5)).sweep()
     # THEN one EMF document counts both in RunErrors (the alarm's metric and dimension) and RunsSwept; no more
     docs = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
     assert len(docs) == 1
@@ -170,7 +171,7 @@ async def test_the_next_message_takes_over_a_thread_whose_run_lease_expired_with
 ) -> None:
     # GIVEN a run that died during a tool call, longer ago than the lease (30 s): the thread is still claimed
     await leave_a_dead_run(store, redis_stream, DeadRun("th-lease", "run-frozen"), died_while="tool", minutes_ago=1)
-    assert (await store.get_thread(USER, "th-lease")).active_run_id == "run-frozen"
+    assert (await store.threads.get_thread(USER, "th-lease")).active_run_id == "run-frozen"
     model_server.enqueue(ScriptedTurn(text=["Back again."]))
     async with httpx.AsyncClient(base_url=live, timeout=30) as client:
         # WHEN the user sends the next message (no sweeper has run)
@@ -184,7 +185,7 @@ async def test_the_next_message_takes_over_a_thread_whose_run_lease_expired_with
     assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
     assert sent[1]["tool_calls"][0]["id"] == "call-stuck" and sent[2]["tool_call_id"] == "call-stuck"
     # AND the old run is closed: failed in the ledger, one RUN_ERROR on its stream, the takeover audited
-    old = await store.get_run("tenant-1", "run-frozen")
+    old = await store.runs.get_run("tenant-1", "run-frozen")
     assert old is not None and (old.status, old.error_code) == (RunStatus.FAILED, "run_failed")
     assert assert_well_formed_run(events_of(replay.text))["code"] == "run_failed"
     swept = [d for d in audit.json()["decisions"] if d["kind"] == "run_swept"]
@@ -196,10 +197,10 @@ async def test_a_run_within_its_lease_keeps_its_thread(
 ) -> None:
     # GIVEN a run whose heartbeat is recent (its process is alive, or froze less than a lease ago)
     await leave_a_dead_run(store, redis_stream, DeadRun("th-alive", "run-alive"), died_while="tool", minutes_ago=1)
-    await store.heartbeat("tenant-1", "run-alive", last_stream_id=None)
+    await store.runs.heartbeat("tenant-1", "run-alive", last_stream_id=None)
     async with httpx.AsyncClient(base_url=live, timeout=30) as client:
         # WHEN another message arrives  THEN it is refused as busy, and the run is untouched
         busy = await client.post("/api/v1/agent", json=body("th-alive", "run-2", "hello?", "u-2"), headers=bearer())
     assert busy.status_code == 409 and busy.json()["error"]["code"] == "thread_busy"
-    run = await store.get_run("tenant-1", "run-alive")
+    run = await store.runs.get_run("tenant-1", "run-alive")
     assert run is not None and run.status is RunStatus.RUNNING

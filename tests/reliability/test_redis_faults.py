@@ -47,7 +47,11 @@ def live(store: Any, proxy: CuttableProxy, model_server: ModelServer) -> Iterato
     settings = make_settings(redis_url=proxy.url, llm_base_url=model_server.base_url, llm_api_key="k")
     services = Services(settings, overrides=ServiceOverrides(store=store))
     services.runs = RunService(
-        services.store, services.stream, ping_interval_s=1.0, stream_outage_grace_s=1.0, flush_timeout_s=4.0
+        services.thread_store,
+        services.run_ledger,
+        services.audit_log,
+        services.stream,
+        ping_interval_s=1.0, stream_outage_grace_s=1.0, flush_timeout_s=4.0
     )
     with serve_app(services) as url:
         yield url, services
@@ -55,7 +59,7 @@ def live(store: Any, proxy: CuttableProxy, model_server: ModelServer) -> Iterato
 
 async def wait_for_status(services: Services, run_id: str, timeout_s: float = 15) -> RunStatus:
     for _ in range(int(timeout_s / 0.1)):
-        run = await services.store.get_run("tenant-1", run_id)
+        run = await services.store.runs.get_run("tenant-1", run_id)
         if run is not None and run.status.is_terminal:
             return run.status
         await asyncio.sleep(0.1)
@@ -101,7 +105,7 @@ async def test_redis_down_at_admission_is_a_503_that_stores_nothing_and_a_retry_
         assert refused.status_code == 503
         assert refused.json()["error"]["code"] == "service_unavailable"
         assert (await client.get("/api/v1/threads/th-r-down/history", headers=bearer())).status_code == 404
-        assert await services.store.get_run("tenant-1", "run-r-down") is None
+        assert await services.store.runs.get_run("tenant-1", "run-r-down") is None
         assert model_server.requests == []
         # WHEN Redis is back and the client repeats the same request
         proxy.restore()

@@ -39,13 +39,13 @@ async def leave_a_dead_run(
 ) -> None:
     """What a process leaves when it dies ``minutes_ago``: during a tool call, or in the middle of its text."""
     then = utc_now() - timedelta(minutes=minutes_ago)
-    await store.open_thread(USER, dead.thread_id)
-    assert await store.claim_thread(USER, dead.thread_id, dead.run_id, stale_before=then - timedelta(minutes=1))
+    await store.threads.open_thread(USER, dead.thread_id)
+    assert await store.threads.claim_thread(USER, dead.thread_id, dead.run_id, stale_before=then - timedelta(minutes=1))
     user_msg = Message(
         id="u-1", thread_id=dead.thread_id, role=Role.USER, content="what time is it?", run_id=dead.run_id
     )
-    await store.append_messages(USER, dead.thread_id, [user_msg])
-    await store.create_run(
+    await store.threads.append_messages(USER, dead.thread_id, [user_msg])
+    await store.runs.create_run(
         Run(
             run_id=dead.run_id,
             thread_id=dead.thread_id,
@@ -86,4 +86,5 @@ async def leave_a_dead_run(
         tool_calls=(call,),
         run_id=dead.run_id,
     )
-    await store.append_messages(USER, dead.thread_id, [assistant])  # stored; then the tool ran and the process died
+    # stored; then the tool ran and the process died
+    await store.threads.append_messages(USER, dead.thread_id, [assistant])

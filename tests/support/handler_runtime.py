@@ -252,9 +252,9 @@ async def _seed(env: Mapping[str, str]) -> tuple[str, str]:
     spec = AutomationTaskSpec(name="Briefing", schedule_expression="rate(1 day)", prompt="Summarise my day.")
     task = await services.automation_service.create(owner, spec)
     thread = "thread-memory"
-    await services.store.open_thread(owner, thread)
+    await services.store.threads.open_thread(owner, thread)
     message = Message(id="m-user-1", thread_id=thread, role=Role.USER, content="I live in Lisbon.")
-    await services.store.append_messages(owner, thread, [message])
+    await services.store.threads.append_messages(owner, thread, [message])
     return task.task_id, thread
 
 

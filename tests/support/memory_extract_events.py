@@ -115,8 +115,8 @@ def run_completed(user: str, thread: str, run: str, *, event_id: str | None = No
 
 async def seed(store: DynamoDBStore, user: str, thread: str, said: str) -> None:
     identity = Identity(tenant_id=TENANT, user_id=user)
-    await store.open_thread(identity, thread)
-    await store.append_messages(
+    await store.threads.open_thread(identity, thread)
+    await store.threads.append_messages(
         identity,
         thread,
         [

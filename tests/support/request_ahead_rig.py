@@ -10,10 +10,11 @@ from typing import Any
 
 from shared.adapters.in_memory.store import InMemoryStore
 from shared.adapters.in_memory.stream import InMemoryEventStream
+from shared.adapters.in_memory.threads import InMemoryThreads
 from shared.executors.worker import WorkerExecutor
 from shared.llm.types import ChatChunk, ChatRequest
 from shared.models import Identity, Message, Role, Run
-from shared.ports.store import AdmittedRun
+from shared.ports.threads import AdmittedRun
 from shared.runs.service import RunService
 from shared.tools.registry import ToolRegistry
 from tests.support.scripted_model import ScriptedModel, Turn
@@ -25,13 +26,11 @@ WRITE_S = 0.05
 SLOW_MODEL_S = 1.0
 
 
-class SlowWrite(InMemoryStore):
-    """Admission's write (messages and run record) takes ``WRITE_S``, or fails after it."""
+class SlowThreads(InMemoryThreads):
+    """The threads fake whose admission write (messages and run record) takes ``WRITE_S``, or fails after it."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.written_at: list[float] = []
-        self.fail = False
+    written_at: list[float]
+    fail = False
 
     async def admit_messages(
         self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
@@ -43,6 +42,28 @@ class SlowWrite(InMemoryStore):
             return await super().admit_messages(identity, thread_id, messages, run, last_seq=last_seq)
         finally:
             self.written_at.append(time.monotonic())
+
+
+class SlowWrite(InMemoryStore):
+    """The in-memory table whose admission write is slow (``SlowThreads``); ``fail``: it fails after the wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slow = SlowThreads(self.runs, self)
+        self.slow.written_at = []
+        self.threads = self.slow
+
+    @property
+    def written_at(self) -> list[float]:
+        return self.slow.written_at
+
+    @property
+    def fail(self) -> bool:
+        return self.slow.fail
+
+    @fail.setter
+    def fail(self, value: bool) -> None:
+        self.slow.fail = value
 
 
 class Watched(ScriptedModel):
@@ -75,11 +96,11 @@ class Rig:
         self.store = SlowWrite()
         self.stream = InMemoryEventStream()
         self.model = Watched(*turns)
-        self.runs = RunService(self.store, self.stream)
+        self.runs = RunService(self.store.threads, self.store.runs, self.store.audit, self.stream)
 
     async def admit(self, run_id: str, text: str, *, digest: str | None = None, message_id: str | None = None) -> Any:
         message = Message(id=message_id or f"m-{run_id}", thread_id="th-1", role=Role.USER, content=text)
-        worker = WorkerExecutor(self.model, self.store, self.store, ToolRegistry())
+        worker = WorkerExecutor(self.model, self.store.threads, self.store.audit, ToolRegistry())
         return await self.runs.admit(
             context(run_id, text), body_digest=digest or run_id, new_messages=[message], executor=worker, reconcile=True
         )

@@ -9,6 +9,7 @@ from typing import Any
 
 from shared.adapters.in_memory.store import InMemoryStore
 from shared.adapters.in_memory.stream import InMemoryEventStream
+from shared.adapters.in_memory.threads import InMemoryThreads
 from shared.executors.context import RunContext
 from shared.executors.worker import WorkerExecutor
 from shared.models import ExecutionMeta, Identity, Message, Origin, Role
@@ -44,14 +45,27 @@ class Notes:
             self.finished += 1
 
 
-class CountingStore(InMemoryStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.read_backs = 0
+class CountingThreads(InMemoryThreads):
+    """The threads fake, counting its backward reads."""
+
+    read_backs = 0
 
     async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
         self.read_backs += 1
         return await super().read_back(tenant_id, thread_id, before_seq=before_seq, limit=limit)
+
+
+class CountingStore(InMemoryStore):
+    """The in-memory table whose threads fake counts its backward reads (``read_backs``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counting = CountingThreads(self.runs, self)
+        self.threads = self.counting
+
+    @property
+    def read_backs(self) -> int:
+        return self.counting.read_backs
 
 
 def context(run_id: str, text: str) -> RunContext:
@@ -75,5 +89,5 @@ async def start(runs: RunService, worker: WorkerExecutor, run_id: str, text: str
 def rig(notes: Notes, *turns: Turn) -> tuple[CountingStore, ScriptedModel, RunService, Any]:
     store = CountingStore()
     model = ScriptedModel(*turns)
-    runs = RunService(store, InMemoryEventStream())
-    return store, model, runs, lambda: WorkerExecutor(model, store, store, ToolRegistry(), memories=notes)
+    runs = RunService(store.threads, store.runs, store.audit, InMemoryEventStream())
+    return store, model, runs, lambda: WorkerExecutor(model, store.threads, store.audit, ToolRegistry(), memories=notes)

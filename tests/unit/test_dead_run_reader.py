@@ -37,9 +37,9 @@ class KnownRuns:
 
 async def a_running_run(store: InMemoryStore, stream: InMemoryEventStream, *, beat_ago_s: float) -> None:
     identity = Identity(tenant_id="t", user_id="u")
-    await store.open_and_claim(identity, "th", "r1", stale_before=utc_now() - timedelta(minutes=15))
+    await store.threads.open_and_claim(identity, "th", "r1", stale_before=utc_now() - timedelta(minutes=15))
     beat = utc_now() - timedelta(seconds=beat_ago_s)
-    await store.create_run(
+    await store.runs.create_run(
         Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=ExecutionMeta(), heartbeat_at=beat)
     )
     await stream.append(KEY, {"type": "RUN_STARTED", "threadId": "th", "runId": "r1"})
@@ -48,12 +48,12 @@ async def a_running_run(store: InMemoryStore, stream: InMemoryEventStream, *, be
 
 def a_tail(store: InMemoryStore, stream: InMemoryEventStream, local: KnownRuns) -> StreamTail:
     return StreamTail(
-        store,
+        store.runs,
         stream,
         local,
         invocation_deadline=lambda: time.time() + 60,
         ping_interval_s=0.2,
-        dead_runs=DeadRuns(store, stream, lease=LEASE),
+        dead_runs=DeadRuns(store.threads, store.runs, store.audit, stream, lease=LEASE),
     )
 
 
@@ -80,10 +80,10 @@ async def test_a_reader_ends_a_run_whose_lease_expired_and_gets_run_error_run_fa
     assert events[-1]["code"] == "run_failed"
     assert time.monotonic() - started < 2.0
     # AND the run ended in the ledger, its thread released, the repair audited as done by a reader
-    run = await store.get_run("t", "r1")
+    run = await store.runs.get_run("t", "r1")
     assert run is not None and run.status is RunStatus.FAILED and run.error_code == "run_failed"
-    assert (await store.get_thread(Identity(tenant_id="t", user_id="u"), "th")).active_run_id is None
-    audit = [r for r in await store.list_for_thread("t", "th", limit=50) if r.kind == "run_swept"]
+    assert (await store.threads.get_thread(Identity(tenant_id="t", user_id="u"), "th")).active_run_id is None
+    audit = [r for r in await store.audit.list_for_thread("t", "th", limit=50) if r.kind == "run_swept"]
     assert [r.details["ended_by"] for r in audit] == ["reader"]
 
 
@@ -110,5 +110,5 @@ async def test_a_run_executing_in_this_process_is_never_ended_by_its_reader() ->
     seen = await collect(a_tail(store, stream, KnownRuns(running=True)).tail_run("t", "r1"), seconds=1.5)
     # THEN it gets only pings, and the run goes on
     assert [e for e in seen if e is not None and e.event["type"] == "RUN_ERROR"] == []
-    run = await store.get_run("t", "r1")
+    run = await store.runs.get_run("t", "r1")
     assert run is not None and run.status is RunStatus.RUNNING

@@ -31,7 +31,7 @@ async def test_cancelling_a_run_closes_the_request_it_sent_ahead() -> None:
     await rig.runs.wait_idle()
     # THEN the model's stream was closed before its end, and the run ended as cancelled
     assert (rig.model.closed_early, rig.model.read_through) == (1, 0)
-    run = await rig.store.get_run(USER.tenant_id, "run-1")
+    run = await rig.store.runs.get_run(USER.tenant_id, "run-1")
     assert run is not None and run.status.value == "cancelled", run
 
 
@@ -42,7 +42,7 @@ async def test_a_run_refused_at_the_write_closes_the_request_sent_ahead_and_leav
         await rig.admit("run-1", "hi")
     # THEN the request sent ahead was closed before the refusal was answered, and nothing was written
     assert (len(rig.model.requests), rig.model.closed_early, rig.model.read_through) == (1, 1, 0)
-    assert await rig.store.get_run(USER.tenant_id, "run-1") is None
+    assert await rig.store.runs.get_run(USER.tenant_id, "run-1") is None
     assert await rig.stream.read_after(run_stream_key(USER.tenant_id, "run-1"), "0-0", block_ms=0) == []
 
 

@@ -54,8 +54,8 @@ class Rig:
         self.clock = clock or Clock(datetime(2026, 12, 2, 12, 0, tzinfo=UTC))
         self.gate = LimitGate(self.counters, parse_limits(json.dumps(limits)), clock=self.clock)
         self.model = ScriptedModel(*turns)
-        self.worker = WorkerExecutor(self.model, self.store, self.store, ToolRegistry())
-        self.runs = RunService(self.store, self.stream, limits=self.gate)
+        self.worker = WorkerExecutor(self.model, self.store.threads, self.store.audit, ToolRegistry())
+        self.runs = RunService(self.store.threads, self.store.runs, self.store.audit, self.stream, limits=self.gate)
 
     def ctx(self, run_id: str, thread_id: str, user: Identity = USER) -> RunContext:
         return RunContext(
@@ -113,9 +113,9 @@ async def test_a_third_concurrent_run_is_refused_too_many_runs_and_nothing_of_it
     assert refused.value.code == "too_many_runs" and refused.value.retry_after_s == 5
     assert refused.value.details == {"kind": "concurrentRuns", "scope": "user", "used": 2, "limit": 2}
     # nothing of the refused run: no thread, no run
-    assert await rig.store.get_run("t1", "run-3") is None
+    assert await rig.store.runs.get_run("t1", "run-3") is None
     with pytest.raises(NotFound):
-        await rig.store.get_thread(USER, "th-3")
+        await rig.store.threads.get_thread(USER, "th-3")
     # once the two end, their slots are free again
     await rig.runs.wait_idle()
     view = await rig.counters.counters("t1", "user", "u1", rig.gate_windows())
@@ -130,7 +130,7 @@ async def test_a_token_budget_refuses_the_run_whose_reservation_does_not_fit_and
     # the run settled at what it used: 1200, not its reservation
     assert (await rig.counters.counters("t1", "user", "u1", rig.gate_windows())).day_tokens == 1200
     rig.model = ScriptedModel(Turn(text=["b"], delay_s=0.3))
-    rig.worker = WorkerExecutor(rig.model, rig.store, rig.store, ToolRegistry())
+    rig.worker = WorkerExecutor(rig.model, rig.store.threads, rig.store.audit, ToolRegistry())
     await rig.admit("run-2", "th-2")  # 1200 + ESTIMATE fits; the next reservation would not
     with pytest.raises(TooManyRequests) as refused:
         await rig.admit("run-3", "th-3")
@@ -146,7 +146,7 @@ async def test_a_failed_run_gives_its_reservation_back() -> None:
     rig = Rig({"user": {"tokensPerDay": 10 * ESTIMATE}}, Turn(raise_error=RuntimeError("boom")))
     await rig.admit("run-1", "th-1")
     await rig.runs.wait_idle()
-    run = await rig.store.get_run("t1", "run-1")
+    run = await rig.store.runs.get_run("t1", "run-1")
     assert run is not None and run.status is RunStatus.FAILED
     view = await rig.counters.counters("t1", "user", "u1", rig.gate_windows())
     assert view.day_tokens == 0 and view.active_runs == frozenset()
@@ -233,12 +233,19 @@ async def test_the_sweeper_frees_the_slot_of_a_run_whose_process_stopped() -> No
     # GIVEN a run admitted by a process that then died: its reservation holds the user's only slot
     request = await rig.gate.reserve(USER, "run-dead", interactive=True, estimate=ESTIMATE)
     rig.gate.hold(request)
-    await rig.store.open_and_claim(USER, "th-dead", "run-dead", stale_before=utc_now())
-    await rig.store.create_run(Run(run_id="run-dead", thread_id="th-dead", tenant_id="t1", user_id="u1"))
+    await rig.store.threads.open_and_claim(USER, "th-dead", "run-dead", stale_before=utc_now())
+    await rig.store.runs.create_run(Run(run_id="run-dead", thread_id="th-dead", tenant_id="t1", user_id="u1"))
     with pytest.raises(TooManyRequests):
         await rig.gate.reserve(USER, "run-next", interactive=True, estimate=ESTIMATE)
     # WHEN the scheduled sweep finds its heartbeat stale
-    sweeper = RunSweeper(rig.store, rig.stream, stale_after=timedelta(seconds=30), on_run_ended=rig.gate.ended)
+    sweeper = RunSweeper(
+        rig.store.threads,
+        rig.store.runs,
+        rig.store.audit,
+        rig.stream,
+        stale_after=timedelta(seconds=30),
+        on_run_ended=rig.gate.ended,
+    )
     report = await sweeper.sweep(now=utc_now() + timedelta(minutes=5))
     # THEN the run is ended and its slot is free for the next run
     assert report.ended == ["run-dead"]

@@ -60,7 +60,7 @@ async def spend(counters: InMemoryUsageCounters, tokens: int, at: datetime) -> N
 async def a_thread_with_a_user_message(store: InMemoryStore, stream: InMemoryEventStream) -> None:
     """A chat turn stored through a run service without limits (the turn itself is not what is tested)."""
     model = ScriptedModel(Turn(text=["noted"]))
-    runs = RunService(store, stream)
+    runs = RunService(store.threads, store.runs, store.audit, stream)
     ctx = RunContext(
         identity=USER,
         thread_id="th",
@@ -69,9 +69,8 @@ async def a_thread_with_a_user_message(store: InMemoryStore, stream: InMemoryEve
         meta=ExecutionMeta(origin=Origin.CHAT),
     )
     message = Message(id="m-1", thread_id="th", role=Role.USER, content="I play the cello every morning.")
-    await runs.run_inline(
-        ctx, body_digest="d", new_messages=[message], executor=WorkerExecutor(model, store, store, ToolRegistry())
-    )
+    worker = WorkerExecutor(model, store.threads, store.audit, ToolRegistry())
+    await runs.run_inline(ctx, body_digest="d", new_messages=[message], executor=worker)
 
 
 async def test_memory_extraction_over_budget_is_deferred_until_the_reset_then_extracted() -> None:
@@ -85,8 +84,9 @@ async def test_memory_extraction_over_budget_is_deferred_until_the_reset_then_ex
     memories = InMemoryMemoryStore()
     model = ScriptedModel(Turn(text=["none"]))
     extraction = MemoryExtraction(
-        runs=RunService(store, stream, limits=gate),
-        store=store,
+        runs=RunService(store.threads, store.runs, store.audit, stream, limits=gate),
+        threads=store.threads,
+        audit=store.audit,
         memories=memories,
         model=model,
         profiles=CATALOG,
@@ -136,20 +136,20 @@ async def test_an_automation_fire_over_budget_is_skipped_and_audited_and_the_nex
     model = ScriptedModel(Turn(text=["summary"]))
     runner = AutomationRunner(
         tasks,
-        RunService(store, stream, limits=gate),
-        store,
-        store,
+        RunService(store.threads, store.runs, store.audit, stream, limits=gate),
+        store.runs,
+        store.audit,
         CATALOG,
-        lambda kind: WorkerExecutor(model, store, store, ToolRegistry()),
+        lambda kind: WorkerExecutor(model, store.threads, store.audit, ToolRegistry()),
     )
     # WHEN a fire comes while the budget has less left than the run reserves
     skipped = await runner.fire(_ref(task), "fire-1")
     # THEN it is skipped with an audit record, and no run is stored
     assert skipped.status == "skipped_over_limit" and skipped.run_id is None
-    audit = await store.list_for_thread("t1", "th-auto", limit=10)
+    audit = await store.audit.list_for_thread("t1", "th-auto", limit=10)
     assert [r.kind for r in audit] == ["automation_fire_skipped"]
     assert audit[0].details["limit"]["kind"] == "tokensPerDay"
-    assert await store.list_runs_for_thread("t1", "th-auto", limit=10) == []
+    assert await store.runs.list_runs_for_thread("t1", "th-auto", limit=10) == []
     # WHEN the next fire comes after the reset
     clock.now = T0 + timedelta(days=1)
     ran = await runner.fire(_ref(task), "fire-2")

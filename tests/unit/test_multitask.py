@@ -55,7 +55,7 @@ async def test_a_busy_thread_is_interrupted_then_the_run_admitted() -> None:
             raise Conflict("busy", code="thread_busy")
         return "admitted"
 
-    result: Any = await Interrupting(thread, cancel, wait_s=5).admit(CALLER, "th", "run-2", attempt)
+    result: Any = await Interrupting(thread, thread, cancel, wait_s=5).admit(CALLER, "th", "run-2", attempt)
     assert result == "admitted"
     assert cancelled == ["run-1"] and len(attempts) == 2
     assert [(r.kind, r.run_id, r.details["interrupted_by_run_id"]) for r in thread.audit] == [
@@ -73,7 +73,7 @@ async def test_a_run_the_caller_may_not_stop_is_not_interrupted() -> None:
         raise Conflict("busy", code="thread_busy")
 
     with pytest.raises(Conflict) as refused:
-        await Interrupting(thread, cancel, wait_s=5).admit(CALLER, "th", "run-2", attempt)
+        await Interrupting(thread, thread, cancel, wait_s=5).admit(CALLER, "th", "run-2", attempt)
     assert refused.value.code == "thread_busy" and thread.audit == []
 
 
@@ -87,6 +87,7 @@ async def test_other_refusals_are_not_retried() -> None:
         calls.append("try")
         raise Conflict("same runId, other body", code="run_id_conflict")
 
+    held = HeldThread(None)
     with pytest.raises(Conflict) as refused:
-        await Interrupting(HeldThread(None), cancel, wait_s=5).admit(CALLER, "th", "run-2", attempt)
+        await Interrupting(held, held, cancel, wait_s=5).admit(CALLER, "th", "run-2", attempt)
     assert refused.value.code == "run_id_conflict" and calls == ["try"]

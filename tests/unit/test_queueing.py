@@ -50,7 +50,7 @@ def rig(holder: str | None) -> tuple[InMemoryRunQueue, Threads, Enqueuing, list[
         started.append(run.run_id)
         return Admission(run=run, created=True)
 
-    return queue, threads, Enqueuing(queue, threads, start), started
+    return queue, threads, Enqueuing(queue, threads, threads, start), started
 
 
 async def never() -> Admission:

@@ -39,7 +39,8 @@ def store() -> InMemoryStore:
 
 
 def admitter(store: InMemoryStore, stream: InMemoryEventStream | None = None) -> Admitter:
-    return Admitter(store, stream or InMemoryEventStream(), lease=timedelta(seconds=30))
+    stream = stream or InMemoryEventStream()
+    return Admitter(store.threads, store.runs, store.audit, stream, lease=timedelta(seconds=30))
 
 
 async def test_a_new_run_is_stored_with_its_messages_and_claims_its_thread(store: InMemoryStore) -> None:
@@ -47,8 +48,8 @@ async def test_a_new_run_is_stored_with_its_messages_and_claims_its_thread(store
     admission = await admitter(store).admit(a_context("r1"), body_digest="d", new_messages=[a_message("m1")])
     # THEN it is created, its message is on the thread, and the thread is the run's
     assert admission.created and admission.run.run_id == "r1"
-    assert [m.id for m in await store.read_forward("t", "th", after_seq=0, limit=10)] == ["m1"]
-    assert (await store.get_thread(USER, "th")).active_run_id == "r1"
+    assert [m.id for m in await store.threads.read_forward("t", "th", after_seq=0, limit=10)] == ["m1"]
+    assert (await store.threads.get_thread(USER, "th")).active_run_id == "r1"
 
 
 async def test_a_retry_of_the_same_request_attaches_and_stores_nothing_more(store: InMemoryStore) -> None:
@@ -58,7 +59,7 @@ async def test_a_retry_of_the_same_request_attaches_and_stores_nothing_more(stor
     again = await admit.admit(a_context("r1"), body_digest="d", new_messages=[a_message("m1")])
     # THEN it attaches to the stored run
     assert not again.created and again.run.run_id == "r1"
-    assert len(await store.read_forward("t", "th", after_seq=0, limit=10)) == 1
+    assert len(await store.threads.read_forward("t", "th", after_seq=0, limit=10)) == 1
 
 
 async def test_the_same_run_id_with_another_body_is_a_conflict(store: InMemoryStore) -> None:
@@ -75,7 +76,7 @@ async def test_another_run_on_a_busy_thread_is_refused(store: InMemoryStore) -> 
     with pytest.raises(Conflict) as refused:
         await admit.admit(a_context("r2"), body_digest="d", new_messages=[a_message("m2")])
     assert refused.value.code == "thread_busy"
-    assert await store.get_run("t", "r2") is None
+    assert await store.runs.get_run("t", "r2") is None
 
 
 async def test_with_the_stream_down_nothing_is_stored_not_even_the_thread(store: InMemoryStore) -> None:
@@ -83,16 +84,16 @@ async def test_with_the_stream_down_nothing_is_stored_not_even_the_thread(store:
     with pytest.raises(ServiceUnavailable):
         await admitter(store, StreamDown()).admit(a_context("r1"), body_digest="d", new_messages=[a_message("m1")])
     # THEN neither the run nor the thread its claim created exists
-    assert await store.get_run("t", "r1") is None
+    assert await store.runs.get_run("t", "r1") is None
     with pytest.raises(NotFound):
-        await store.get_thread(USER, "th")
+        await store.threads.get_thread(USER, "th")
 
 
 async def test_a_settle_that_refuses_leaves_an_existing_thread_free(store: InMemoryStore) -> None:
     # GIVEN a thread with an ended run on it
     admit = admitter(store)
     await admit.admit(a_context("r1"), body_digest="d", new_messages=[])
-    await store.release_thread("t", "th", "r1")
+    await store.threads.release_thread("t", "th", "r1")
 
     # WHEN the next run's messages are refused by the reconciling step between admission's two steps
     claim = await admit.claim(a_context("r2"), body_digest="d", new_messages=[a_message("m2")], read_recent=True)
@@ -100,5 +101,5 @@ async def test_a_settle_that_refuses_leaves_an_existing_thread_free(store: InMem
     with pytest.raises(InvalidRequest):
         await admit.refuse(claim, InvalidRequest("no pending tool call", code="unknown_tool_call"))
     # THEN nothing was stored and the thread is free for the next run
-    assert await store.get_run("t", "r2") is None
-    assert (await store.get_thread(USER, "th")).active_run_id is None
+    assert await store.runs.get_run("t", "r2") is None
+    assert (await store.threads.get_thread(USER, "th")).active_run_id is None

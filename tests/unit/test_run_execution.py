@@ -24,10 +24,9 @@ from tests.support.run_rigs import TalksUntilCancelled, a_context
 async def started(
     store: InMemoryStore, stream: InMemoryEventStream, *, margin_s: float, left_s: float
 ) -> BackgroundRuns:
-    await store.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context("r1").meta))
-    runs = BackgroundRuns(
-        store, stream, Settlement(store, stream, flush_timeout_s=1.0), heartbeat_s=60, run_deadline_margin_s=margin_s
-    )
+    await store.runs.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context("r1").meta))
+    settlement = Settlement(store.threads, store.runs, stream, flush_timeout_s=1.0)
+    runs = BackgroundRuns(store.runs, stream, settlement, heartbeat_s=60, run_deadline_margin_s=margin_s)
     executor = TalksUntilCancelled()
     await runs.start(a_context("r1"), executor, claim_thread=False, deadline=time.time() + margin_s + left_s)
     await executor.talking.wait()
@@ -42,7 +41,7 @@ async def test_a_run_stops_before_its_invocation_deadline_and_ends_with_run_dead
     # WHEN it reaches that point
     await asyncio.wait_for(runs.wait_idle(), timeout=5)
     # THEN it failed with run_deadline, on the ledger and as its terminal event, and this process knows it settled
-    run = await store.get_run("t", "r1")
+    run = await store.runs.get_run("t", "r1")
     assert run is not None and run.status is RunStatus.FAILED and run.error_code == "run_deadline"
     entries = await stream.read_after(run_stream_key("t", "r1"), "0-0", block_ms=0, count=100)
     assert entries[-1].event["type"] == "RUN_ERROR" and entries[-1].event["code"] == "run_deadline"
@@ -56,7 +55,7 @@ async def test_a_local_cancel_settles_the_run_as_cancelled() -> None:
     runs.cancel_local("t", "r1")
     await asyncio.wait_for(runs.wait_settled("t", "r1"), timeout=5)
     # THEN it ended as cancelled, with RUN_FINISHED outcome cancelled last on its stream
-    run = await store.get_run("t", "r1")
+    run = await store.runs.get_run("t", "r1")
     assert run is not None and run.status is RunStatus.CANCELLED
     entries = await stream.read_after(run_stream_key("t", "r1"), "0-0", block_ms=0, count=100)
     assert entries[-1].event["type"] == "RUN_FINISHED" and entries[-1].event["outcome"] == {"type": "cancelled"}
@@ -86,8 +85,9 @@ async def test_the_executor_starts_beside_run_started_and_every_event_is_written
     # GIVEN a slow stream, and an executor that emits as soon as it starts (it starts before RUN_STARTED's write
     # returns, so its writes would overlap that one)
     store, stream = InMemoryStore(), SlowStream()
-    await store.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context("r1").meta))
-    runs = BackgroundRuns(store, stream, Settlement(store, stream, flush_timeout_s=1.0), heartbeat_s=60)
+    await store.runs.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=a_context("r1").meta))
+    settlement = Settlement(store.threads, store.runs, stream, flush_timeout_s=1.0)
+    runs = BackgroundRuns(store.runs, stream, settlement, heartbeat_s=60)
     # WHEN the run starts and ends
     await runs.start(a_context("r1"), SpeaksAtOnce(), claim_thread=False, deadline=time.time() + 60)
     await runs.wait_idle()

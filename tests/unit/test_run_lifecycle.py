@@ -29,8 +29,8 @@ class Journal:
         self.stream = stream
 
     def wrap(self) -> None:
-        for name in ("finish_run", "release_thread"):
-            self._record_calls(self.store, name)
+        self._record_calls(self.store.runs, "finish_run")
+        self._record_calls(self.store.threads, "release_thread")
         self._record_calls(self.stream, "expire")
         original_append = self.stream.append
 
@@ -74,7 +74,10 @@ def service(journal: Journal, **kwargs: Any) -> RunService:
     async def on_run_finished(_ctx: RunContext, _status: RunStatus, _result: ExecutionResult) -> None:
         journal.entries.append("metrics+publish")
 
-    return RunService(journal.store, journal.stream, on_run_finished=on_run_finished, **kwargs)
+    store = journal.store
+    return RunService(
+        store.threads, store.runs, store.audit, journal.stream, on_run_finished=on_run_finished, **kwargs
+    )
 
 
 @pytest.mark.parametrize("fail", [False, True], ids=["finished", "failed"])
@@ -91,7 +94,7 @@ async def test_the_terminal_event_goes_on_the_stream_after_all_bookkeeping(journ
 async def test_a_memory_run_also_ends_with_its_terminal_event(journal: Journal) -> None:
     # GIVEN a memory run (it only reads the thread, so there is nothing to release)
     runs = service(journal)
-    await journal.store.open_thread(USER, "th")
+    await journal.store.threads.open_thread(USER, "th")
     ctx = a_context("m1", executor=ExecutorKind.MEMORY)
     await runs.run_inline(ctx, body_digest="d", new_messages=[], executor=SaysHello(), claim_thread=False)
     # THEN its bookkeeping also precedes its terminal event
@@ -105,10 +108,13 @@ async def test_a_reader_of_a_settling_run_waits_for_the_real_terminal_event(jour
     async def slow_hook(_ctx: RunContext, _status: RunStatus, _result: ExecutionResult) -> None:
         await release.wait()
 
-    runs = RunService(journal.store, journal.stream, on_run_finished=slow_hook, ping_interval_s=0.05)
+    store = journal.store
+    runs = RunService(
+        store.threads, store.runs, store.audit, journal.stream, on_run_finished=slow_hook, ping_interval_s=0.05
+    )
     await runs.admit(a_context("r1"), body_digest="d", new_messages=[], executor=SaysHello())
     for _ in range(500):
-        run = await journal.store.get_run("t", "r1")
+        run = await journal.store.runs.get_run("t", "r1")
         if run is not None and run.status.is_terminal:
             break
         await asyncio.sleep(0.01)
@@ -134,14 +140,14 @@ async def cancelled_from_another_process(
 ) -> RunStatus | None:
     """Two processes sharing ``store`` and ``stream``: a run on A that talks until cancelled, cancelled through B.
     The run's status in the ledger once A has nothing running (within 5 s)."""
-    a = RunService(store, stream, heartbeat_s=heartbeat_s, lease_s=lease_s)
-    b = RunService(store, stream, heartbeat_s=heartbeat_s, lease_s=lease_s)
+    a = RunService(store.threads, store.runs, store.audit, stream, heartbeat_s=heartbeat_s, lease_s=lease_s)
+    b = RunService(store.threads, store.runs, store.audit, stream, heartbeat_s=heartbeat_s, lease_s=lease_s)
     executor = TalksUntilCancelled()
     await a.admit(a_context("r1"), body_digest="d", new_messages=[], executor=executor)
     await executor.talking.wait()
     await b.cancel(USER, "r1")
     await asyncio.wait_for(a.wait_idle(), timeout=5)
-    run = await store.get_run("t", "r1")
+    run = await store.runs.get_run("t", "r1")
     return None if run is None else run.status
 
 
@@ -177,17 +183,17 @@ async def test_with_the_signal_down_a_cancel_arrives_through_the_ledger_at_the_n
 async def test_a_heartbeat_is_one_store_request() -> None:
     # GIVEN a run that stays busy for several heartbeats
     store, stream = InMemoryStore(), InMemoryEventStream()
-    runs = RunService(store, stream, heartbeat_s=0.1, lease_s=5)
+    runs = RunService(store.threads, store.runs, store.audit, stream, heartbeat_s=0.1, lease_s=5)
     executor = TalksUntilCancelled()
     await runs.admit(a_context("r1"), body_digest="d", new_messages=[], executor=executor)
     await executor.talking.wait()
     before = store.request_count
-    beats_before = (await store.get_run("t", "r1")).heartbeat_at  # type: ignore[union-attr]
+    beats_before = (await store.runs.get_run("t", "r1")).heartbeat_at  # type: ignore[union-attr]
     store.request_count = before + 1  # the get_run above
     await asyncio.sleep(0.75)
     # THEN the store saw one request per heartbeat, and no more
     during = store.request_count - before - 1
-    run = await store.get_run("t", "r1")
+    run = await store.runs.get_run("t", "r1")
     assert run is not None and run.heartbeat_at > beats_before
     assert 4 <= during <= 8
     runs.background.cancel_local("t", "r1")
@@ -217,6 +223,6 @@ async def test_a_cancel_of_an_executor_that_does_not_wind_down_still_settles_the
     await executor.talking.wait()
     await runs.cancel(USER, "r1")
     await asyncio.wait_for(runs.wait_idle(), timeout=5)
-    run = await journal.store.get_run("t", "r1")
+    run = await journal.store.runs.get_run("t", "r1")
     assert run is not None and run.status is RunStatus.CANCELLED
     assert journal.entries[-1] == "terminal"

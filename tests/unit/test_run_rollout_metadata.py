@@ -70,11 +70,11 @@ async def test_a_chat_run_records_the_ramp_and_the_side_that_served_it(
         await services.runs.wait_idle()
     # THEN the run is that side's profile, and the run record, its user message and its log line say so
     assert '"RUN_FINISHED"' in response.text
-    run = await store.get_run(TENANT, "run-1")
+    run = await store.runs.get_run(TENANT, "run-1")
     assert run is not None
     meta = run.meta
     assert (meta.execution_profile_name, meta.rollout_id, meta.rollout_side) == (profile, "intent-b", side)
-    stored = await store.read_forward(TENANT, "th", after_seq=0, limit=10)
+    stored = await store.threads.read_forward(TENANT, "th", after_seq=0, limit=10)
     assert {(m.meta.rollout_id, m.meta.rollout_side) for m in stored} == {("intent-b", side)}
     finished = next(vars(r) for r in caplog.records if r.getMessage() == "run finished")
     assert (finished["profile"], finished["rollout_id"], finished["rollout_side"]) == (profile, "intent-b", side)
@@ -94,7 +94,7 @@ async def test_an_automation_run_is_ramped_by_its_owner(capsys: pytest.CaptureFi
     outcome = await services.automation_runner.fire(TaskRef(task_id=task.task_id), "fire-1")
     # THEN its hidden run ran on the new side, and says so
     assert outcome.status == "succeeded" and outcome.run_id is not None
-    run = await store.get_run(TENANT, outcome.run_id)
+    run = await store.runs.get_run(TENANT, outcome.run_id)
     assert run is not None
     assert (run.meta.execution_profile_name, run.meta.rollout_side) == ("chat_default_b", "new")
     assert emf_documents(capsys.readouterr().out)[-1]["side"] == "new"

@@ -34,8 +34,8 @@ class Rig:
         self.model = ScriptedModel(*turns)
         tools = ToolRegistry()
         tools.register(make_clock_tool())
-        self.worker = WorkerExecutor(self.model, self.store, self.store, tools)
-        self.runs = RunService(self.store, self.stream)
+        self.worker = WorkerExecutor(self.model, self.store.threads, self.store.audit, tools)
+        self.runs = RunService(self.store.threads, self.store.runs, self.store.audit, self.stream)
 
     async def start(self, run_id: str, text: str, thread_id: str = "th-1") -> RunContext:
         ctx = RunContext(
@@ -64,7 +64,7 @@ class Rig:
 
     async def stored(self, thread_id: str = "th-1") -> list[Message]:
         """The thread's messages, oldest first (``read_back`` pages backwards from the newest)."""
-        newest_first = await self.store.read_back(USER.tenant_id, thread_id, before_seq=None, limit=50)
+        newest_first = await self.store.threads.read_back(USER.tenant_id, thread_id, before_seq=None, limit=50)
         return sorted(newest_first, key=lambda m: m.seq)
 
 
@@ -95,10 +95,10 @@ async def test_a_chat_run_streams_its_events_in_order_and_stores_the_conversatio
     assert rig.model.requests[0].messages[-1].content == "hi"
     assert [(m.role, m.content) for m in await rig.stored()] == [(Role.USER, "hi"), (Role.ASSISTANT, "Hello there.")]
     # AND the ledger says the run succeeded, with the model's usage, and the thread is free again
-    run = await rig.store.get_run(USER.tenant_id, "run-1")
+    run = await rig.store.runs.get_run(USER.tenant_id, "run-1")
     assert run is not None and run.status is RunStatus.SUCCEEDED
     assert [(u.input_tokens, u.output_tokens) for u in run.usage] == [(12, 3)]
-    assert (await rig.store.get_thread(USER, "th-1")).active_run_id is None
+    assert (await rig.store.threads.get_thread(USER, "th-1")).active_run_id is None
 
 
 async def test_the_stream_ids_grow_and_a_reader_resuming_after_one_gets_only_what_followed() -> None:
@@ -142,7 +142,7 @@ async def test_an_allowed_tool_call_passes_the_gate_runs_and_its_result_reaches_
     assert (second[-1].role, second[-1].tool_call_id) == ("tool", "call_time")
     # AND the thread holds user, call, result, answer; the gate's decision is audited as allowed
     assert [m.role for m in await rig.stored()] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
-    audit = await rig.store.list_for_thread(USER.tenant_id, "th-1", limit=20)
+    audit = await rig.store.audit.list_for_thread(USER.tenant_id, "th-1", limit=20)
     decision = next(r for r in audit if r.details.get("tool_name") == "get_current_time")
     assert decision.details["decision"] == "allowed"
 
@@ -152,7 +152,7 @@ async def test_a_refused_tool_is_audited_never_run_and_the_model_is_told() -> No
     rig = Rig(Turn(tool_calls=[FORBIDDEN_CALL]), Turn(text=["I cannot do that."]))
     events = await rig.run("run-1", "delete everyone")
     # THEN the refusal is audited with the tool's name and the refusing layer
-    audit = await rig.store.list_for_thread(USER.tenant_id, "th-1", limit=20)
+    audit = await rig.store.audit.list_for_thread(USER.tenant_id, "th-1", limit=20)
     refusal = next(r for r in audit if r.details.get("tool_name") == "delete_account")
     assert (refusal.details["decision"], refusal.details["layer"], refusal.run_id) == ("refused", "system", "run-1")
     assert refusal.details["reason"] == "unknown_tool"
@@ -183,7 +183,7 @@ async def test_a_model_error_mid_answer_ends_in_run_error_and_keeps_the_partial_
     # AND the partial text is stored, marked as such, and the run is failed in the ledger
     [_, partial] = await rig.stored()
     assert (partial.content, partial.flags.get("partial")) == ("Half an ", True)
-    run = await rig.store.get_run(USER.tenant_id, "run-1")
+    run = await rig.store.runs.get_run(USER.tenant_id, "run-1")
     assert run is not None and (run.status, run.error_code) == (RunStatus.FAILED, "model_unavailable")
 
 
@@ -204,13 +204,13 @@ async def test_a_cancelled_run_stops_the_model_keeps_what_was_said_and_ends_canc
     deltas = [e["delta"] for e in seen if e["type"] == "TEXT_MESSAGE_CONTENT"]
     assert 0 < len(deltas) < 200
     assert sum(1 for e in seen if e["type"] in {"RUN_FINISHED", "RUN_ERROR"}) == 1
-    run = await rig.store.get_run(USER.tenant_id, "run-1")
+    run = await rig.store.runs.get_run(USER.tenant_id, "run-1")
     assert run is not None and run.status is RunStatus.CANCELLED
     # AND the words already sent are kept, marked partial; the thread is free for the next run
     partial = (await rig.stored())[-1]
     assert partial.role is Role.ASSISTANT and partial.flags.get("partial") is True
     assert partial.content == "".join(deltas)
-    assert (await rig.store.get_thread(USER, "th-1")).active_run_id is None
+    assert (await rig.store.threads.get_thread(USER, "th-1")).active_run_id is None
 
 
 async def test_a_second_run_on_a_busy_thread_is_refused_until_the_first_ended() -> None:

@@ -36,7 +36,7 @@ async def events(stream: InMemoryEventStream, run_id: str = "r1") -> list[dict[s
 
 async def test_a_failure_after_some_turns_keeps_its_code_and_the_usage_before_it() -> None:
     store, stream = InMemoryStore(), InMemoryEventStream()
-    settlement = Settlement(store, stream, flush_timeout_s=1.0)
+    settlement = Settlement(store.threads, store.runs, stream, flush_timeout_s=1.0)
     emitter = RunEmitter(stream, run_stream_key("t", "r1"))
     # WHEN an executor fails with a rate limit after one model turn
     failure = ExecutionFailed(ModelError("busy", code="model_rate_limited"), [USAGE])
@@ -50,7 +50,7 @@ async def test_a_failure_after_some_turns_keeps_its_code_and_the_usage_before_it
 
 async def test_a_failed_run_closes_its_open_tool_call_and_step_before_its_run_error() -> None:
     store, stream = InMemoryStore(), InMemoryEventStream()
-    settlement = Settlement(store, stream, flush_timeout_s=1.0)
+    settlement = Settlement(store.threads, store.runs, stream, flush_timeout_s=1.0)
     emitter = RunEmitter(stream, run_stream_key("t", "r1"))
     await emitter.emit(StepStartedEvent(step_name="worker"))
     await emitter.emit(ToolCallStartEvent(tool_call_id="c1", tool_call_name="search", parent_message_id="a1"))
@@ -68,7 +68,9 @@ async def test_the_terminal_event_goes_out_even_when_the_run_finished_hook_hangs
     async def hangs(_ctx: RunContext, _status: RunStatus, _result: ExecutionResult) -> None:
         await asyncio.sleep(3600)
 
-    settlement = Settlement(store, stream, flush_timeout_s=1.0, after_run_timeout_s=0.05, on_run_finished=hangs)
+    settlement = Settlement(
+        store.threads, store.runs, stream, flush_timeout_s=1.0, after_run_timeout_s=0.05, on_run_finished=hangs
+    )
     emitter = RunEmitter(stream, run_stream_key("t", "r1"))
     # WHEN a finished run settles
     await asyncio.wait_for(settlement.settle(a_context(), emitter, False, finished(a_context(), ExecutionResult())), 5)
@@ -86,7 +88,7 @@ class FailsAfterATurn:
 async def test_the_ledger_records_the_usage_of_a_failed_run() -> None:
     # GIVEN a run whose executor fails after one model turn
     store = InMemoryStore()
-    runs = RunService(store, InMemoryEventStream())
+    runs = RunService(store.threads, store.runs, store.audit, InMemoryEventStream())
     # WHEN it runs to its end
     run = await runs.run_inline(a_context(), body_digest="d", new_messages=[], executor=FailsAfterATurn())
     # THEN the ledger says failed, with the cause's code and the turn's tokens

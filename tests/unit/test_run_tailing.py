@@ -41,13 +41,13 @@ class Unreachable(InMemoryEventStream):
 
 def a_tail(store: InMemoryStore, stream: InMemoryEventStream, local: KnownRuns, **kwargs: Any) -> StreamTail:
     return StreamTail(
-        store, stream, local, invocation_deadline=lambda: time.time() + 60, ping_interval_s=0.05, **kwargs
+        store.runs, stream, local, invocation_deadline=lambda: time.time() + 60, ping_interval_s=0.05, **kwargs
     )
 
 
 async def an_ended_run(store: InMemoryStore) -> None:
-    await store.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=ExecutionMeta()))
-    await store.finish_run("t", "r1", status="succeeded", usage=[], last_stream_id=None, error_code=None)
+    await store.runs.create_run(Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=ExecutionMeta()))
+    await store.runs.finish_run("t", "r1", status="succeeded", usage=[], last_stream_id=None, error_code=None)
 
 
 async def collect(entries: Any, limit: int = 50) -> list[StreamEntry | None]:

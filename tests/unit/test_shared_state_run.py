@@ -33,11 +33,11 @@ class StateRig:
         self.stream = InMemoryEventStream()
         self.states = InMemoryThreadStates()
         self.model = ScriptedModel(*turns)
-        self.runs = RunService(self.store, self.stream)
+        self.runs = RunService(self.store.threads, self.store.runs, self.store.audit, self.stream)
         self.profile = profile or default_catalog().get("chat_default")
 
     async def run(self, run_id: str, text: str, state: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        worker = WorkerExecutor(self.model, self.store, self.store, ToolRegistry(), states=self.states)
+        worker = WorkerExecutor(self.model, self.store.threads, self.store.audit, ToolRegistry(), states=self.states)
         ctx = RunContext(
             identity=USER,
             thread_id="th-1",
@@ -146,7 +146,7 @@ async def test_update_state_passes_the_gate_a_profile_without_it_refuses_the_cal
     assert await rig.stored() == StoredState(PLAN, 1)
     decisions = [
         r.details
-        for r in await rig.store.list_for_thread("t1", "th-1", limit=50)
+        for r in await rig.store.audit.list_for_thread("t1", "th-1", limit=50)
         if r.kind == "tool_decision" and r.details["tool_name"] == "update_state"
     ]
     assert [(d["decision"], d["layer"]) for d in decisions] == [("refused", "profile")]
@@ -157,7 +157,7 @@ async def test_an_allowed_update_state_call_is_audited_like_every_tool() -> None
     await rig.run("run-1", "go", state=PLAN)
     decisions = [
         r.details
-        for r in await rig.store.list_for_thread("t1", "th-1", limit=50)
+        for r in await rig.store.audit.list_for_thread("t1", "th-1", limit=50)
         if r.kind == "tool_decision" and r.details["tool_name"] == "update_state"
     ]
     assert [(d["decision"], d["tool_kind"]) for d in decisions] == [("allowed", "executor")]

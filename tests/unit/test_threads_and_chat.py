@@ -29,9 +29,10 @@ def a_message(mid: str, *, hidden: bool = False) -> Message:
 @pytest.fixture
 async def threads() -> ThreadService:
     store = InMemoryStore()
-    await store.open_thread(USER, "th")
-    await store.append_messages(USER, "th", [a_message("m1"), a_message("h1", hidden=True), a_message("m2")])
-    return ThreadService(store, RunService(store, InMemoryEventStream()))
+    await store.threads.open_thread(USER, "th")
+    await store.threads.append_messages(USER, "th", [a_message("m1"), a_message("h1", hidden=True), a_message("m2")])
+    runs = RunService(store.threads, store.runs, store.audit, InMemoryEventStream())
+    return ThreadService(store.threads, store.runs, store.audit, runs)
 
 
 async def test_history_hides_hidden_messages_and_pages_with_a_cursor(threads: ThreadService) -> None:

@@ -1,8 +1,8 @@
 """The main table's three aggregate adapters over one DynamoDB client: threads and messages, runs, audit.
 
-Each aggregate has its own adapter module (``threads``, ``runs``, ``audit``); this one only assembles them into the
-view the run service uses (``shared.adapters.aggregate_store``). The composition root builds it with the process's
-one client; tests and benchmarks build it with theirs.
+Each aggregate has its own adapter module (``threads``, ``runs``, ``audit``); this one only builds the three over one
+client (a ``shared.wiring.MainTable``) and forwards nothing: each component is given the adapter it uses. The
+composition root builds it once, with the process's one client; tests and benchmarks build it with theirs.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from shared.adapters.aggregate_store import AggregateStore
 from shared.adapters.aws.audit import DynamoDBAuditLog
 from shared.adapters.aws.runs import DynamoDBRunLedger
 from shared.adapters.aws.table_schema import Retention
@@ -20,25 +19,18 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
-class DynamoDBStore(AggregateStore):
+class DynamoDBStore:
     """The three adapters of one table, sharing ``client_factory`` (so one client); ``request_count`` is theirs
-    added up."""
-
-    threads: DynamoDBThreads
-    runs: DynamoDBRunLedger
-    audit: DynamoDBAuditLog
+    added up. The threads adapter writes run records through the ledger beside it (the admission's transaction)."""
 
     def __init__(
         self, table_name: str, client_factory: Callable[[], DynamoDBClient], *, retention: Retention | None = None
     ) -> None:
         retention = retention or Retention()
         client_factory = _built_once(client_factory)
-        runs = DynamoDBRunLedger(table_name, client_factory, retention=retention.run)
-        super().__init__(
-            DynamoDBThreads(table_name, client_factory, runs=runs),
-            runs,
-            DynamoDBAuditLog(table_name, client_factory, retention=retention.audit),
-        )
+        self.runs = DynamoDBRunLedger(table_name, client_factory, retention=retention.run)
+        self.threads = DynamoDBThreads(table_name, client_factory, runs=self.runs)
+        self.audit = DynamoDBAuditLog(table_name, client_factory, retention=retention.audit)
 
     @property
     def retention(self) -> Retention:
