@@ -145,15 +145,15 @@ class Client:
 
     async def _seed(self, config: str) -> None:
         thread = _thread_of(config)
-        store = self.services.store
-        await store.open_thread(CALLER, thread)
+        threads = self.services.thread_store
+        await threads.open_thread(CALLER, thread)
         messages = []
         for i in range(self.history):
             messages.append(Message(id=f"{thread}-s{i}", thread_id=thread, role=Role.USER, content=self.texts.user()))
             messages.append(
                 Message(id=f"{thread}-a{i}", thread_id=thread, role=Role.ASSISTANT, content=self.texts.answer())
             )
-        await store.append_messages(CALLER, thread, messages)
+        await threads.append_messages(CALLER, thread, messages)
         self.threads[config] = [0]
 
 
