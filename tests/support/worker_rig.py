@@ -67,6 +67,10 @@ class CountingStore(InMemoryStore):
     def read_backs(self) -> int:
         return self.counting.read_backs
 
+    @read_backs.setter
+    def read_backs(self, value: int) -> None:
+        self.counting.read_backs = value
+
 
 def context(run_id: str, text: str) -> RunContext:
     return RunContext(
