@@ -292,6 +292,27 @@ def measure(module: str, repeats: int, top: int, *, instructions: bool = False) 
     return result
 
 
+def _instruction_table(results: Sequence[EntryResult]) -> None:
+    counted = [r for r in results if r.instruction_ratio is not None]
+    if not counted:
+        return
+    print()
+    print("Instructions (valgrind callgrind, interpreter start-up subtracted, PYTHONHASHSEED=0):")
+    print()
+    rows = [[r.module, f"{(r.ours_instructions or 0) / 1e6:.1f}", f"{(r.bare_instructions or 0) / 1e6:.1f}",
+             f"{r.instruction_ratio:.3f}"] for r in counted]
+    ours, bare = (sum(getattr(r, f"{side}_instructions") or 0 for r in counted) for side in ("ours", "bare"))
+    rows.append(["all counted (INIT as a whole)", f"{ours / 1e6:.1f}", f"{bare / 1e6:.1f}", f"{ours / bare:.3f}"])
+    print(markdown_table(["entry module", "ours (millions)", "bare (millions)", "instruction ratio"], rows))
+
+
+def _print_instructions(results: list[EntryResult], started: float) -> list[EntryResult]:
+    print(f"machine: {machine()}; instruction counts only (--instructions-only)")
+    _instruction_table(results)
+    print(f"({time.perf_counter() - started:.1f} s)")
+    return results
+
+
 def main(argv: Sequence[str] | None = None) -> list[EntryResult]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="one module, one repeat")
@@ -303,7 +324,10 @@ def main(argv: Sequence[str] | None = None) -> list[EntryResult]:
     parser.add_argument("--instructions", action="store_true",
                         help="also count each import's CPU instructions with valgrind (deterministic; slow: ~1 min "
                              "per module)")
+    parser.add_argument("--instructions-only", action="store_true",
+                        help="only the instruction counts, no timed rounds (INIT as a whole: the four entries' sum)")
     args = parser.parse_args(argv)
+    args.instructions = args.instructions or args.instructions_only
     if args.instructions and shutil.which("valgrind") is None:
         parser.error("--instructions needs valgrind (apt-get install valgrind)")
     TEMPLATE_ENV.clear()
@@ -318,7 +342,10 @@ def main(argv: Sequence[str] | None = None) -> list[EntryResult]:
         if not module_exists(module):
             skipped.append(module)
             continue
-        results.append(measure(module, repeats, args.top, instructions=args.instructions))
+        results.append(measure(module, 0 if args.instructions_only else repeats, args.top,
+                               instructions=args.instructions))
+    if args.instructions_only:
+        return _print_instructions(results, started)
     print(f"machine: {machine()}; {_load()}; median of {repeats} fresh interpreters per figure (wall and CPU time)")
     print("environment of the children: " + (
         "template.yaml Globals literals " + ", ".join(f"{k}={v}" for k, v in sorted(TEMPLATE_ENV.items()))
@@ -335,16 +362,7 @@ def main(argv: Sequence[str] | None = None) -> list[EntryResult]:
             ],
         )
     )
-    counted = [r for r in results if r.instruction_ratio is not None]
-    if counted:
-        print()
-        print("Instructions (valgrind callgrind, interpreter start-up subtracted, PYTHONHASHSEED=0):")
-        print()
-        print(markdown_table(
-            ["entry module", "ours (millions)", "bare (millions)", "instruction ratio"],
-            [[r.module, f"{(r.ours_instructions or 0) / 1e6:.1f}", f"{(r.bare_instructions or 0) / 1e6:.1f}",
-              f"{r.instruction_ratio:.3f}"] for r in counted],
-        ))
+    _instruction_table(results)
     for name in skipped:
         print(f"skipped {name}: the module does not exist in this tree")
     for r in results:
