@@ -163,6 +163,15 @@ def test_cold_start_instruction_counts_repeat_exactly_enough_to_tell_one_percent
     assert cold_start.instructions_of("import json, decimal") > 1.01 * start[0]
 
 
+def test_cold_start_instructions_only_counts_without_timed_rounds(capsys: pytest.CaptureFixture[str]) -> None:
+    # `--instructions-only`: INIT as a whole in instructions, with no timed round at all (the buffered entry: the
+    # cheapest to count).
+    (entry,) = cold_start.main(["--modules", "functions.agent_api.lambda_buffered", "--instructions-only"])
+    assert entry.ours_s == [] and entry.bare_modules_s == []
+    assert entry.ours_instructions and entry.bare_instructions and entry.ours_instructions > entry.bare_instructions
+    assert "| all counted (INIT as a whole) |" in capsys.readouterr().out
+
+
 def test_first_request_smoke_times_a_fresh_start_against_warm_requests() -> None:
     # A fresh instance started by run.sh: one first request and two warm ones, each to its first text.
     result = first_request.main(["--smoke"])
