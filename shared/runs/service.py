@@ -118,7 +118,9 @@ class RunService:
         admitted run attaches to it and starts nothing. The run's span (shared.tracing.runs) is current from here
         on, in the run's tasks too."""
         trace = begin_run(ctx)
-        new_messages = trace.stamp(new_messages)
+        flags = trace.message_flags()
+        if flags:
+            new_messages = [m.model_copy(update={"flags": {**m.flags, **flags}}) for m in new_messages]
         with trace.active():
             try:
                 head = executor.head_start(ctx) if isinstance(executor, HeadStarting) else None

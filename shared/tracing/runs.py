@@ -8,8 +8,8 @@ nests under it, and under the HTTP request span that admitted it.
 
 A chat run is a child of the request (and so of the client's ``traceparent``). A run with ``origin: automation`` (a
 memory run, a scheduled task) starts a trace of its own and links to the worker runs whose messages it reads: each
-stored message that a traced run admitted carries that run's ``traceparent`` in its flags (``stamp``), so the memory
-run finds the runs to link in the messages it reads anyway, with no read of its own.
+stored message that a traced run admitted carries that run's ``traceparent`` in its flags (``message_flags``), so
+the memory run finds the runs to link in the messages it reads anyway, with no read of its own.
 
 No user id: traces leave for other systems (a vendor's backend, its retention), where a user's erasure
 (``shared/erasure.py``) cannot follow, and a hash of a guessable id is a pseudonym, not an anonymisation. The run id
@@ -109,12 +109,12 @@ class RunTrace:
         finally:
             _RUN.reset(token)
 
-    def stamp(self, messages: Sequence[Message]) -> Sequence[Message]:
-        """The messages the run admits, each carrying the run's ``traceparent`` (the memory run links to it)."""
+    def message_flags(self) -> dict[str, str]:
+        """The flags each message the run admits carries: the run's ``traceparent`` (the memory run links to it);
+        none when the run is not traced. A value, not a transform: the run service sets them on the messages it
+        admits, so the messages go down to admission without coming back up from here."""
         parent = self.span.traceparent
-        if parent is None:
-            return messages
-        return [m.model_copy(update={"flags": {**m.flags, TRACE_FLAG: parent}}) for m in messages]
+        return {} if parent is None else {TRACE_FLAG: parent}
 
     def attached(self) -> None:
         """A retry of a run admitted before: this request attached to it and started nothing."""
