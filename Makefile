@@ -101,11 +101,11 @@ lint: install-test
 	$(VENV)/bin/lint-imports
 
 ## Install everything the tests need, then lint, type-check and run every test, as timed stages with a table of
-## their wall times at the end (devtools/test_stages.py, docs/testing.md): the llama.cpp build runs in the
+## their wall times at the end (devtools/make_test.py, docs/testing.md): the llama.cpp build runs in the
 ## background beside the other stages, and pytest runs in tiers (parallel, serial, real model). TEST_WORKERS sets
 ## the number of xdist workers.
 test:
-	@$(PYTHON) -m devtools.test_stages
+	@$(PYTHON) -m devtools.make_test
 
 ## Run every benchmark in its full configuration (about 16 minutes; results go into docs/benchmarks.md by hand).
 bench: install-test

@@ -17,8 +17,8 @@ The pytest tiers:
 
 Stdlib only: it runs before any venv exists. Usage::
 
-    python3 -m devtools.test_stages                  # what `make test` runs
-    python3 -m devtools.test_stages --workers 2      # fewer xdist workers (TEST_WORKERS, default 3)
+    python3 -m devtools.make_test                  # what `make test` runs
+    python3 -m devtools.make_test --workers 2      # fewer xdist workers (TEST_WORKERS, default 3)
 """
 
 from __future__ import annotations
