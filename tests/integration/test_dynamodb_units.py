@@ -15,7 +15,7 @@ import pytest
 
 from shared.adapters.in_memory.store import InMemoryStore
 from shared.models import Message
-from tests.support.metered_table import message, metered_store, plain_turn, seed
+from tests.support.metered_table import message, metered_store, plain_turn, seed, units_on
 
 
 class CountingKnownIds:
@@ -49,6 +49,23 @@ async def test_a_plain_turn_reads_no_message_id_on_dynamodb(aws: Any) -> None:
     assert turn.units_by_op.get("BatchGetItem", 0.0) == 0.0, turn.units_by_op
     assert turn.requests["BatchGetItem"] == 0
     assert turn.rru <= 20, (turn.rru, turn.units_by_op)
+
+
+async def test_a_plain_turn_moves_the_thread_in_the_thread_list_once_and_never_touches_gsi1(aws: Any) -> None:
+    # GIVEN a thread of 30 turns on DynamoDB (moto), metered
+    store, meter = metered_store(aws)
+    meter.enabled = False
+    users = await seed(store, 30)
+    meter.enabled = True
+    before = meter.snapshot()
+    # WHEN a plain turn runs (claim, admission's transaction, the answer's append, the release)
+    await plain_turn(store, "r1", users[-20:], message("new-1"))
+    turn = meter.snapshot().minus(before)
+    # THEN the user's thread list costs 2 index write units (the release moves it: a delete and a put of a small
+    # entry), GSI1 holds no thread, and the index writes of the turn are that move and the run's own entries
+    assert units_on(turn, "agent-test/GSI3:T#*#U#*#THREADS") == 2.0, turn.units_by_pattern
+    assert units_on(turn, "agent-test/GSI1:T#*#U#*#THREADS") == 0.0, turn.units_by_pattern
+    assert turn.index_wru == 2.0 + units_on(turn, "agent-test/GSI1:T#*#TH#*#RUNS") + units_on(turn, "agent-test/GSI2")
 
 
 async def test_a_plain_turn_asks_the_store_for_no_message_id_on_either_backend(store: Any) -> None:
