@@ -16,6 +16,7 @@ so it pages the same way through one index or two; a cursor of the release befor
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Awaitable, Callable
@@ -47,7 +48,7 @@ class ThreadList:
         indexes = [_INDEX]
         if self._list_complete is not None and not await self._list_complete():
             indexes.append(_OLD_INDEX)  # OLD-SHAPE READER: goes with the release after migration 2 completed
-        pages = [await self._page(index, partition, before, limit) for index in indexes]
+        pages = await asyncio.gather(*(self._page(index, partition, before, limit) for index in indexes))
         unique = dict(entry for page in pages for entry in page)  # one entry per sort key
         chosen = sorted(unique.items(), key=lambda entry: entry[0], reverse=True)[:limit]
         threads = _distinct([codec.thread_from_item(item) for _, item in chosen])
