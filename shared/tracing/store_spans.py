@@ -41,11 +41,13 @@ REDIS_COMMANDS = {
     "append": "XADD",
     "append_batch": "XADD",
     "read_after": "XREAD",
+    "oldest_id": "XRANGE",
     "expire": "EXPIRE",
     "delete": "DEL",
     "ping": "PING",
 }
-"""The Redis command each method of the event stream adapter sends (``append_batch``: one pipeline of them)."""
+"""The Redis command each method of the event stream adapter sends (``append_batch``: one pipeline of them); a
+method not named here is a span named after the method."""
 
 
 def trace_botocore(client: Any) -> None:
