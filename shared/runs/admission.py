@@ -1,8 +1,9 @@
 """Admission: a run is stored with the caller's new messages and its thread claimed, or refused with nothing stored.
 
 Two round trips. The first, all at once: the event stream is probed, the thread opened and claimed (its message
-counter comes back), the caller's message ids checked against the thread, and (``read_recent``) the thread's newest
-messages read. Between the two, the caller may reconcile the new messages with what was read, as a pure step
+counter comes back), and (``read_recent``) the thread's newest messages read, which tell which of the caller's
+messages the thread has (``shared.runs.known_ids``); without that read, the caller's message ids are checked against
+the thread instead. Between the two, the caller may reconcile the new messages with what was read, as a pure step
 (``Claim.with_messages``; ``shared.runs.reconciling``). The second stores the caller's messages and the run record
 in one transaction, so a failure leaves neither behind and a retry of the same request is admitted afresh.
 
@@ -37,6 +38,7 @@ from shared.limits.gate import LimitGate, estimate_tokens
 from shared.limits.models import ReserveRequest
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
+from shared.runs.known_ids import sort_by_page
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.slots import StaleSlots
 from shared.tracing.api import span
@@ -248,10 +250,13 @@ class Admitter:
         """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the new messages, and
         (``read_recent``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
+        # With the newest page read, the page and the client's order tell which messages are new
+        # (shared.runs.known_ids); without it, every id is checked beside the claim.
+        ids = [] if read_recent else [m.id for m in new_messages]
         claimed, probed, known_ids, recent, reserved = await asyncio.gather(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
-            self._threads.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
+            self._known(ctx, ids),
             self._recent(ctx) if read_recent else _no_messages(),
             self._reserve(attempt),
             return_exceptions=True,
@@ -262,13 +267,23 @@ class Admitter:
             if isinstance(outcome, BaseException):
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
-        fresh = [m for m in new_messages if m.id not in known_ids]
         if not read_recent:
-            return claimed, fresh, None
+            return claimed, [m for m in new_messages if m.id not in known_ids], None
         if recent_is_stale(recent, claimed.last_seq):
             # The thread moved between the read and the claim (a run ended just then): read it again.
             recent = await self._recent(ctx)
+        fresh, check = sort_by_page(new_messages, recent, read_limit=RECENT_LOOKBACK)
+        if check:
+            # None of the client's messages is in the page: its ids are checked (rare: shared.runs.known_ids).
+            known_ids = await self._known(ctx, check)
+            fresh = [m for m in new_messages if m.id in check and m.id not in known_ids]
         return claimed, fresh, recent
+
+    async def _known(self, ctx: RunContext, ids: Sequence[str]) -> set[str]:
+        """The ids of ``ids`` the thread holds; no request for none."""
+        if not ids:
+            return set()
+        return await self._threads.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, ids)
 
     async def _reserve(self, attempt: _Attempt) -> None:
         """The run's reservation (``shared.limits``), recorded on ``attempt``; refused for want of a slot, the

@@ -19,7 +19,7 @@ from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.runs import DynamoDBRunLedger, RunExists
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.errors import Conflict, InvalidRequest
-from shared.models import Identity, Message, Run, Thread, utc_now
+from shared.models import Identity, Message, Run, Thread
 from shared.ports.threads import AdmittedRun
 
 if TYPE_CHECKING:
@@ -139,14 +139,15 @@ class MessageAppends:
         """The items of one append transaction, in the order :func:`_cancelled_duplicates` reads them back: the
         counter update, then the id marker and the body of each message, then ``run_item`` when given."""
         pk = codec.thread_pk(identity.tenant_id, thread_id)
-        now = utc_now().isoformat()
-        values = {":new": base + len(numbered), ":old": base, ":now": now, ":g": f"{now}#{thread_id}"}
+        values = {":new": base + len(numbered), ":old": base}
+        # Only the counter: the thread's update time (and its place in the thread list) moves once a turn, when the
+        # run releases the thread (``DynamoDBThreads.release_thread``), so an append writes no index entry.
         items: list[dict[str, Any]] = [
             {
                 "Update": {
                     "TableName": self._table,
                     "Key": codec.to_item({"PK": pk, "SK": codec.META}),
-                    "UpdateExpression": "SET last_seq = :new, updated_at = :now, GSI1SK = :g",
+                    "UpdateExpression": "SET last_seq = :new",
                     "ConditionExpression": "owner_user_id = :u AND last_seq = :old",
                     "ExpressionAttributeValues": codec.to_item({**values, ":u": identity.user_id}),
                 }
