@@ -31,7 +31,7 @@ from tests.support.moto_server import moto_server
 from tests.support.old_shapes import Seeded, seed
 from tests.support.settings import REGION, TABLE
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 ROOT = Path(__file__).resolve().parents[2]
 SEGMENTS = int(OPTIONS["segments"])
