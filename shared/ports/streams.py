@@ -47,9 +47,14 @@ class BatchEventStream(Protocol):
     tests/contract/test_event_stream_contract.py."""
 
     async def append_batch(
-        self, entries: Sequence[tuple[str, dict[str, Any]]], *, clear: str | None = None
+        self,
+        entries: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        clear: str | None = None,
+        encoded: Sequence[str] | None = None,
     ) -> list[str]:
         """Append ``(key, event)`` pairs in order, after deleting the key ``clear`` when given; their entry ids.
+        ``encoded``: each event's JSON text, already encoded by the caller (stored as it is, not encoded again).
         On an exception none counts as written (as with one append that fails, some may be there: a retry can
         repeat them)."""
         ...

@@ -25,6 +25,7 @@ from shared.executors.context import RunContext, RunHeadStart
 from shared.limits.gate import LimitGate
 from shared.models import Identity, Message, Run, utc_now
 from shared.ports import AuditLog, EventStream, RunLedger, StreamEntry, ThreadStore
+from shared.run_events.coalescing import Coalescing
 from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, HeadStarting
@@ -67,6 +68,7 @@ class RunService:
         run_deadline_margin_s: float = RUN_DEADLINE_MARGIN_S,
         tail_deadline_margin_s: float = TAIL_DEADLINE_MARGIN_S,
         limits: LimitGate | None = None,
+        coalescing: Coalescing | None = None,
     ) -> None:
         if heartbeat_s >= lease_s:
             raise ValueError("the heartbeat must renew the lease before it expires (heartbeat_s < lease_s)")
@@ -84,7 +86,12 @@ class RunService:
             limits=limits,
         )
         self.background = BackgroundRuns(
-            runs, stream, settlement, heartbeat_s=heartbeat_s, run_deadline_margin_s=run_deadline_margin_s
+            runs,
+            stream,
+            settlement,
+            heartbeat_s=heartbeat_s,
+            run_deadline_margin_s=run_deadline_margin_s,
+            coalescing=coalescing,
         )
         self._tail = StreamTail(
             runs,
