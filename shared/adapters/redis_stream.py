@@ -96,6 +96,14 @@ class RedisEventStream:
                 entries.append(StreamEntry(id=eid, event=json.loads(text), json=text))
         return entries
 
+    async def oldest_id(self, key: str) -> str | None:
+        """``XRANGE key - + COUNT 1``: the oldest entry's id, or None for a key that holds nothing."""
+        resp: Any = await self._client.xrange(key, count=1)
+        if not resp:
+            return None
+        entry_id = resp[0][0]
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
     async def expire(self, key: str, seconds: int) -> None:
         """An explicit TTL (a control signal's, or 0 to drop a key); the next write's refresh does not undo it
         within ``TTL_REFRESH_S``."""

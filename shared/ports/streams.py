@@ -61,6 +61,20 @@ class BatchEventStream(Protocol):
 
 
 @runtime_checkable
+class RetainedStream(Protocol):
+    """An event stream that can say where a key's retained entries begin: what a trimmed or expired stream no
+    longer holds is read from the store instead (a thread follower's catch-up).
+
+    Fake: ``InMemoryEventStream``; adapter: ``RedisEventStream``; contract:
+    tests/contract/test_event_stream_contract.py."""
+
+    async def oldest_id(self, key: str) -> str | None:
+        """The id of the oldest entry the stream still holds; None when the key holds nothing (expired, never
+        written, or deleted)."""
+        ...
+
+
+@runtime_checkable
 class ProbedStream(Protocol):
     """An event stream that can say whether it is reachable (Redis ``PING``): admission's probe.
 

@@ -24,7 +24,7 @@ from shared.errors import NotFound
 from shared.executors.context import RunContext, RunHeadStart
 from shared.limits.gate import LimitGate
 from shared.models import Identity, Message, Run, utc_now
-from shared.ports import AuditLog, EventStream, RunLedger, StreamEntry, ThreadStore
+from shared.ports import AuditLog, EventStream, RetainedStream, RunLedger, StreamEntry, ThreadStore
 from shared.run_events.coalescing import Coalescing
 from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter
 from shared.runs.dead_runs import DeadRuns
@@ -264,6 +264,18 @@ class RunService:
     ) -> AsyncIterator[StreamEntry | None]:
         """A stream's entries for a response (``shared.runs.tailing.StreamTail.tail``)."""
         return self._tail.tail(key, after=after, until_terminal=until_terminal, deadline=deadline)
+
+    async def oldest_retained(self, key: str) -> str | None:
+        """The oldest entry the stream ``key`` still holds (None: nothing, the key expired or was never written).
+        A stream that cannot say, or cannot be reached, answers ``"0-0"`` (everything held): the tail then reads
+        it, and deals with an outage as it always does."""
+        if not isinstance(self._stream, RetainedStream):
+            return "0-0"
+        try:
+            return await self._stream.oldest_id(key)
+        except Exception:
+            logger.warning("could not read where a stream begins", extra={"key": key}, exc_info=True)
+            return "0-0"
 
     def tail_run(
         self, tenant_id: str, run_id: str, *, after: str = "0-0", deadline: float | None = None

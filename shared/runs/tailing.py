@@ -21,7 +21,7 @@ from ag_ui.core import BaseEvent, RunErrorEvent
 
 from shared.event_json import dumps
 from shared.models import Run, utc_now
-from shared.ports import EventStream, StreamEntry
+from shared.ports import EventStream, RetainedStream, StreamEntry
 from shared.run_events.emitter import event_to_dict, is_terminal
 from shared.run_events.homes import RunHome, run_home, unrecorded_home
 from shared.runs.dead_runs import DeadRuns
@@ -252,11 +252,24 @@ class StreamTail:
     ) -> list[StreamEntry] | None:
         """None while the run goes on (or its terminal event may still come); else what follows ``cursor`` after
         all, or the terminal event rebuilt from the ledger."""
-        if ended is None or not ended.status.is_terminal or self._terminal_may_come(tenant_id, ended):
+        if ended is None or not ended.status.is_terminal:
             return None
-        # The run settled and its terminal event never reached the stream (or the stream is past its retention):
-        # one more look, then the event rebuilt from the ledger.
+        if self._terminal_may_come(tenant_id, ended) and not await self._stream_gone(home.key):
+            return None
+        # The run settled and its terminal event never reached the stream (or the stream is past its retention:
+        # a key that holds nothing gets no terminal event any more): one more look, then the event rebuilt from
+        # the ledger.
         return await self._rest(home, cursor) or [synthetic_entry(terminal_from_ledger(ended))]
+
+    async def _stream_gone(self, key: str) -> bool:
+        """Whether the stream ``key`` holds nothing (expired with its retention, or deleted); False when the
+        stream cannot say or cannot be reached."""
+        if not isinstance(self._stream, RetainedStream):
+            return False
+        try:
+            return await self._stream.oldest_id(key) is None
+        except Exception:
+            return False
 
     def _tail_ends_at(self, deadline: float | None) -> float:
         """When a stream response closes (epoch seconds): before its invocation's deadline, with a margin."""

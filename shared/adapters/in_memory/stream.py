@@ -153,6 +153,11 @@ class InMemoryEventStream:
             if entries:
                 return entries
 
+    async def oldest_id(self, key: str) -> str | None:
+        stream = self._live(key)
+        await asyncio.sleep(0)
+        return format_entry_id(stream.entries[0][0]) if stream is not None and stream.entries else None
+
     async def expire(self, key: str, seconds: int) -> None:
         stream = self._live(key)
         if stream is not None and stream.entries:
