@@ -254,11 +254,13 @@ class StreamTail:
         all, or the terminal event rebuilt from the ledger."""
         if ended is None or not ended.status.is_terminal:
             return None
-        if self._terminal_may_come(tenant_id, ended) and not await self._stream_gone(home.key):
+        if self._terminal_may_come(tenant_id, ended) and (
+            self._local.is_running(tenant_id, ended.run_id) or not await self._stream_gone(home.key)
+        ):
             return None
-        # The run settled and its terminal event never reached the stream (or the stream is past its retention:
-        # a key that holds nothing gets no terminal event any more): one more look, then the event rebuilt from
-        # the ledger.
+        # The run settled and its terminal event never reached the stream (or, for a run settled elsewhere, the
+        # stream is past its retention: a key that holds nothing gets no terminal event any more): one more look,
+        # then the event rebuilt from the ledger.
         return await self._rest(home, cursor) or [synthetic_entry(terminal_from_ledger(ended))]
 
     async def _stream_gone(self, key: str) -> bool:
