@@ -36,6 +36,8 @@ TAIL_DEADLINE_MARGIN_S = 5.0
 """A stream response closes this long before its invocation's deadline; the client resumes with Last-Event-ID."""
 FIRST_LEASE_CHECK_S = 1.0
 """How soon a reader of a silent run first reads the ledger (a run whose lease expired is then ended at once)."""
+HOME_READ_ATTEMPTS = 3
+"""How often a reader tries the ledger for the run's record before it looks for the run in its own run stream."""
 STREAM_UNAVAILABLE = "stream_unavailable"
 STREAM_UNAVAILABLE_MESSAGE = (
     "The live event stream is unavailable. The run goes on and is saved: read the thread history, or resume "
@@ -150,7 +152,8 @@ class StreamTail:
         # (its record says where: its thread's stream or its own; a run the ledger does not know, or cannot be
         # read, is looked for in its own). The ledger is read after each silent stretch, and when the run's lease
         # would expire (a dead run is ended).
-        run = await self._read_run(tenant_id, run_id)
+        # Read with retries: where the run's events are depends on it (a visible run's are on its thread's stream).
+        run = await self._read_run(tenant_id, run_id, attempts=HOME_READ_ATTEMPTS)
         home = run_home(run) if run is not None else unrecorded_home(tenant_id, run_id)
         if cursor == "0-0":
             cursor = home.start
@@ -296,12 +299,17 @@ class StreamTail:
             return False
         return utc_now() - ended.updated_at < self._settle_grace
 
-    async def _read_run(self, tenant_id: str, run_id: str) -> Run | None:
-        try:
-            return await self._store.get_run(tenant_id, run_id)
-        except Exception:
-            logger.warning("could not read the run ledger while tailing", extra={"run_id": run_id})
-            return None
+    async def _read_run(self, tenant_id: str, run_id: str, *, attempts: int = 1) -> Run | None:
+        """The run's record; None when the ledger does not hold it, or could not be read ``attempts`` times (a
+        quarter second apart)."""
+        for attempt in range(attempts):
+            try:
+                return await self._store.get_run(tenant_id, run_id)
+            except Exception:
+                logger.warning("could not read the run ledger while tailing", extra={"run_id": run_id})
+                if attempt + 1 < attempts:
+                    await asyncio.sleep(0.25)
+        return None
 
     async def _read_through_outage(self, key: str, cursor: str, block_ms: int) -> list[StreamEntry] | None:
         """``read_after``, retried while the stream is unreachable; None once the outage outlasts the grace."""
