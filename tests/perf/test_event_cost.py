@@ -1,5 +1,6 @@
-"""The cost of one event: one stream round trip (run and thread entries pipelined), and no work that grows with the
-answer so far."""
+"""The cost of one event: one stream round trip and one stored entry (a visible run's, on its thread's stream; a
+hidden run's lifecycle event also on its thread's, in the same pipeline), and no work that grows with the answer
+so far."""
 
 from __future__ import annotations
 
