@@ -40,9 +40,8 @@ MEMORY_HANDLER_CPU_S = 0.05
 warm memory invocation of docs/benchmarks.md §6b, 98-213 ms with its store calls, on a loaded 2-core machine)."""
 MEMORY_FUNCTION_MB = 512
 """template.yaml: the memory function runs at the Globals' memory size."""
-THREAD_STREAM_CAP = 10_000
-"""``RedisEventStream(max_len=10_000)``: ``XADD ... MAXLEN ~`` keeps about this many entries per stream."""
 RUN_STREAM_TTL_H = 24.0
+"""``EVENT_STREAM_TTL_S`` (template.yaml ``EventStreamTtlSeconds``): every stream expires 24 h after its last write."""
 CONTROL_STREAM_TTL_H = 300 / 3600
 HOURS_PER_MONTH = 730.0
 DAYS_PER_MONTH = 30.42
@@ -84,7 +83,7 @@ class Inputs:
     memory_mb: int = 1024
     arch: str = "arm64"
     follow_share: float = 0.0
-    threads_per_dau: float = 1.0
+    thread_span_h: float = 12.0
     batch_fill: float = 1.0
     nat_gateways: int = 2
     interface_endpoints: int = 6
@@ -125,7 +124,9 @@ INPUT_SOURCES = {
     "arch": "template.yaml Globals: arm64",
     "follow_share": "share of daily users holding a GET /threads/{id}/events stream open at the peak (the "
                     "playground does while a thread is shown); 0: the product's client does not",
-    "threads_per_dau": "thread streams kept in Redis per daily user (no TTL today, 10,000 entries each at most)",
+    "thread_span_h": "assumption: a turn's entries on its thread's stream outlive the stream's 24 h TTL by this "
+                     "much on average (the TTL counts from the thread's last write: a thread used over a day "
+                     "keeps its morning turns until the next evening)",
     "batch_fill": "memory-queue records per memory-function invocation (BatchSize 2; 1 at low traffic)",
     "nat_gateways": "template.yaml: one NAT gateway per AZ in prod (2)",
     "interface_endpoints": "template.yaml: EventBridge, Scheduler, Secrets Manager endpoints in 2 AZs",
@@ -196,6 +197,13 @@ class Line:
     note: str
 
 
+def thread_stream_bytes_per_turn(figures: Figures) -> float:
+    """What one turn leaves on its thread's stream (MEMORY USAGE per entry x entries a turn adds): since every
+    event is written once, a visible run's whole stream."""
+    streams = figures["streams"]
+    return float(streams["thread stream bytes per entry"] * streams["thread stream entries per turn"])
+
+
 def bill(figures: Figures, cpu: CpuFigures, inputs: Inputs) -> list[Line]:
     """USD per 1,000 user turns by component: tokens first, then each AWS service, then the fixed monthly costs
     spread over the month's turns."""
@@ -210,8 +218,7 @@ def bill(figures: Figures, cpu: CpuFigures, inputs: Inputs) -> list[Line]:
     run_streams_gb_h = (streams["worker run stream bytes"] * RUN_STREAM_TTL_H
                         + MEMORY_RATES["memory:due-extraction"] * streams["memory run stream bytes"] * RUN_STREAM_TTL_H
                         + streams["control stream bytes"] * CONTROL_STREAM_TTL_H) / 1e9
-    thread_gb = inputs.dau * inputs.threads_per_dau * THREAD_STREAM_CAP * streams["thread stream bytes per entry"] / 1e9
-    thread_gb_h_per_turn = thread_gb * HOURS_PER_MONTH / inputs.turns_per_month
+    thread_gb_h_per_turn = thread_stream_bytes_per_turn(figures) * (RUN_STREAM_TTL_H + inputs.thread_span_h) / 1e9
     nat_bytes = turn["model bytes sent"] + turn["model bytes received"]
     sqs_requests = turn["queue messages sent"] + turn["events published"]  # the rule's deliveries and the sends
     sqs_requests += 2 * records / inputs.batch_fill  # the event source mapping's receive and delete
@@ -235,11 +242,14 @@ def bill(figures: Figures, cpu: CpuFigures, inputs: Inputs) -> list[Line]:
              f"{turn['dynamodb read units']:.1f} RRU"),
         Line("DynamoDB storage (one month of what the turn adds)", k * turn["dynamodb stored bytes"] / 1e9
              * inputs.price("dynamodb_storage_gb_month"), f"{turn['dynamodb stored bytes'] / 1024:.1f} KB, kept"),
-        Line("ElastiCache data: run streams (24 h)", k * run_streams_gb_h * inputs.price("elasticache_gb_hour"),
-             f"{streams['worker run stream bytes'] / 1024:.0f} KB per run for 24 h"),
-        Line("ElastiCache data: thread streams (no TTL)", k * thread_gb_h_per_turn
+        Line("ElastiCache data: run and control streams (24 h)", k * run_streams_gb_h
              * inputs.price("elasticache_gb_hour"),
-             f"{inputs.threads_per_dau:g} thread per daily user at the {THREAD_STREAM_CAP:,}-entry cap"),
+             f"{streams['worker run stream bytes'] / 1024:.1f} KB per visible run (its events are on the thread's), "
+             f"hidden runs' and control streams"),
+        Line("ElastiCache data: thread streams (24 h after the last write)", k * thread_gb_h_per_turn
+             * inputs.price("elasticache_gb_hour"),
+             f"{thread_stream_bytes_per_turn(figures) / 1024:.1f} KB per turn for "
+             f"{RUN_STREAM_TTL_H + inputs.thread_span_h:g} h"),
         Line("ElastiCache ECPU", k * ecpu * inputs.price("elasticache_ecpu"),
              f"{ecpu:.0f} ECPU (1 per command + 1 per KB)"),
         Line("EventBridge events", k * turn["events published"] * inputs.price("eventbridge_event"),
@@ -289,8 +299,9 @@ def loads(figures: Figures, cpu: CpuFigures, inputs: Inputs) -> list[Load]:
     thread_units = max(figures[f"turn:{k}"]["thread partition units"] for k in TRAFFIC_MIX)
     running = turn["running-runs index units"] * peak / 8  # RUNNING_SHARDS
     streams = figures["streams"]
-    cache_gb = (inputs.dau * inputs.threads_per_dau * THREAD_STREAM_CAP * streams["thread stream bytes per entry"]
-                + inputs.turns_per_day * streams["worker run stream bytes"]) / 1e9  # thread streams + a day of runs
+    kept_days = (RUN_STREAM_TTL_H + inputs.thread_span_h) / 24  # every key expires: about a day and a half of turns
+    cache_gb = inputs.turns_per_day * (thread_stream_bytes_per_turn(figures) * kept_days
+                                       + streams["worker run stream bytes"]) / 1e9
     ecpu_per_s = peak * (turn["redis commands"] + (turn["redis bytes in"] + turn["redis bytes out"]) / 1024)
     q = QUOTAS
     return [
@@ -313,8 +324,8 @@ def loads(figures: Figures, cpu: CpuFigures, inputs: Inputs) -> list[Load]:
              "WCU/s per shard", "more RUNNING_SHARDS (code)"),
         Load("API Gateway requests per second", peak, q["apigw_account_rps"].value, "requests/s",
              "Service Quotas: API Gateway throttle for the account", quota=True),
-        Load("ElastiCache data (thread streams without TTL, a day of run streams)", cache_gb,
-             q["elasticache_data_gb"].value, "GB", "a TTL or a smaller MAXLEN on thread streams (code)"),
+        Load("ElastiCache data (every stream expires 24 h after its last write)", cache_gb,
+             q["elasticache_data_gb"].value, "GB", "a shorter EVENT_STREAM_TTL_S (a setting)"),
         Load("ElastiCache ECPU per second", ecpu_per_s, q["elasticache_ecpu_per_s"].value, "ECPU/s",
              "CacheUsageLimits.ECPUPerSecond (a setting); fewer events per token (code)"),
     ]

@@ -18,7 +18,7 @@ from bench.capacity_model import (
 )
 from bench.capacity_prices import AS_OF, PRICES, QUOTAS
 from bench.capacity_recorded import RECORDED_ON
-from bench.capacity_result import TOLERANCE, CapacityResult
+from bench.capacity_result import COALESCED_TOLERANCE, TOLERANCE, CapacityResult
 from bench.stats import machine, markdown_table
 
 
@@ -161,7 +161,7 @@ def _drift(result: CapacityResult) -> str:
         markdown_table(["figure", "recorded", "measured", "off"],
                        [[d.figure, d.recorded, d.measured, f"{d.off:.1%}"] for d in result.drift]),
         "",
-        f"{len(bad)} figure(s) more than {TOLERANCE:.0%} off: "
+        f"{len(bad)} figure(s) more than {TOLERANCE:.0%} off ({COALESCED_TOLERANCE:.0%} for the event streams): "
         + (", ".join(d.figure for d in bad) if bad else "the recorded figures hold"),
     ])
 

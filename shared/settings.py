@@ -52,6 +52,14 @@ class StreamSettings(SettingsGroup):
     redis_url: str | None = None
     redis_cluster_mode: bool = False
     event_bus_name: str | None = None
+    event_stream_ttl_s: int = Field(default=24 * 3600, ge=3600, le=7 * 24 * 3600)
+    """``EVENT_STREAM_TTL_S``: every Redis key the app writes expires this long after its last write (run and
+    thread streams, control signals); at most 7 days (template.yaml's ``EventStreamTtlSeconds``)."""
+    event_coalesce_window_ms: int = Field(default=50, ge=0, le=1000)
+    """``EVENT_COALESCE_WINDOW_MS``: text and argument deltas of one message arriving within this window are
+    written as one event (0: every delta on its own); the first delta of each message goes out at once."""
+    event_coalesce_max_chars: int = Field(default=2048, ge=1, le=65536)
+    """``EVENT_COALESCE_MAX_CHARS``: the most characters one batched delta gathers (a delta is never split)."""
 
 
 class ModelSettings(SettingsGroup):

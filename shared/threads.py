@@ -29,6 +29,8 @@ class StreamTailer(Protocol):
         self, key: str, *, after: str = "0-0", until_terminal: bool = True, deadline: float | None = None
     ) -> AsyncIterator[StreamEntry | None]: ...
 
+    async def oldest_retained(self, key: str) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class HistoryPage:
@@ -124,16 +126,31 @@ class ThreadService:
     ) -> AsyncIterator[StreamEntry | None]:
         """The live events of every run of the caller's thread after the stream id ``after`` (all when None).
 
+        An ``after`` older than what the stream still holds (or a stream that holds nothing) is answered as
+        ``snapshot`` without ``after``: the stored conversation, then the events from where it was taken, with
+        no gap and no repeat (docs/protocols/agent/api-endpoints.md §4).
+
         ``snapshot``: first a ``MESSAGES_SNAPSHOT`` of the visible stored conversation, then the events from where
         it was taken (without ``after``: from the start of the run active on the thread, whose messages the
         snapshot leaves out but for its input, else from now); its SSE id is that cursor."""
         thread = await self._threads.get_thread(caller, thread_id)
         key = thread_stream_key(caller.tenant_id, thread_id)
+        cursor = check_stream_id(after or "0-0")
+        if cursor != "0-0" and await self._missed(key, cursor):
+            # The stream no longer holds what followed the client's last id (trimmed, or expired with the
+            # thread's retention): the record catches it up, as a snapshot without Last-Event-ID would.
+            after, snapshot = None, True
         if not snapshot:
-            cursor = check_stream_id(after or "0-0")
             return self._tailer.tail(key, after=cursor, until_terminal=False, deadline=deadline)
         opening = await self._snapshot(caller, thread, after)
         return _after(opening, self._tailer.tail(key, after=opening.id, until_terminal=False, deadline=deadline))
+
+    async def _missed(self, key: str, cursor: str) -> bool:
+        """Whether entries after ``cursor`` may be gone from the stream: it holds nothing, or its oldest entry is
+        newer than ``cursor`` (Redis trims and expires from the oldest end, so an older oldest entry proves that
+        everything after ``cursor`` is still there)."""
+        oldest = await self._tailer.oldest_retained(key)
+        return oldest is None or _entry_order(oldest) > _entry_order(cursor)
 
     async def _snapshot(self, caller: Identity, thread: Thread, after: str | None) -> StreamEntry:
         """The ``MESSAGES_SNAPSHOT`` entry, its id the cursor the live events go on from."""
@@ -158,6 +175,12 @@ def _said_by_run(msg: Message, run_id: str) -> bool:
     """What a run's own events carry (its answers and server tool results), which the live events replay; its
     input (the user's message, front-end tool results) is on no stream, so the snapshot keeps it."""
     return msg.run_id == run_id and msg.role is not Role.USER and not msg.flags.get("frontend_result")
+
+
+def _entry_order(entry_id: str) -> tuple[int, int]:
+    """A stream entry id (``"<ms>-<seq>"``, checked) as a comparable pair."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
 
 
 async def _no_state() -> StoredState | None:

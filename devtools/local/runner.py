@@ -67,7 +67,8 @@ def build_local_app(
     if not settings.redis_url:
         from shared.adapters.redis_stream import RedisEventStream
 
-        overrides = ServiceOverrides(stream=RedisEventStream(embedded_stream_client()))
+        stream = RedisEventStream(embedded_stream_client(), ttl_s=settings.event_stream_ttl_s)
+        overrides = ServiceOverrides(stream=stream)
     services = Services(settings, overrides=overrides, structured=structured)
     # The memory worker runs in-process: run-completed events go to the same coalescer the memory Lambda runs,
     # and its delayed "extraction due" messages are in-process timers (MEMORY_IDLE_S long).

@@ -6,7 +6,6 @@ started it ends only once the run has settled (``OwnedRunResponse``).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -16,6 +15,7 @@ from fastapi.responses import StreamingResponse
 from functions.agent_api.deps import Caller, Chat, Deadline, Runs, services_of
 from functions.agent_api.sse import PING, SSE_HEADERS, OwnedRunResponse, frame
 from shared.errors import NotFound, PayloadTooLarge
+from shared.event_json import dumps
 from shared.ports import StreamEntry
 from shared.runs import intake
 from shared.runs.queueing import Enqueuing, QueuedTurn
@@ -46,7 +46,7 @@ async def run_frames(entries: AsyncIterator[StreamEntry | None]) -> AsyncIterato
     client's Last-Event-ID stays on the last event it can resume from."""
     async for entry in entries:
         if entry is not None and not entry.id:
-            yield f"data: {json.dumps(entry.event, separators=(',', ':'), ensure_ascii=False)}\n\n"
+            yield f"data: {entry.json if entry.json is not None else dumps(entry.event)}\n\n"
         else:
             yield PING if entry is None else frame(entry)
 

@@ -7,6 +7,7 @@ that are used together share a hash tag (``run:{tenant/run}:events``), and nothi
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,29 +26,63 @@ from shared.stream_keys import run_stream_key, thread_stream_key  # noqa: E402  
 __all__ = ["RedisClient", "RedisEventStream", "connect", "run_stream_key", "thread_stream_key"]
 
 
+DEFAULT_TTL_S = 24 * 3600
+"""How long a stream is kept after its last write (setting ``EVENT_STREAM_TTL_S``; template.yaml)."""
+TTL_REFRESH_S = 60.0
+"""A key's TTL is set again at most this often by one process: one ``EXPIRE`` per key a minute, not per event."""
+_REFRESHED_KEYS = 4096
+
+
 class RedisEventStream:
     """Each event is one stream entry with a single field ``e`` holding the event's JSON (read back as
-    ``StreamEntry.json``, which the SSE frames carry as is)."""
+    ``StreamEntry.json``, which the SSE frames carry as is).
 
-    def __init__(self, client: RedisClient, *, max_len: int = 10_000) -> None:
+    Every key it writes expires ``ttl_s`` after its last write: the first write of a key (and then one a minute)
+    carries an ``EXPIRE`` in the same pipeline, so Redis never keeps a stream for good (docs/storage.md)."""
+
+    def __init__(self, client: RedisClient, *, max_len: int = 10_000, ttl_s: int = DEFAULT_TTL_S) -> None:
         self._client = client
         self._max_len = max_len
+        self._ttl_s = ttl_s
+        self._refreshed: dict[str, float] = {}
+
+    def _due(self, keys: Sequence[str]) -> list[str]:
+        """The keys whose TTL this process has not set within ``TTL_REFRESH_S``, now marked as set."""
+        now = time.monotonic()
+        due = [k for k in dict.fromkeys(keys) if now - self._refreshed.get(k, -TTL_REFRESH_S) >= TTL_REFRESH_S]
+        if due and len(self._refreshed) + len(due) > _REFRESHED_KEYS:
+            self._refreshed.clear()
+        for key in due:
+            self._refreshed[key] = now
+        return due
 
     async def append(self, key: str, event: dict[str, Any]) -> str:
-        entry_id = await self._client.xadd(key, {"e": dumps(event)}, maxlen=self._max_len, approximate=True)
-        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        if not self._due([key]):
+            entry_id = await self._client.xadd(key, {"e": dumps(event)}, maxlen=self._max_len, approximate=True)
+            return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        return (await self.append_batch([(key, event)]))[0]
 
     async def append_batch(
-        self, entries: Sequence[tuple[str, dict[str, Any]]], *, clear: str | None = None
+        self,
+        entries: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        clear: str | None = None,
+        encoded: Sequence[str] | None = None,
     ) -> list[str]:
-        """One pipeline (one round trip on a single node): ``DEL clear`` if given, then one XADD per entry."""
+        """One pipeline (one round trip on a single node): ``DEL clear`` if given, one XADD per entry, then an
+        ``EXPIRE`` for each key whose TTL is due."""
         pipe = self._client.pipeline(transaction=False)
         if clear is not None:
             pipe.delete(clear)
-        for key, event in entries:
-            pipe.xadd(key, {"e": dumps(event)}, maxlen=self._max_len, approximate=True)
+            self._refreshed.pop(clear, None)
+        texts = encoded if encoded is not None else [dumps(event) for _, event in entries]
+        for (key, _event), text in zip(entries, texts, strict=True):
+            pipe.xadd(key, {"e": text}, maxlen=self._max_len, approximate=True)
+        for key in self._due([key for key, _ in entries]):
+            pipe.expire(key, self._ttl_s)
         results: list[Any] = await pipe.execute()
-        ids = results[1:] if clear is not None else results
+        first = 1 if clear is not None else 0
+        ids = results[first : first + len(entries)]
         return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
 
     async def read_after(self, key: str, after_id: str, *, block_ms: int, count: int = 100) -> list[StreamEntry]:
@@ -61,8 +96,20 @@ class RedisEventStream:
                 entries.append(StreamEntry(id=eid, event=json.loads(text), json=text))
         return entries
 
+    async def oldest_id(self, key: str) -> str | None:
+        """``XRANGE key - + COUNT 1``: the oldest entry's id, or None for a key that holds nothing."""
+        resp: Any = await self._client.xrange(key, count=1)
+        if not resp:
+            return None
+        entry_id = resp[0][0]
+        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+
     async def expire(self, key: str, seconds: int) -> None:
+        """An explicit TTL (a control signal's, or 0 to drop a key); the next write's refresh does not undo it
+        within ``TTL_REFRESH_S``."""
         await self._client.expire(key, seconds)
+        if seconds <= 0:
+            self._refreshed.pop(key, None)
 
     async def delete(self, keys: Sequence[str]) -> None:
         """Remove streams at once (erasure); one pipeline, one ``DEL`` per key so a cluster routes each by slot."""
@@ -71,6 +118,7 @@ class RedisEventStream:
         pipe = self._client.pipeline(transaction=False)
         for key in keys:
             pipe.delete(key)
+            self._refreshed.pop(key, None)
         await pipe.execute()
 
     async def ping(self) -> bool:

@@ -17,7 +17,7 @@ The thread, run and stream ports are re-exported here, so ``from shared.ports im
 
 from shared.ports.audit import AuditLog
 from shared.ports.runs import RunLedger
-from shared.ports.streams import BatchEventStream, EventStream, ProbedStream, StreamEntry
+from shared.ports.streams import BatchEventStream, EventStream, ProbedStream, RetainedStream, StreamEntry
 from shared.ports.threads import ConversationStore, MessageHistoryReader, ThreadStore
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "EventStream",
     "MessageHistoryReader",
     "ProbedStream",
+    "RetainedStream",
     "RunLedger",
     "StreamEntry",
     "ThreadStore",

@@ -47,11 +47,30 @@ class BatchEventStream(Protocol):
     tests/contract/test_event_stream_contract.py."""
 
     async def append_batch(
-        self, entries: Sequence[tuple[str, dict[str, Any]]], *, clear: str | None = None
+        self,
+        entries: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        clear: str | None = None,
+        encoded: Sequence[str] | None = None,
     ) -> list[str]:
         """Append ``(key, event)`` pairs in order, after deleting the key ``clear`` when given; their entry ids.
+        ``encoded``: each event's JSON text, already encoded by the caller (stored as it is, not encoded again).
         On an exception none counts as written (as with one append that fails, some may be there: a retry can
         repeat them)."""
+        ...
+
+
+@runtime_checkable
+class RetainedStream(Protocol):
+    """An event stream that can say where a key's retained entries begin: what a trimmed or expired stream no
+    longer holds is read from the store instead (a thread follower's catch-up).
+
+    Fake: ``InMemoryEventStream``; adapter: ``RedisEventStream``; contract:
+    tests/contract/test_event_stream_contract.py."""
+
+    async def oldest_id(self, key: str) -> str | None:
+        """The id of the oldest entry the stream still holds; None when the key holds nothing (expired, never
+        written, or deleted)."""
         ...
 
 

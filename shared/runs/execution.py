@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from shared.executors.context import RunContext, RunHeadStart
 from shared.ports import EventStream, RunLedger
+from shared.run_events.coalescing import Coalescing
 from shared.run_events.emitter import RunEmitter, run_started
 from shared.run_results import ExecutionResult
 from shared.runs.local_feed import RunFeed
@@ -69,8 +70,11 @@ class BackgroundRuns:
         *,
         heartbeat_s: float = HEARTBEAT_S,
         run_deadline_margin_s: float = RUN_DEADLINE_MARGIN_S,
+        coalescing: Coalescing | None = None,
     ) -> None:
+        """``coalescing``: how each run's deltas are batched (None: every delta written as it comes)."""
         self._runs = runs
+        self._coalescing = coalescing
         self._stream = stream
         self._settlement = settlement
         self._heartbeat_s = heartbeat_s
@@ -102,6 +106,7 @@ class BackgroundRuns:
             # this run tails the stream, so none replays another run's events.
             clear_run_stream=True,
             written=feed,
+            coalescing=self._coalescing,
         )
         # The executor starts first, so its way to the model request (context, prompt) overlaps RUN_STARTED's
         # write; RUN_STARTED is still the run's first event (queued before the executor runs), and the caller

@@ -8,12 +8,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ag_ui.core import TokenUsage
+from ag_ui.core import (
+    RunErrorEvent,
+    RunFinishedCancelledOutcome,
+    RunFinishedEvent,
+    RunFinishedSuccessOutcome,
+    TokenUsage,
+)
 
 from shared.errors import AgentError, ModelError
 from shared.models import Run, RunStatus, Usage, merge_usage
 
 RUN_STREAM_TTL_S = 24 * 3600
+"""The default retention of every stream key (``EVENT_STREAM_TTL_S``): 24 hours after its last write."""
 
 # The RUN_ERROR codes of docs/protocols/agent/errors.md §3, each with the sentence a person sees. Provider messages
 # are never passed on (they may carry internals); any other failure is ``run_failed``.
@@ -73,30 +80,19 @@ def usage_metadata(usage: Sequence[Usage]) -> dict[str, Any] | None:
     return {"usageEstimated": True} if any(u.estimated for u in usage) else None
 
 
-def terminal_from_ledger(run: Run) -> dict[str, Any]:
+def terminal_from_ledger(run: Run) -> RunFinishedEvent | RunErrorEvent:
     """The terminal event of an ended run, rebuilt from its ledger record (for a stream that lacks one).
 
     ``metadata.rebuiltFromLedger`` tells a client that events before it may be missing from this stream: the
     run's messages are complete in the thread history.
     """
-    usage = [u.model_dump(mode="json", by_alias=True, exclude_none=True) for u in usage_to_agui(run.usage)]
-    metadata = {"rebuiltFromLedger": True, **(usage_metadata(run.usage) or {})}
+    usage = usage_to_agui(run.usage)
+    metadata = {"rebuiltFromLedger": True, **(usage_metadata(run.usage) or {}), "runId": run.run_id}
     if run.status is RunStatus.FAILED:
         code = LEGACY_ERROR_CODES.get(run.error_code or "", run.error_code)
         code = code if code in RUN_ERROR_MESSAGES else "run_failed"
-        return {
-            "type": "RUN_ERROR",
-            "message": RUN_ERROR_MESSAGES[code],
-            "code": code,
-            "usage": usage,
-            "metadata": metadata,
-        }
-    outcome = "cancelled" if run.status is RunStatus.CANCELLED else "success"
-    return {
-        "type": "RUN_FINISHED",
-        "threadId": run.thread_id,
-        "runId": run.run_id,
-        "outcome": {"type": outcome},
-        "usage": usage,
-        "metadata": metadata,
-    }
+        return RunErrorEvent(message=RUN_ERROR_MESSAGES[code], code=code, usage=usage, metadata=metadata)
+    outcome = RunFinishedCancelledOutcome() if run.status is RunStatus.CANCELLED else RunFinishedSuccessOutcome()
+    return RunFinishedEvent(
+        thread_id=run.thread_id, run_id=run.run_id, outcome=outcome, usage=usage, metadata=metadata
+    )

@@ -30,12 +30,16 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import Protocol
+
+from ag_ui.core import RunErrorEvent
 
 from shared.errors import AgentError, Conflict
+from shared.event_json import dumps
 from shared.models import Identity, Run, Thread, utc_now
 from shared.ports import StreamEntry
 from shared.ports.run_queue import QueuedRun, QueuedRunRef, RunQueue
+from shared.run_events.emitter import event_to_dict
 from shared.runs.admission import Admission
 
 logger = logging.getLogger(__name__)
@@ -80,16 +84,21 @@ RUN_NOT_STARTED = "run_not_started"
 """The ``RUN_ERROR`` code of a queued run refused when its turn came (it never started, so it has no other event)."""
 
 
-def refused_event(run_id: str, thread_id: str, exc: AgentError) -> dict[str, Any]:
-    """The terminal event of a queued run refused at its admission (not on any stream: the run never started)."""
-    return {
-        "type": "RUN_ERROR",
-        "message": f"The queued message could not start when its turn came ({exc.code}).",
-        "code": RUN_NOT_STARTED,
-        "runId": run_id,
-        "threadId": thread_id,
-        "usage": [],
-    }
+def refused_event(run_id: str, thread_id: str, exc: AgentError) -> StreamEntry:
+    """The terminal event of a queued run refused at its admission (not on any stream: the run never started, so
+    its entry has no id), encoded once. It names its run and thread (``runId``, ``threadId``) as ``RUN_FINISHED``
+    does, and carries ``metadata.runId`` as every event."""
+    event = RunErrorEvent(
+        message=f"The queued message could not start when its turn came ({exc.code}).",
+        code=RUN_NOT_STARTED,
+        usage=[],
+        metadata={"runId": run_id},
+        timestamp=int(time.time() * 1000),
+        runId=run_id,
+        threadId=thread_id,
+    )
+    data = event_to_dict(event)
+    return StreamEntry(id="", event=data, json=dumps(data))
 
 
 class QueuedTurn:
@@ -124,7 +133,7 @@ class QueuedTurn:
             if not self._waiting.done():
                 yield None
         if self.refused is not None:
-            yield StreamEntry(id="", event=refused_event(self.run_id, self._queue.thread_id, self.refused))
+            yield refused_event(self.run_id, self._queue.thread_id, self.refused)
             return
         if not self._waiting.result():
             return

@@ -24,7 +24,8 @@ from shared.errors import NotFound
 from shared.executors.context import RunContext, RunHeadStart
 from shared.limits.gate import LimitGate
 from shared.models import Identity, Message, Run, utc_now
-from shared.ports import AuditLog, EventStream, RunLedger, StreamEntry, ThreadStore
+from shared.ports import AuditLog, EventStream, RetainedStream, RunLedger, StreamEntry, ThreadStore
+from shared.run_events.coalescing import Coalescing
 from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, HeadStarting
@@ -67,6 +68,7 @@ class RunService:
         run_deadline_margin_s: float = RUN_DEADLINE_MARGIN_S,
         tail_deadline_margin_s: float = TAIL_DEADLINE_MARGIN_S,
         limits: LimitGate | None = None,
+        coalescing: Coalescing | None = None,
     ) -> None:
         if heartbeat_s >= lease_s:
             raise ValueError("the heartbeat must renew the lease before it expires (heartbeat_s < lease_s)")
@@ -84,7 +86,12 @@ class RunService:
             limits=limits,
         )
         self.background = BackgroundRuns(
-            runs, stream, settlement, heartbeat_s=heartbeat_s, run_deadline_margin_s=run_deadline_margin_s
+            runs,
+            stream,
+            settlement,
+            heartbeat_s=heartbeat_s,
+            run_deadline_margin_s=run_deadline_margin_s,
+            coalescing=coalescing,
         )
         self._tail = StreamTail(
             runs,
@@ -257,6 +264,18 @@ class RunService:
     ) -> AsyncIterator[StreamEntry | None]:
         """A stream's entries for a response (``shared.runs.tailing.StreamTail.tail``)."""
         return self._tail.tail(key, after=after, until_terminal=until_terminal, deadline=deadline)
+
+    async def oldest_retained(self, key: str) -> str | None:
+        """The oldest entry the stream ``key`` still holds (None: nothing, the key expired or was never written).
+        A stream that cannot say, or cannot be reached, answers ``"0-0"`` (everything held): the tail then reads
+        it, and deals with an outage as it always does."""
+        if not isinstance(self._stream, RetainedStream):
+            return "0-0"
+        try:
+            return await self._stream.oldest_id(key)
+        except Exception:
+            logger.warning("could not read where a stream begins", extra={"key": key}, exc_info=True)
+            return "0-0"
 
     def tail_run(
         self, tenant_id: str, run_id: str, *, after: str = "0-0", deadline: float | None = None

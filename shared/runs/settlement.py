@@ -29,12 +29,10 @@ from shared.run_results import ExecutionFailed, ExecutionResult
 from shared.runs.outcomes import (
     RUN_DEADLINE,
     RUN_ERROR_MESSAGES,
-    RUN_STREAM_TTL_S,
     run_error_of,
     usage_metadata,
     usage_to_agui,
 )
-from shared.stream_keys import run_stream_key
 from shared.tracing.api import span
 from shared.tracing.runs import finish_run
 
@@ -194,7 +192,8 @@ class Settlement:
             logger.exception("could not write the terminal event", extra={"run_id": ctx.run_id})
 
     async def _record(self, ctx: RunContext, emitter: RunEmitter, claim_thread: bool, outcome: Outcome) -> None:
-        """The ledger entry, the thread release and the stream's retention."""
+        """The ledger entry and the thread release (the stream's retention is the stream adapter's: every key it
+        writes expires)."""
         tenant = ctx.identity.tenant_id
         try:
             await self._runs.finish_run(
@@ -217,10 +216,6 @@ class Settlement:
                 await self._threads.release_thread(tenant, ctx.thread_id, ctx.run_id)
             except Exception:
                 logger.exception("could not release the thread", extra={"run_id": ctx.run_id})
-        try:
-            await self._stream.expire(run_stream_key(tenant, ctx.run_id), RUN_STREAM_TTL_S)
-        except Exception:
-            logger.warning("could not set the stream's retention", extra={"run_id": ctx.run_id})
 
     async def _after_run(self, ctx: RunContext, outcome: Outcome) -> None:
         """The run-finished hook (metrics, the run-completed publish), bounded so the terminal event always goes out."""

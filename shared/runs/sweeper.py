@@ -47,7 +47,8 @@ from shared.models import AuditRecord, Identity, Message, Role, Run, ToolCall, d
 from shared.observability import emit_swept_runs
 from shared.ports import AuditLog, EventStream, RunLedger, ThreadStore
 from shared.run_events.emitter import RunEmitter, is_terminal, run_started
-from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S, usage_to_agui
+from shared.run_events.homes import run_home
+from shared.runs.outcomes import RUN_ERROR_MESSAGES, usage_to_agui
 from shared.stream_keys import run_stream_key, thread_stream_key
 
 logger = logging.getLogger(__name__)
@@ -227,16 +228,17 @@ class RunSweeper:
 
     async def _read_stream(self, run: Run) -> _StreamedRun:
         streamed = _StreamedRun()
-        key = run_stream_key(run.tenant_id, run.run_id)
-        cursor = "0-0"
+        home = run_home(run)
+        cursor = home.start
         try:
             while True:
-                entries = await self._stream.read_after(key, cursor, block_ms=0, count=_STREAM_PAGE)
+                entries = await self._stream.read_after(home.key, cursor, block_ms=0, count=_STREAM_PAGE)
                 if not entries:
                     return streamed
                 for entry in entries:
                     cursor = entry.id
-                    streamed.feed(entry.event)
+                    if home.owns(entry):
+                        streamed.feed(entry.event)
         except Exception:
             logger.warning("could not read the stream of a swept run", extra={"run_id": run.run_id}, exc_info=True)
             streamed.readable = False
@@ -343,6 +345,4 @@ class RunSweeper:
         await emitter.emit(
             RunErrorEvent(message=RUN_ERROR_MESSAGES[SWEPT_CODE], code=SWEPT_CODE, usage=usage_to_agui(run.usage))
         )
-        if not await emitter.flush(timeout_s=2.0):
-            return
-        await self._stream.expire(run_stream_key(run.tenant_id, run.run_id), RUN_STREAM_TTL_S)
+        await emitter.flush(timeout_s=2.0)

@@ -15,15 +15,18 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
+from ag_ui.core import BaseEvent, RunErrorEvent
+
+from shared.event_json import dumps
 from shared.models import Run, utc_now
-from shared.ports import EventStream, StreamEntry
-from shared.run_events.emitter import is_terminal
+from shared.ports import EventStream, RetainedStream, StreamEntry
+from shared.run_events.emitter import event_to_dict, is_terminal
+from shared.run_events.homes import RunHome, run_home, unrecorded_home
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.local_feed import FeedReader, RunFeed
 from shared.runs.outcomes import terminal_from_ledger
-from shared.stream_keys import run_stream_key
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +36,8 @@ TAIL_DEADLINE_MARGIN_S = 5.0
 """A stream response closes this long before its invocation's deadline; the client resumes with Last-Event-ID."""
 FIRST_LEASE_CHECK_S = 1.0
 """How soon a reader of a silent run first reads the ledger (a run whose lease expired is then ended at once)."""
+HOME_READ_ATTEMPTS = 3
+"""How often a reader tries the ledger for the run's record before it looks for the run in its own run stream."""
 STREAM_UNAVAILABLE = "stream_unavailable"
 STREAM_UNAVAILABLE_MESSAGE = (
     "The live event stream is unavailable. The run goes on and is saved: read the thread history, or resume "
@@ -56,9 +61,11 @@ class LocalRuns(Protocol):
     def feed(self, tenant_id: str, run_id: str) -> RunFeed | None: ...
 
 
-def synthetic_entry(event: dict[str, Any]) -> StreamEntry:
-    """An event that is not on the stream: its id is empty, and it is framed without an ``id:`` line."""
-    return StreamEntry(id="", event={**event, "timestamp": int(time.time() * 1000)})
+def synthetic_entry(event: BaseEvent) -> StreamEntry:
+    """An event that is not on the stream: its id is empty, and it is framed without an ``id:`` line (its JSON
+    encoded once, here)."""
+    data = event_to_dict(event.model_copy(update={"timestamp": int(time.time() * 1000)}))
+    return StreamEntry(id="", event=data, json=dumps(data))
 
 
 class StreamTail:
@@ -124,7 +131,6 @@ class StreamTail:
         ``deadline`` (a run that executes elsewhere and outlasts this response) it ends without a terminal event,
         and the client resumes with its last id.
         """
-        key = run_stream_key(tenant_id, run_id)
         cursor = after
         ends_at = self._tail_ends_at(deadline)
         feed = self._local.feed(tenant_id, run_id)
@@ -135,26 +141,47 @@ class StreamTail:
                 yield item
                 if item is not None and is_terminal(item.event):
                     return
-        # The run executes elsewhere, or the feed could say no more: the stream, after the last entry sent.
-        # The ledger is read after each silent stretch, and when the run's lease would expire (a dead run is ended).
+        async for item in self._tail_home(tenant_id, run_id, cursor, ends_at):
+            yield item
+
+    async def _tail_home(
+        self, tenant_id: str, run_id: str, cursor: str, ends_at: float
+    ) -> AsyncIterator[StreamEntry | None]:
+        """The run's events from its home stream after ``cursor``, until one terminal event (``tail_run``)."""
+        # The run executes elsewhere, or the feed could say no more: its home stream, after the last entry sent
+        # (its record says where: its thread's stream or its own; a run the ledger does not know, or cannot be
+        # read, is looked for in its own). The ledger is read after each silent stretch, and when the run's lease
+        # would expire (a dead run is ended).
+        # Read with retries: where the run's events are depends on it (a visible run's are on its thread's stream).
+        run = await self._read_run(tenant_id, run_id, attempts=HOME_READ_ATTEMPTS)
+        home = run_home(run) if run is not None else unrecorded_home(tenant_id, run_id)
+        if cursor == "0-0":
+            cursor = home.start
         now = time.time()
         ping_at = now + self._ping_interval_s
         check_at = now + FIRST_LEASE_CHECK_S if self._dead_runs is not None else ping_at
+        if run is not None and run.status.is_terminal:
+            check_at = now  # an ended run (its stream maybe past retention): what the stream has, else the ledger's
         while True:
             block_ms = self._block_ms(ends_at, until=min(ping_at, check_at))
             if block_ms is None:
                 return
-            entries = await self._read_through_outage(key, cursor, block_ms)
-            if entries is None:
+            read = await self._read_home(home, cursor, block_ms)
+            if read is None:
                 yield synthetic_entry(
-                    {"type": "RUN_ERROR", "message": STREAM_UNAVAILABLE_MESSAGE, "code": STREAM_UNAVAILABLE}
+                    RunErrorEvent(
+                        message=STREAM_UNAVAILABLE_MESSAGE, code=STREAM_UNAVAILABLE, metadata={"runId": run_id}
+                    )
                 )
                 return
+            entries, cursor, advanced = read
+            if advanced and not entries:
+                continue  # only other runs' entries: read on
             if not entries:
                 now = time.time()
                 rebuilt = None
                 if now >= min(ping_at, check_at):
-                    rebuilt, check_at = await self._after_silence(tenant_id, run_id, key, cursor)
+                    rebuilt, check_at = await self._after_silence(tenant_id, run_id, home, cursor)
                 if rebuilt is None:
                     if now >= ping_at:
                         ping_at = now + self._ping_interval_s
@@ -163,10 +190,22 @@ class StreamTail:
                 entries = rebuilt
             ping_at = time.time() + self._ping_interval_s
             for entry in entries:
-                cursor = entry.id
+                cursor = entry.id or cursor
                 yield entry
                 if is_terminal(entry.event):
                     return
+
+    async def _read_home(
+        self, home: RunHome, cursor: str, block_ms: int
+    ) -> tuple[list[StreamEntry], str, bool] | None:
+        """The run's entries after ``cursor`` in its home stream (other runs' skipped), the cursor after all that
+        was read, and whether anything was read; None once an outage outlasts the grace."""
+        entries = await self._read_through_outage(home.key, cursor, block_ms)
+        if entries is None:
+            return None
+        if not entries:
+            return [], cursor, False
+        return [e for e in entries if home.owns(e)], entries[-1].id, True
 
     async def _feed_entries(self, reader: FeedReader, ends_at: float) -> AsyncIterator[StreamEntry | None]:
         """What the local feed holds, as a stream read would give it (None: a silent stretch), until the feed can
@@ -181,14 +220,14 @@ class StreamTail:
                 yield entry
 
     async def _after_silence(
-        self, tenant_id: str, run_id: str, key: str, cursor: str
+        self, tenant_id: str, run_id: str, home: RunHome, cursor: str
     ) -> tuple[list[StreamEntry] | None, float]:
         """After a silent stretch: what ``_rebuilt_terminal`` finds, and when to read the ledger next (at the next
         ping, or when the lease of a run that executes elsewhere expires, whichever comes first)."""
         run = await self._read_run(tenant_id, run_id)
         next_check = time.time() + self._ping_interval_s
         if run is None or run.status.is_terminal or self._dead_runs is None:
-            return await self._rebuilt_terminal(tenant_id, run, key, cursor), next_check
+            return await self._rebuilt_terminal(tenant_id, run, home, cursor), next_check
         if self._local.is_running(tenant_id, run_id):
             return None, next_check
         if not self._dead_runs.is_dead(run):
@@ -199,20 +238,43 @@ class StreamTail:
             logger.exception("could not end a dead run for its reader", extra={"run_id": run_id})
             return None, next_check
         # The repair closed the run's stream with its terminal event (or another reader's did): read it now.
-        entries = await self._read_through_outage(key, cursor, 0)
-        return entries or None, time.time() + FIRST_LEASE_CHECK_S
+        return await self._rest(home, cursor) or None, time.time() + FIRST_LEASE_CHECK_S
+
+    async def _rest(self, home: RunHome, cursor: str) -> list[StreamEntry]:
+        """Every entry of the run the stream holds after ``cursor``, without waiting."""
+        found: list[StreamEntry] = []
+        while (read := await self._read_home(home, cursor, 0)) is not None and read[2]:
+            entries, cursor, _ = read
+            found += entries
+            if any(is_terminal(e.event) for e in entries):
+                break
+        return found
 
     async def _rebuilt_terminal(
-        self, tenant_id: str, ended: Run | None, key: str, cursor: str
+        self, tenant_id: str, ended: Run | None, home: RunHome, cursor: str
     ) -> list[StreamEntry] | None:
         """None while the run goes on (or its terminal event may still come); else what follows ``cursor`` after
         all, or the terminal event rebuilt from the ledger."""
-        if ended is None or not ended.status.is_terminal or self._terminal_may_come(tenant_id, ended):
+        if ended is None or not ended.status.is_terminal:
             return None
-        # The run settled and its terminal event never reached the stream: one more look, then the event rebuilt
-        # from the ledger.
-        entries = await self._read_through_outage(key, cursor, 0) or []
-        return entries or [synthetic_entry(terminal_from_ledger(ended))]
+        if self._terminal_may_come(tenant_id, ended) and (
+            self._local.is_running(tenant_id, ended.run_id) or not await self._stream_gone(home.key)
+        ):
+            return None
+        # The run settled and its terminal event never reached the stream (or, for a run settled elsewhere, the
+        # stream is past its retention: a key that holds nothing gets no terminal event any more): one more look,
+        # then the event rebuilt from the ledger.
+        return await self._rest(home, cursor) or [synthetic_entry(terminal_from_ledger(ended))]
+
+    async def _stream_gone(self, key: str) -> bool:
+        """Whether the stream ``key`` holds nothing (expired with its retention, or deleted); False when the
+        stream cannot say or cannot be reached."""
+        if not isinstance(self._stream, RetainedStream):
+            return False
+        try:
+            return await self._stream.oldest_id(key) is None
+        except Exception:
+            return False
 
     def _tail_ends_at(self, deadline: float | None) -> float:
         """When a stream response closes (epoch seconds): before its invocation's deadline, with a margin."""
@@ -237,12 +299,17 @@ class StreamTail:
             return False
         return utc_now() - ended.updated_at < self._settle_grace
 
-    async def _read_run(self, tenant_id: str, run_id: str) -> Run | None:
-        try:
-            return await self._store.get_run(tenant_id, run_id)
-        except Exception:
-            logger.warning("could not read the run ledger while tailing", extra={"run_id": run_id})
-            return None
+    async def _read_run(self, tenant_id: str, run_id: str, *, attempts: int = 1) -> Run | None:
+        """The run's record; None when the ledger does not hold it, or could not be read ``attempts`` times (a
+        quarter second apart)."""
+        for attempt in range(attempts):
+            try:
+                return await self._store.get_run(tenant_id, run_id)
+            except Exception:
+                logger.warning("could not read the run ledger while tailing", extra={"run_id": run_id})
+                if attempt + 1 < attempts:
+                    await asyncio.sleep(0.25)
+        return None
 
     async def _read_through_outage(self, key: str, cursor: str, block_ms: int) -> list[StreamEntry] | None:
         """``read_after``, retried while the stream is unreachable; None once the outage outlasts the grace."""

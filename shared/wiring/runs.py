@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from shared.limits.usage import UsageReports
     from shared.memory.trigger import RunCompletedPublisher
     from shared.models import RunStatus
+    from shared.run_events.coalescing import Coalescing
     from shared.run_results import ExecutionResult
     from shared.threads import ThreadService
 
@@ -62,7 +63,17 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             tail_deadline_margin_s=self.settings.stream_deadline_margin_s,
             on_run_finished=self._on_run_finished,
             limits=self.limits,
+            coalescing=self._coalescing(),
         )
+
+    def _coalescing(self) -> Coalescing | None:
+        """How a run's deltas are batched (``EVENT_COALESCE_WINDOW_MS``; 0: not at all)."""
+        from shared.run_events.coalescing import Coalescing
+
+        window_ms = self.settings.event_coalesce_window_ms
+        if window_ms <= 0:
+            return None
+        return Coalescing(window_s=window_ms / 1000, max_chars=self.settings.event_coalesce_max_chars)
 
     @cached_property
     def limits(self) -> LimitGate | None:

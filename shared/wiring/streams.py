@@ -22,7 +22,8 @@ class StreamProviders(ProviderBase):
 
         if not self.settings.redis_url:
             raise RuntimeError("REDIS_URL is not set (the local runner provides an embedded stream store)")
-        return RedisEventStream(connect(self.settings.redis_url, cluster=self.settings.redis_cluster_mode))
+        client = connect(self.settings.redis_url, cluster=self.settings.redis_cluster_mode)
+        return RedisEventStream(client, ttl_s=self.settings.event_stream_ttl_s)
 
     @overridable("run_completed_publisher")
     def run_completed_publisher(self) -> RunCompletedPublisher | None:

@@ -109,6 +109,20 @@ def test_server_overhead_smoke_measures_both_servers_side_by_side() -> None:
 
 @pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is installed by `make test`")
+def test_redis_per_turn_counts_a_turns_commands_and_bytes_and_every_key_it_left_expires() -> None:
+    from bench import redis_per_turn
+
+    result = redis_per_turn.main(["--turns", "2", "--warmup", "1", "--chunks", "30", "--chunk-delay", "0.005"])
+    assert result.commands["xadd"] > 0 and 0 < result.commands_per_turn < 150
+    assert 0 < result.bytes_in < 40_000 * result.turns
+    assert not any(name.startswith(("info", "config")) for name in result.commands)
+    thread_keys = [k for k in result.keys if k["kind"] == "thread:events"]
+    assert len(thread_keys) == 2 and all(k["xlen"] > 0 for k in thread_keys)
+    assert all(0 < k["ttl"] <= 24 * 3600 for k in result.keys), result.keys
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="redis-server is installed by `make test`")
 def test_server_overhead_smoke_on_an_existing_thread_with_the_5_ms_store() -> None:
     result = server_overhead.main(["--smoke", "--existing-thread", "--store", "memory"])
     assert result.config["thread"] == "existing (second turn)"

@@ -21,7 +21,7 @@ import pytest
 from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.adapters.redis_stream import RedisEventStream, connect, run_stream_key, thread_stream_key
 from shared.erasure import ErasableStreams
-from shared.ports import EventStream
+from shared.ports import BatchEventStream, EventStream, RetainedStream
 from tests.support.redis_server import redis_server
 
 StreamFactory = Callable[..., EventStream]
@@ -233,3 +233,30 @@ async def test_expire_keeps_the_stream_until_the_ttl_passes(stream: EventStream,
     # THEN the event is there until the TTL passes, then the stream is gone
     assert [e.event for e in before] == [{"type": "RUN_FINISHED"}]
     assert after == []
+
+
+async def test_oldest_id_names_the_oldest_entry_still_held_and_none_once_the_key_holds_nothing(
+    make_stream: StreamFactory, key: str
+) -> None:
+    # GIVEN a capped stream that trimmed its oldest entries
+    stream = make_stream(max_len=10)
+    assert isinstance(stream, RetainedStream)
+    assert await stream.oldest_id(key) is None  # never written
+    ids = [await stream.append(key, {"n": n}) for n in range(300)]
+    held = await stream.read_after(key, "0-0", block_ms=0, count=1_000)
+    # THEN its oldest id is the first entry a full read returns (everything after an id at or past it is held)
+    assert await stream.oldest_id(key) == held[0].id != ids[0]
+    # AND once the key expired, it holds nothing
+    await stream.expire(key, 0)
+    assert await stream.oldest_id(key) is None
+
+
+async def test_every_key_a_batch_writes_gets_the_streams_ttl(make_stream: StreamFactory, key: str) -> None:
+    stream = make_stream()
+    if not isinstance(stream, RedisEventStream):
+        pytest.skip("the TTL is read back with TTL: Redis backends")
+    other = thread_stream_key("tenant-a", f"th-{uuid.uuid4().hex}")
+    await cast(BatchEventStream, stream).append_batch([(key, {"n": 1}), (other, {"n": 2}), (key, {"n": 3})])
+    client = stream._client  # the adapter's own client: the test reads what the server holds
+    for written in (key, other):
+        assert 0 < await client.ttl(written) <= 24 * 3600

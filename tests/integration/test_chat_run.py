@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from shared.adapters.redis_stream import run_stream_key
+from shared.adapters.redis_stream import run_stream_key, thread_stream_key
 from tests.support.chat_requests import TIME_CALL, post_run, run_body, user
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.tokens import bearer
@@ -52,7 +52,8 @@ async def test_sse_ids_are_the_redis_stream_entry_ids(make_services: Any, asgi_c
     services = make_services(ScriptedModel(Turn(tool_calls=[TIME_CALL]), Turn(text=["done"])))
     async with asgi_client(services) as client:
         _status, frames = await post_run(client, run_body("th-ids", "run-ids", [user("m1", "time?")]))
-    entries = await redis_stream.read_after(run_stream_key("tenant-1", "run-ids"), "0-0", block_ms=0, count=1000)
+    # (a visible run's events are on its thread's stream, once each)
+    entries = await redis_stream.read_after(thread_stream_key("tenant-1", "th-ids"), "0-0", block_ms=0, count=1000)
     assert [f.id for f in frames] == [e.id for e in entries]
     assert [f.json() for f in frames] == [e.event for e in entries]
 

@@ -89,7 +89,7 @@ async def test_the_owner_deletes_a_thread_with_its_messages_runs_and_streams_and
         # AND the audit trail of th-1 is kept, with the deletion in it; th-2 is whole
         kinds = [r.kind for r in await store.audit.list_for_thread(TENANT, "th-1", limit=100)]
         assert kinds[-1] == "thread_deleted"
-        assert await stream_length(redis_stream, run_stream_key(TENANT, "run-3")) > 0
+        assert await stream_length(redis_stream, thread_stream_key(TENANT, "th-2")) > 0  # run-3 lives there
         # AND deleting it again is 404
         assert (await client.delete("/api/v1/threads/th-1", headers=bearer())).status_code == 404
 

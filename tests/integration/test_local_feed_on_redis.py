@@ -20,7 +20,7 @@ from shared.run_events.emitter import RunEmitter, is_terminal
 from shared.run_results import ExecutionResult
 from shared.runs.service import RunService
 from shared.runs.tailing import StreamTail
-from shared.stream_keys import run_stream_key
+from shared.stream_keys import thread_stream_key
 from tests.support.run_rigs import a_context
 
 
@@ -36,10 +36,10 @@ class CountingStream(RedisEventStream):
         self.reads[key] = self.reads.get(key, 0) + 1
         return await super().read_after(key, after_id, block_ms=block_ms, count=count)
 
-    async def append_batch(self, entries: Any, *, clear: str | None = None) -> list[str]:
+    async def append_batch(self, entries: Any, *, clear: str | None = None, encoded: Any = None) -> list[str]:
         if self.fail_writes:
             raise ConnectionError("redis down")
-        return await super().append_batch(entries, clear=clear)
+        return await super().append_batch(entries, clear=clear, encoded=encoded)
 
 
 class Talks:
@@ -103,7 +103,7 @@ async def test_the_starting_response_gets_every_frame_a_stream_read_gives_withou
     # WHEN its response tails it here, and a response of another process (no feed) tails the same stream
     local = await frames_of(runs.tail_run("t", "r-feed"))
     await runs.wait_idle()
-    key = run_stream_key("t", "r-feed")
+    key = thread_stream_key("t", "th-feed")  # the run's home: its thread's stream
     reads_before_remote = stream.reads.get(key, 0)
     elsewhere = StreamTail(store.runs, stream, NotHere(), invocation_deadline=lambda: 10**10)
     remote = await frames_of(elsewhere.tail_run("t", "r-feed"))
@@ -113,7 +113,7 @@ async def test_the_starting_response_gets_every_frame_a_stream_read_gives_withou
     assert len(local) == 40 + 4  # RUN_STARTED, the message's start, 40 deltas, its end, RUN_FINISHED
     assert local == remote
     # AND only the other response read the run stream
-    assert stream.reads.get(run_stream_key("t", "r-feed"), 0) == reads_by_remote
+    assert stream.reads.get(key, 0) == reads_by_remote
 
 
 async def test_a_response_resuming_mid_run_in_the_same_process_gets_the_rest_from_the_feed(
@@ -133,10 +133,10 @@ async def test_a_response_resuming_mid_run_in_the_same_process_gets_the_rest_fro
     rest = await frames_of(runs.tail_run("t", "r-resume", after=first[-1].id))
     await runs.wait_idle()
     # THEN none of it was read back from the stream
-    assert stream.reads.get(run_stream_key("t", "r-resume"), 0) == 0
+    assert stream.reads.get(thread_stream_key("t", "th-resume"), 0) == 0
     # AND it got what followed, once, through the terminal event: with the first five, the whole stream
     everything = await frames_of(
-        StreamTail(InMemoryStore().runs, stream, NotHere(), invocation_deadline=lambda: 10**10).tail_run(
+        StreamTail(store.runs, stream, NotHere(), invocation_deadline=lambda: 10**10).tail_run(
             "t", "r-resume"
         )
     )
@@ -164,7 +164,7 @@ async def test_a_failed_write_sends_the_response_back_to_the_stream_and_it_still
     deltas = [f for f in local if "TEXT_MESSAGE_CONTENT" in f]
     assert [d.split('"delta":"')[1].split('"')[0] for d in deltas] == [f"w{i} " for i in range(10)]
     assert "RUN_FINISHED" in local[-1]
-    assert stream.reads.get(run_stream_key("t", "r-outage"), 0) >= 1
+    assert stream.reads.get(thread_stream_key("t", "th-outage"), 0) >= 1
     ids = [f.split("\n")[0] for f in local]
     assert len(ids) == len(set(ids))
 
@@ -172,12 +172,12 @@ async def test_a_failed_write_sends_the_response_back_to_the_stream_and_it_still
 async def test_a_run_taken_over_elsewhere_ends_its_local_response_with_the_terminal_event_on_the_stream(
     stream: CountingStream,
 ) -> None:
-    terminal = {"type": "RUN_ERROR", "message": "taken over", "code": "run_failed"}
+    terminal = {"type": "RUN_ERROR", "message": "taken over", "code": "run_failed", "metadata": {"runId": "r-taken"}}
 
     async def taken_over(emitter: RunEmitter) -> None:
         # Another process took the thread over: it wrote the old run's terminal event, and this run writes no more.
         emitter.discard()
-        await stream.append(run_stream_key("t", "r-taken"), terminal)
+        await stream.append(thread_stream_key("t", "th-taken"), terminal)
 
     store = InMemoryStore()
 

@@ -263,7 +263,8 @@ async def test_a_chat_run_streams_the_documented_events_with_the_documented_fiel
     # AND every frame has an id, and every event exactly the documented fields
     assert all(f.id for f in frames)
     for event in events:
-        assert set(event) == fields[event["type"]] | {"type", "timestamp"}, event["type"]
+        assert set(event) == fields[event["type"]] | {"type", "timestamp", "metadata"}, event["type"]
+        assert event["metadata"]["runId"] == "run-doc", event["type"]
     # AND RUN_STARTED.metadata and the usage entries have the documented keys
     metadata_example = re.search(r"### `RUN_STARTED.metadata`.*?```json\n(.*?)```", text, re.DOTALL)
     assert metadata_example

@@ -25,7 +25,7 @@ async def test_a_run_whose_server_sent_no_usage_says_usage_estimated(make_servic
     # THEN RUN_FINISHED carries the counts and says that some are estimates
     assert finished["type"] == "RUN_FINISHED"
     assert finished["usage"][0]["inputTokens"] == 20
-    assert finished["metadata"] == {"usageEstimated": True}
+    assert finished["metadata"] == {"usageEstimated": True, "runId": finished["runId"]}
 
 
 async def test_a_run_with_reported_usage_carries_no_estimate_flag(make_services: Any, asgi_client: Any) -> None:
@@ -43,4 +43,4 @@ async def test_a_failed_run_says_its_partial_usage_was_estimated(make_services: 
     # THEN RUN_ERROR carries the usage so far, flagged as estimated
     assert (error["type"], error["code"]) == ("RUN_ERROR", "model_stream_interrupted")
     assert error["usage"][0]["inputTokens"] == 10
-    assert error["metadata"] == {"usageEstimated": True}
+    assert error["metadata"]["usageEstimated"] is True and set(error["metadata"]) == {"usageEstimated", "runId"}

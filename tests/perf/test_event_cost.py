@@ -1,5 +1,6 @@
-"""The cost of one event: one stream round trip (run and thread entries pipelined), and no work that grows with the
-answer so far."""
+"""The cost of one event: one stream round trip and one stored entry (a visible run's, on its thread's stream; a
+hidden run's lifecycle event also on its thread's, in the same pipeline), and no work that grows with the answer
+so far."""
 
 from __future__ import annotations
 
@@ -26,18 +27,31 @@ class CountingStream(InMemoryEventStream):
         self.round_trips.append([key])
         return await super().append(key, event)
 
-    async def append_batch(self, entries: Any, *, clear: str | None = None) -> list[str]:
+    async def append_batch(self, entries: Any, *, clear: str | None = None, encoded: Any = None) -> list[str]:
         self.round_trips.append([key for key, _ in entries])
-        return await super().append_batch(entries, clear=clear)
+        return await super().append_batch(entries, clear=clear, encoded=encoded)
 
 
-async def test_each_event_is_one_round_trip_carrying_its_run_and_thread_entries() -> None:
+async def test_each_event_of_a_visible_run_is_one_entry_on_its_thread_stream_only() -> None:
     stream = CountingStream()
     emitter = RunEmitter(stream, "run:{t/r}:events", thread_key="thread:{t/th}:events", run_id="r")
     for i in range(5):
         await emitter.emit(TextMessageContentEvent(message_id="m", delta=f"d{i}"))
-    assert stream.round_trips == [["run:{t/r}:events", "thread:{t/th}:events"]] * 5
-    assert len(await stream.read_after("thread:{t/th}:events", "0-0", block_ms=0)) == 5
+    assert stream.round_trips == [["thread:{t/th}:events"]] * 5
+    entries = await stream.read_after("thread:{t/th}:events", "0-0", block_ms=0)
+    assert [e.event["metadata"] for e in entries] == [{"runId": "r"}] * 5
+    assert await stream.read_after("run:{t/r}:events", "0-0", block_ms=0) == []
+    assert emitter.last_id == entries[-1].id
+
+
+async def test_a_hidden_run_keeps_its_events_in_its_run_stream_and_shows_only_its_lifecycle_on_the_thread() -> None:
+    stream = CountingStream()
+    emitter = RunEmitter(stream, "run:{t/r}:events", thread_key="thread:{t/th}:events", run_id="r", hidden=True)
+    await emitter.emit(StepStartedEvent(step_name="memory"))
+    await emitter.emit(TextMessageContentEvent(message_id="m", delta="secret"))
+    assert stream.round_trips == [["run:{t/r}:events", "thread:{t/th}:events"], ["run:{t/r}:events"]]
+    on_thread = await stream.read_after("thread:{t/th}:events", "0-0", block_ms=0)
+    assert [e.event["type"] for e in on_thread] == ["STEP_STARTED"]
 
 
 async def test_a_deferred_event_goes_out_with_the_next_one_and_a_new_run_clears_stale_entries_first() -> None:

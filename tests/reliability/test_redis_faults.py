@@ -190,6 +190,6 @@ async def test_an_outage_that_outlasts_the_run_is_resumed_with_a_terminal_rebuil
     # THEN the resumed stream ends with exactly one terminal event, rebuilt from the ledger and marked as such
     resumed = data_frames(rest.text)
     assert [f.json()["type"] for f in resumed] == ["RUN_FINISHED"]
-    assert resumed[0].json()["metadata"] == {"rebuiltFromLedger": True} and resumed[0].id is None
+    assert resumed[0].json()["metadata"] == {"rebuiltFromLedger": True, "runId": "run-gone"} and resumed[0].id is None
     # AND the whole answer is in history, once
     assert [(i["role"], i["content"]) for i in items] == [("user", "hello"), ("assistant", "".join(WORDS))]

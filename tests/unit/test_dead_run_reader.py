@@ -15,9 +15,11 @@ from shared.models import ExecutionMeta, Identity, Run, RunStatus, utc_now
 from shared.ports import StreamEntry
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.tailing import StreamTail
-from shared.stream_keys import run_stream_key
+from shared.stream_keys import thread_stream_key
 
-KEY = run_stream_key("t", "r1")
+KEY = thread_stream_key("t", "th")
+"""A visible run's home: its thread's stream, its events tagged with their run."""
+R1 = {"metadata": {"runId": "r1"}}
 LEASE = timedelta(seconds=2)
 
 
@@ -42,8 +44,8 @@ async def a_running_run(store: InMemoryStore, stream: InMemoryEventStream, *, be
     await store.runs.create_run(
         Run(run_id="r1", thread_id="th", tenant_id="t", user_id="u", meta=ExecutionMeta(), heartbeat_at=beat)
     )
-    await stream.append(KEY, {"type": "RUN_STARTED", "threadId": "th", "runId": "r1"})
-    await stream.append(KEY, {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"})
+    await stream.append(KEY, {"type": "RUN_STARTED", "threadId": "th", "runId": "r1", **R1})
+    await stream.append(KEY, {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant", **R1})
 
 
 def a_tail(store: InMemoryStore, stream: InMemoryEventStream, local: KnownRuns) -> StreamTail:

@@ -230,9 +230,9 @@ async def test_the_first_text_goes_out_with_its_step_and_message_start_in_one_wr
     writes: list[list[str]] = []
     write = rig.stream.append_batch
 
-    async def recording(entries: Any, *, clear: str | None = None) -> list[str]:
-        writes.append([event["type"] for key, event in entries if key.startswith("run:") and ":events" in key])
-        return await write(entries, clear=clear)
+    async def recording(entries: Any, *, clear: str | None = None, encoded: Any = None) -> list[str]:
+        writes.append([event["type"] for key, event in entries if ":events" in key])
+        return await write(entries, clear=clear, encoded=encoded)
 
     rig.stream.append_batch = recording  # type: ignore[method-assign]
     # WHEN a run streams its answer

@@ -12,9 +12,11 @@ from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.models import ExecutionMeta, Run
 from shared.ports import StreamEntry
 from shared.runs.tailing import StreamTail
-from shared.stream_keys import run_stream_key
+from shared.stream_keys import thread_stream_key
 
-KEY = run_stream_key("t", "r1")
+KEY = thread_stream_key("t", "th")
+"""A visible run's home: its thread's stream, its events tagged with their run."""
+R1 = {"metadata": {"runId": "r1"}}
 
 
 class KnownRuns:
@@ -63,7 +65,7 @@ async def test_a_run_that_settled_here_without_its_terminal_event_gets_one_rebui
     # GIVEN a run this process settled, whose terminal event never reached the stream
     store, stream = InMemoryStore(), InMemoryEventStream()
     await an_ended_run(store)
-    await stream.append(KEY, {"type": "RUN_STARTED", "threadId": "th", "runId": "r1"})
+    await stream.append(KEY, {"type": "RUN_STARTED", "threadId": "th", "runId": "r1", **R1})
     # WHEN a reader tails it
     seen = await collect(a_tail(store, stream, KnownRuns(settled=True)).tail_run("t", "r1"))
     # THEN it gets the stream's event, then a terminal event rebuilt from the ledger (no id: not on the stream)

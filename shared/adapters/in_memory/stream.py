@@ -50,8 +50,10 @@ class _Stream:
 class InMemoryEventStream:
     """Streams per key in process memory; ``max_len`` trims exactly where Redis trims approximately (``~``)."""
 
-    def __init__(self, *, max_len: int = 10_000) -> None:
+    def __init__(self, *, max_len: int = 10_000, ttl_s: int | None = None) -> None:
+        """``ttl_s``: every key expires that long after its last write (as the Redis adapter's); None: never."""
         self._max_len = max_len
+        self._ttl_s = ttl_s
         self._streams: dict[str, _Stream] = {}
 
     def _live(self, key: str) -> _Stream | None:
@@ -77,21 +79,28 @@ class InMemoryEventStream:
         return entry_id
 
     async def append_batch(
-        self, entries: Sequence[tuple[str, dict[str, Any]]], *, clear: str | None = None
+        self,
+        entries: Sequence[tuple[str, dict[str, Any]]],
+        *,
+        clear: str | None = None,
+        encoded: Sequence[str] | None = None,
     ) -> list[str]:
         """One request, as Redis's pipeline: ``DEL clear`` (gone at once, as an expired key), then the appends."""
         stream = self._streams.get(clear) if clear is not None else None
         if stream is not None:
             stream.expires_at = time.monotonic()
-        ids = [self._append(key, event) for key, event in entries]
+        texts = encoded if encoded is not None else [None] * len(entries)
+        ids = [self._append(key, event, text) for (key, event), text in zip(entries, texts, strict=True)]
         await asyncio.sleep(0)
         return ids
 
-    def _append(self, key: str, event: dict[str, Any]) -> str:
-        payload = dumps(event)
+    def _append(self, key: str, event: dict[str, Any], text: str | None = None) -> str:
+        payload = dumps(event) if text is None else text
         stream = self._live(key)
         if stream is None:
             stream = self._streams[key] = _Stream()
+        if self._ttl_s is not None:
+            stream.expires_at = time.monotonic() + self._ttl_s
         entry_id = self._next_id(stream)
         stream.last_id = entry_id
         stream.entries.append((entry_id, payload))
@@ -143,6 +152,11 @@ class InMemoryEventStream:
             entries = self._read(key, after, count)
             if entries:
                 return entries
+
+    async def oldest_id(self, key: str) -> str | None:
+        stream = self._live(key)
+        await asyncio.sleep(0)
+        return format_entry_id(stream.entries[0][0]) if stream is not None and stream.entries else None
 
     async def expire(self, key: str, seconds: int) -> None:
         stream = self._live(key)
