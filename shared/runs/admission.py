@@ -35,8 +35,10 @@ from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.limits.gate import LimitGate, estimate_tokens
 from shared.limits.models import ReserveRequest
+from shared.message_tree import link_messages
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
+from shared.runs.branching import branch_audit, check_referenced, referenced_ids
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.slots import StaleSlots
 from shared.tracing.api import span
@@ -106,7 +108,8 @@ class Claim:
         if self.recent is None or not self.fresh or not self.claimed.newly_claimed:
             return None
         last = self.claimed.last_seq
-        numbered = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(self.fresh, start=1)]
+        linked = link_messages(self.fresh, leaf_id=self.claimed.leaf_id, last_seq=last)  # as the store links them
+        numbered = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(linked, start=1)]
         return KnownHistory.after_admission(self.recent, read_limit=RECENT_LOOKBACK, last_seq=last, stored=numbered)
 
 
@@ -226,11 +229,19 @@ class Admitter:
         )
         with span("agent.admission.store", {"agent.admission.messages": len(fresh)}):
             stored_run, created, stored = await self._threads.admit_messages(
-                ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
+                ctx.identity,
+                ctx.thread_id,
+                fresh,
+                run,
+                last_seq=claimed.last_seq,
+                last_leaf=claimed.leaf_id,
+                leaf_after=ctx.leaf_id,
             )
         if created:
             if self._limits is not None and attempt.reservation is not None:
                 self._limits.hold(attempt.reservation)
+            for record in branch_audit(ctx.identity, ctx.thread_id, ctx.run_id, stored, ctx.leaf_id):
+                await self._audit.record(record)
             history = None
             if claim.recent is not None:
                 history = KnownHistory.after_admission(
@@ -251,7 +262,11 @@ class Admitter:
         claimed, probed, known_ids, recent, reserved = await asyncio.gather(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
-            self._threads.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, [m.id for m in new_messages]),
+            self._threads.known_message_ids(
+                ctx.identity.tenant_id,
+                ctx.thread_id,
+                [m.id for m in new_messages] + referenced_ids(new_messages, ctx.leaf_id),
+            ),
             self._recent(ctx) if read_recent else _no_messages(),
             self._reserve(attempt),
             return_exceptions=True,
@@ -262,6 +277,7 @@ class Admitter:
             if isinstance(outcome, BaseException):
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
+        check_referenced(new_messages, ctx.leaf_id, known_ids)  # an edit's parent, a regenerate's question
         fresh = [m for m in new_messages if m.id not in known_ids]
         if not read_recent:
             return claimed, fresh, None
@@ -316,7 +332,7 @@ class Admitter:
     async def _existing_for_retry(self, ctx: RunContext, exc: AgentError) -> Run | None:
         """A refused claim (busy thread, someone else's thread) of a run that already exists: the caller retried
         a request that was admitted before, and attaches to it (or is told its body conflicts)."""
-        if exc.code not in {"thread_busy", "not_found"}:
+        if exc.code not in {"thread_busy", "not_found", "run_exists"}:
             return None
         try:
             return await self._runs.get_run(ctx.identity.tenant_id, ctx.run_id)
@@ -334,7 +350,7 @@ class Admitter:
     async def _open(self, ctx: RunContext) -> ThreadClaim:
         """A run that does not claim its thread (memory runs) only opens it."""
         thread = await self._threads.open_thread(ctx.identity, ctx.thread_id)
-        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=False)
+        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=False, leaf_id=thread.leaf_id)
 
     async def _recent(self, ctx: RunContext) -> list[Message]:
         return await self._threads.read_back(
@@ -353,7 +369,7 @@ class Admitter:
         await self._take_over(ctx)
         # The takeover closed the previous run (its unsaved text, its calls' results): the counter moved.
         thread = await self._threads.get_thread(identity, ctx.thread_id)
-        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=True)
+        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=True, leaf_id=thread.leaf_id)
 
     async def _take_over(self, ctx: RunContext) -> None:
         """Take the thread over from a run whose lease expired (the claim was refused); else ``thread_busy``."""

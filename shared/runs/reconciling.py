@@ -18,8 +18,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from shared.executors.context import RunContext
-from shared.models import Message
+from shared.models import PREVIOUS, Message
 from shared.runs.approvals import reconcile_approvals
+from shared.runs.branching import check_brings_something, check_no_silent_edit
 from shared.runs.pending_calls import reconcile_pending_calls
 
 
@@ -32,3 +33,15 @@ def reconcile_with_thread(
     return reconcile_approvals(
         ctx.resume, reconciled, recent, now=now, thread_id=ctx.thread_id, run_id=ctx.run_id, meta=ctx.meta
     )
+
+
+def check_new_input(
+    ctx: RunContext, messages: Sequence[Message], fresh: Sequence[Message], recent: Sequence[Message]
+) -> None:
+    """Before anything is stored: a stored user message re-sent with other text is ``409 message_edit_conflict``,
+    and a request that brings nothing new is ``409 run_exists`` (``shared.runs.branching``): no model is called
+    for it, and nothing is charged."""
+    check_no_silent_edit(messages, recent)
+    edits = any(m.parent_id != PREVIOUS for m in messages)
+    asks_more = bool(ctx.resume) or ctx.client_state is not None or ctx.leaf_id is not None or edits
+    check_brings_something(fresh, messages, recent, asks_more=asks_more)

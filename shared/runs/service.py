@@ -29,7 +29,7 @@ from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitte
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, HeadStarting
 from shared.runs.outcomes import RUN_STREAM_TTL_S
-from shared.runs.reconciling import reconcile_with_thread
+from shared.runs.reconciling import check_new_input, reconcile_with_thread
 from shared.runs.settlement import AFTER_RUN_TIMEOUT_S, RunFinishedHook, Settlement
 from shared.runs.tailing import SETTLE_GRACE_S, TAIL_DEADLINE_MARGIN_S, StreamTail
 from shared.runs.watch import CANCEL_SIGNAL
@@ -166,6 +166,7 @@ class RunService:
                 return claim
             if reconcile_at is not None and claim.recent is not None:
                 try:
+                    check_new_input(ctx, new_messages, claim.fresh, claim.recent)
                     claim = claim.with_messages(reconcile_with_thread(ctx, claim.fresh, claim.recent, now=reconcile_at))
                 except Exception as exc:
                     return await self._admitter.refuse(claim, exc)

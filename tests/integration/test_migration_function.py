@@ -113,7 +113,13 @@ def test_status_and_dry_run_write_nothing_and_invoke_nothing(world: World) -> No
     seed(world.dynamodb, TABLE, [before_index(memory(i, user="alice", active=True)) for i in range(3)])
     context = LambdaContext(900_000, world.function_arn)
     status = lambda_handler({"action": "status"}, context, world.services)
-    assert status == {"action": "status", "migrations": [{"migration": "0001-active-memory-index", "completed": False}]}
+    assert status == {
+        "action": "status",
+        "migrations": [
+            {"migration": "0001-active-memory-index", "completed": False},
+            {"migration": "0002-message-parents", "completed": False},
+        ],
+    }
     dry = lambda_handler({"action": "dry-run"}, context, world.services)
     assert dry["migrations"][0]["outcome"] == "dry_run" and dry["migrations"][0]["counts"]["changed"] == 3
     assert "Item" not in world.dynamodb.get_item(TableName=TABLE, Key=run_key(1))
@@ -132,7 +138,7 @@ def test_the_command_line_lists_runs_and_reports(aws: Any, capsys: pytest.Captur
     # WHEN an operator lists, asks the status, runs, and asks again
     assert cli.main(["list"], env=env) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [row["migration"] for row in listed] == ["0001-active-memory-index"]
+    assert [row["migration"] for row in listed] == ["0001-active-memory-index", "0002-message-parents"]
     assert cli.main(["status"], env=env) == 1  # pending
     capsys.readouterr()
     assert cli.main(["run", "--segments", "2", "--rate-wcu", "1000"], env=env) == 0
@@ -140,8 +146,9 @@ def test_the_command_line_lists_runs_and_reports(aws: Any, capsys: pytest.Captur
     # THEN the run completed and the status says so
     assert ran["finished"] and ran["migrations"][0]["counts"]["changed"] == 2
     assert cli.main(["status"], env=env) == 0
-    (row,) = json.loads(capsys.readouterr().out)
+    row, parents = json.loads(capsys.readouterr().out)
     assert row["completed"] and row["changed"] == 2
+    assert parents["completed"] and parents["changed"] == 0  # migration 2: no message in this table
 
 
 def test_the_command_line_refuses_an_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
