@@ -40,6 +40,7 @@ from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, Threa
 from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
 from shared.runs.branching import branch_audit, check_referenced, referenced_ids
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
+from shared.runs.run_estimate import first_request_estimate, refused_for_tokens
 from shared.runs.slots import StaleSlots
 from shared.tracing.api import span
 
@@ -273,7 +274,9 @@ class Admitter:
         )
         if isinstance(claimed, ThreadClaim):
             attempt.claim = claimed
-        for outcome in (probed, claimed, known_ids, recent, reserved):
+        # A token budget too small for the worst case is asked again below, at the run's real estimate.
+        refine = read_recent and refused_for_tokens(reserved)
+        for outcome in (probed, claimed, known_ids, recent, None if refine else reserved):
             if isinstance(outcome, BaseException):
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
@@ -284,16 +287,20 @@ class Admitter:
         if recent_is_stale(recent, claimed.last_seq):
             # The thread moved between the read and the claim (a run ended just then): read it again.
             recent = await self._recent(ctx)
+        if refine:
+            estimate = await first_request_estimate(ctx, claimed, recent, fresh, read_limit=RECENT_LOOKBACK)
+            await self._reserve(attempt, estimate=estimate)
         return claimed, fresh, recent
 
-    async def _reserve(self, attempt: _Attempt) -> None:
-        """The run's reservation (``shared.limits``), recorded on ``attempt``; refused for want of a slot, the
-        slots of runs that no longer run are freed first (``shared.runs.slots``) and it is asked once more."""
+    async def _reserve(self, attempt: _Attempt, *, estimate: int | None = None) -> None:
+        """The run's reservation (``shared.limits``) of ``estimate`` tokens (None: the profile's worst case),
+        recorded on ``attempt``; refused for want of a slot, the slots of runs that no longer run are freed first
+        (``shared.runs.slots``) and it is asked once more."""
         if self._limits is None or self._stale_slots is None:
             return
         ctx = attempt.ctx
         interactive = ctx.meta.origin is Origin.CHAT and ctx.meta.executor is ExecutorKind.WORKER
-        estimate = estimate_tokens(ctx.profile)
+        estimate = estimate_tokens(ctx.profile) if estimate is None else estimate
         try:
             attempt.reservation = await self._limits.reserve(
                 ctx.identity, ctx.run_id, interactive=interactive, estimate=estimate
