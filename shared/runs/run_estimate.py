@@ -1,15 +1,14 @@
 """What a chat run reserves when its profile's worst case does not fit its budget: its real first request's
 estimate plus its output cap (docs/storage.md, "The bound").
 
-Admission first asks for the worst case (the profile's window cap plus its output cap: 28,096 tokens on the
-default profile) beside the claim, which costs no round trip. A user with less left than that (a small daily budget)
-would be refused on a first message of 20 tokens, so a token reservation refused while none of the user's other
-runs is in flight is asked again, once, at what the run can actually send: the context window as admission's read of the thread's newest messages shows it (the same
-window the run's first request holds, ``shared.context_window``), plus :data:`PROMPT_ALLOWANCE` for what the window
-does not hold (system prompt, tool specifications, memories, notes), plus the output cap. A window that reaches past
-what admission read is estimated at the cap. The bound stays: a run's first model call never uses more than its
-reservation by more than what the allowance missed, and the count never exceeds the budget by more than one run's
-use beyond its reservation.
+Admission first asks for the worst case (the profile's window cap plus its output cap: 28,096 tokens on the default
+profile) beside the claim, which costs no round trip. A user with less left than that (a small daily budget) would
+be refused on a first message of 20 tokens, so a token reservation refused while none of the user's other runs is
+in flight is asked again, once, at what the run can actually send: the context window as admission's read of the
+thread's newest messages shows it (the window the run's first request holds, ``shared.context_window``), plus
+:data:`PROMPT_ALLOWANCE` for what the window does not hold (system prompt, tool specifications, memories, notes),
+plus the output cap. A window that reaches past what admission read is estimated at the cap. The bound stays: the
+count never exceeds the budget by more than one run's use beyond its reservation.
 """
 
 from __future__ import annotations
