@@ -38,7 +38,7 @@ from shared.limits.models import ReserveRequest
 from shared.message_tree import link_messages
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
-from shared.runs.branching import branch_audit, check_referenced, referenced_ids
+from shared.runs.branching import branch_audit, check_referenced, referenced_ids, retried_run, running_run
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.run_estimate import first_request_estimate, refused_for_tokens
 from shared.runs.slots import StaleSlots
@@ -53,6 +53,7 @@ STALE_CLAIM_AFTER = timedelta(minutes=15)
 RECENT_LOOKBACK = max(PAGE_SIZE, PENDING_LOOKBACK)
 """How many of the thread's newest messages admission reads (``read_recent``): the pending front-end calls a tool
 result may answer are among them, and so is the first page of the run's context window (``KnownHistory``)."""
+
 
 class Admission(NamedTuple):
     """The admitted run; ``created`` is False when the request attached to a run admitted before (a retry).
@@ -71,6 +72,7 @@ class _Attempt:
         self.claim_thread = claim_thread
         self.claim: ThreadClaim | None = None
         self.reservation: ReserveRequest | None = None
+        self.retry_of: str | None = None  # a request that brings nothing new: the run that stored its message
 
     @property
     def holds_new_claim(self) -> bool:
@@ -205,13 +207,14 @@ class Admitter:
         if isinstance(exc, AgentError):
             await self._give_back(attempt)
             existing = await self._existing_for_retry(ctx, exc)
+            running = await running_run(self._runs, ctx, attempt.retry_of) if existing is None else None
             await self._release_reservation(attempt, existing)
+            if running is not None:  # nothing new while the run that took the message runs: follow that run
+                return Admission(run=running, created=False)
             if existing is not None:
                 return self._attach(existing, ctx, body_digest)
             raise exc
-        logger.error(
-            "admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id}, exc_info=exc
-        )
+        logger.error("admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id}, exc_info=exc)
         await self._give_back(attempt)
         await self._release_reservation(attempt, None)
         raise ServiceUnavailable(
@@ -274,6 +277,8 @@ class Admitter:
         )
         if isinstance(claimed, ThreadClaim):
             attempt.claim = claimed
+        elif isinstance(known_ids, set) and isinstance(recent, list):  # a busy thread: perhaps a retry of its run
+            attempt.retry_of = retried_run(ctx, new_messages, known_ids, recent)
         # A token budget too small for the worst case is asked again below, at the run's real estimate.
         refine = read_recent and refused_for_tokens(reserved)
         for outcome in (probed, claimed, known_ids, recent, None if refine else reserved):

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.errors import Conflict, InvalidRequest
-from shared.models import PREVIOUS, AuditRecord, Identity, Message, Role
+from shared.executors.context import RunContext
+from shared.models import PREVIOUS, AuditRecord, Identity, Message, Role, Run
+from shared.ports import RunLedger
 
 _PARENT_KEY = "parentMessageId"
 _REGENERATE_KEY = "regenerate"
@@ -118,6 +120,28 @@ def check_no_silent_edit(messages: Sequence[Message], recent: Sequence[Message])
                 code="message_edit_conflict",
                 details={"messageId": msg.id, "parentMessageId": old.parent_id if old.parent_id != PREVIOUS else None},
             )
+
+
+def asks_more(messages: Sequence[Message], *, resume: bool, state: bool, leaf_id: str | None) -> bool:
+    """Whether a request asks for more than its messages: a ``resume``, a ``state``, a regenerate or an edit."""
+    return resume or state or leaf_id is not None or any(m.parent_id != PREVIOUS for m in messages)
+
+
+def retried_run(ctx: RunContext, messages: Sequence[Message], known: set[str], recent: Sequence[Message]) -> str | None:
+    """For a request that brings nothing new (every message stored, nothing more asked): the run that stored its
+    current message (found among ``recent``), which a retry attaches to while it runs; None otherwise."""
+    more = asks_more(messages, resume=bool(ctx.resume), state=ctx.client_state is not None, leaf_id=ctx.leaf_id)
+    if more or not messages or any(m.id not in known for m in messages):
+        return None
+    current = current_message(messages) or messages[-1]
+    return next((m.run_id for m in recent if m.id == current.id), None)
+
+
+async def running_run(runs: RunLedger, ctx: RunContext, run_id: str | None) -> Run | None:
+    """The caller's run ``run_id`` on ``ctx``'s thread while it runs (a retry under a new ``runId`` follows it)."""
+    run = await runs.get_run(ctx.identity.tenant_id, run_id) if run_id else None
+    mine = run is not None and (run.user_id, run.thread_id) == (ctx.identity.user_id, ctx.thread_id)
+    return run if mine and run is not None and not run.status.is_terminal else None
 
 
 def check_brings_something(

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from shared.executors.context import RunContext
-from shared.models import PREVIOUS, Message
+from shared.models import Message
 from shared.runs.approvals import reconcile_approvals
-from shared.runs.branching import check_brings_something, check_no_silent_edit
+from shared.runs.branching import asks_more, check_brings_something, check_no_silent_edit
 from shared.runs.pending_calls import reconcile_pending_calls
 
 
@@ -42,6 +42,5 @@ def check_new_input(
     and a request that brings nothing new is ``409 run_exists`` (``shared.runs.branching``): no model is called
     for it, and nothing is charged."""
     check_no_silent_edit(messages, recent)
-    edits = any(m.parent_id != PREVIOUS for m in messages)
-    asks_more = bool(ctx.resume) or ctx.client_state is not None or ctx.leaf_id is not None or edits
-    check_brings_something(fresh, messages, recent, asks_more=asks_more)
+    more = asks_more(messages, resume=bool(ctx.resume), state=ctx.client_state is not None, leaf_id=ctx.leaf_id)
+    check_brings_something(fresh, messages, recent, asks_more=more)

@@ -3,6 +3,7 @@ the app on DynamoDB (moto) and Redis: docs/protocols/agent/run-agent-input.md §
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from shared.llm.types import ChatRequest
@@ -166,4 +167,21 @@ async def test_the_same_run_id_still_attaches_after_the_run_ended(make_services:
         await post_run(client, body)
         status, frames = await post_run(client, body)
     assert status == 200 and frames[-1].json()["type"] == "RUN_FINISHED"
+    assert len(model.requests) == 1
+
+
+async def test_a_retry_while_its_run_still_runs_follows_that_run(make_services: Any, asgi_client: Any) -> None:
+    # GIVEN a slow answer
+    model = ScriptedModel(Turn(text=["slow ", "answer"], delay_s=0.3))
+    async with asgi_client(make_services(model)) as client:
+        first = asyncio.create_task(post_run(client, run_body("th-w", "r1", [user("u1", "hello")])))
+        await asyncio.sleep(0.2)
+        # WHEN the same message comes again under a new runId while the run answers it
+        status, frames = await post_run(client, run_body("th-w", "r2", [user("u1", "hello")]))
+        await first
+    # THEN the retry follows the running run: its events, and no second model request
+    assert status == 200
+    events = [f.json() for f in frames]
+    assert events[0]["type"] == "RUN_STARTED" and events[0]["runId"] == "r1"
+    assert events[-1]["type"] == "RUN_FINISHED"
     assert len(model.requests) == 1
