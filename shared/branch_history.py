@@ -10,6 +10,7 @@ memory with the same cursor (the ``seq`` of a page's last message).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from shared.errors import NotFound
 from shared.message_tree import branch_of, parent_of, sibling_ids
@@ -34,7 +35,13 @@ class BranchPage:
     siblings: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
-async def read_tree(threads: ConversationStore, tenant_id: str, thread_id: str) -> list[Message]:
+class ForwardReader(Protocol):
+    """What :func:`read_tree` needs of a store (``ConversationStore`` has it)."""
+
+    async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]: ...
+
+
+async def read_tree(threads: ForwardReader, tenant_id: str, thread_id: str) -> list[Message]:
     """Every message of the thread, oldest first (at most :data:`MAX_TREE_MESSAGES`)."""
     messages: list[Message] = []
     while len(messages) < MAX_TREE_MESSAGES:

@@ -185,3 +185,16 @@ async def test_a_retry_while_its_run_still_runs_follows_that_run(make_services: 
     assert events[0]["type"] == "RUN_STARTED" and events[0]["runId"] == "r1"
     assert events[-1]["type"] == "RUN_FINISHED"
     assert len(model.requests) == 1
+
+
+async def test_erasure_removes_every_branch(make_services: Any, asgi_client: Any, store: Any) -> None:
+    model = ScriptedModel(Turn(text=["A1"]), Turn(text=["A1 again"]), Turn(text=["B1"]))
+    async with asgi_client(make_services(model)) as client:
+        await post_run(client, run_body("th-d", "r1", [user("u1", "question")]))
+        await post_run(client, run_body("th-d", "r2", [user("u1", "question")], forwardedProps={"regenerate": True}))
+        await post_run(client, run_body("th-d", "r3", [user("u2", "edited")], forwardedProps={"parentMessageId": None}))
+        assert len(await store.threads.read_forward("tenant-1", "th-d", after_seq=0, limit=50)) == 5
+        deleted = await client.delete("/api/v1/threads/th-d", headers=bearer())
+        old_branch = await client.get("/api/v1/threads/th-d/history", params={"leaf": "u1"}, headers=bearer())
+    assert deleted.status_code == 204 and old_branch.status_code == 404
+    assert await store.threads.read_forward("tenant-1", "th-d", after_seq=0, limit=50) == []
