@@ -85,3 +85,19 @@ def sibling_ids(messages: Sequence[Message]) -> dict[str, tuple[str, ...]]:
         children.setdefault(parent_of(msg, before), []).append(msg.id)
         before = msg
     return {mid: tuple(ids) for ids in children.values() if len(ids) > 1 for mid in ids}
+
+
+def newest_leaf_under(messages: Sequence[Message], message_id: str) -> str | None:
+    """The leaf reached from ``message_id`` by always following its newest child (``messages``: all of a thread's,
+    oldest first): where a chat UI lands when the user picks a sibling. None when ``message_id`` is not there."""
+    children: dict[str | None, list[str]] = {}
+    before: Message | None = None
+    for msg in messages:
+        children.setdefault(parent_of(msg, before), []).append(msg.id)
+        before = msg
+    if not any(m.id == message_id for m in messages):
+        return None
+    current = message_id
+    while children.get(current):
+        current = children[current][-1]
+    return current

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from shared.auth import AUDIT_SCOPE
-from shared.branch_history import BranchPage, branch_page
+from shared.branch_history import BranchPage, branch_page, read_tree
 from shared.context_window import BranchReader
-from shared.errors import Forbidden, InvalidRequest
+from shared.errors import Forbidden, InvalidRequest, NotFound
 from shared.message_snapshot import SNAPSHOT_MESSAGES, messages_snapshot
+from shared.message_tree import newest_leaf_under
 from shared.models import AuditRecord, Identity, Message, Role, Run, Thread
 from shared.ports import AuditLog, ConversationStore, RunLedger, StreamEntry
 from shared.ports.thread_state import ThreadStateStore
@@ -109,10 +110,18 @@ class ThreadService:
         next_cursor = encode_cursor(page.messages[-1].seq) if page.more and page.messages else None
         return HistoryPage(visible, next_cursor, state or EMPTY_STATE, page.leaf_id, page.siblings)
 
-    async def switch_branch(self, caller: Identity, thread_id: str, leaf_id: str, *, limit: int) -> HistoryPage:
-        """Make the branch that ends at ``leaf_id`` the thread's current one (``409 thread_busy`` while a run holds
-        the thread; NotFound for an unknown message or someone else's thread), audited; its first history page."""
+    async def switch_branch(
+        self, caller: Identity, thread_id: str, leaf_id: str, *, limit: int, through: bool = False
+    ) -> HistoryPage:
+        """Make the branch that ends at ``leaf_id`` the thread's current one (``through``: the branch through it, on
+        to its newest descendant) (``409 thread_busy`` while a run holds the thread; NotFound for an unknown
+        message or someone else's thread), audited; its first history page."""
         thread = await self._threads.get_thread(caller, thread_id)
+        if through:
+            below = newest_leaf_under(await read_tree(self._threads, caller.tenant_id, thread_id), leaf_id)
+            if below is None:
+                raise NotFound("message not found")
+            leaf_id = below
         await self._threads.set_leaf(caller, thread_id, leaf_id, holder=None)
         await self._audit.record(
             AuditRecord(

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from functions.agent_api.deps import Caller, Deadline, Threads
 from functions.agent_api.sse import SSE_HEADERS, frames
@@ -91,11 +91,19 @@ async def history(
 
 
 class BranchSwitch(BaseModel):
-    """The body of ``PUT /threads/{threadId}/branch``."""
+    """The body of ``PUT /threads/{threadId}/branch``: exactly one of ``leafMessageId`` (the branch ends there) and
+    ``throughMessageId`` (the branch goes through it, on to its newest descendant: a sibling a user picked)."""
 
     model_config = ConfigDict(extra="ignore")
 
-    leaf_message_id: str = Field(alias="leafMessageId")
+    leaf_message_id: str | None = Field(default=None, alias="leafMessageId")
+    through_message_id: str | None = Field(default=None, alias="throughMessageId")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BranchSwitch:
+        if (self.leaf_message_id is None) == (self.through_message_id is None):
+            raise ValueError("send exactly one of leafMessageId and throughMessageId")
+        return self
 
 
 @router.put("/{threadId}/branch")
@@ -108,8 +116,14 @@ async def switch_branch(
 ) -> dict[str, Any]:
     """Make the branch that ends at ``leafMessageId`` the thread's current one; the response is its history."""
     intake.check_id("threadId", threadId, where="path")
-    intake.check_id("leafMessageId", body.leaf_message_id)
-    return history_view(await threads.switch_branch(caller, threadId, body.leaf_message_id, limit=limit))
+    field, message_id = (
+        ("leafMessageId", body.leaf_message_id)
+        if body.leaf_message_id is not None
+        else ("throughMessageId", body.through_message_id or "")
+    )
+    intake.check_id(field, message_id)
+    through = field == "throughMessageId"
+    return history_view(await threads.switch_branch(caller, threadId, message_id, limit=limit, through=through))
 
 
 @router.get("")

@@ -198,3 +198,20 @@ async def test_erasure_removes_every_branch(make_services: Any, asgi_client: Any
         old_branch = await client.get("/api/v1/threads/th-d/history", params={"leaf": "u1"}, headers=bearer())
     assert deleted.status_code == 204 and old_branch.status_code == 404
     assert await store.threads.read_forward("tenant-1", "th-d", after_seq=0, limit=50) == []
+
+
+async def test_a_switch_through_a_sibling_lands_on_its_newest_descendant(make_services: Any, asgi_client: Any) -> None:
+    model = ScriptedModel(Turn(text=["A1"]), Turn(text=["B1"]))
+    async with asgi_client(make_services(model)) as client:
+        await post_run(client, run_body("th-t", "r1", [user("u1", "first")]))
+        await post_run(client, run_body("th-t", "r2", [user("u1b", "other")], forwardedProps={"parentMessageId": None}))
+        # WHEN the user picks the first question with the sibling arrows
+        resp = await client.put("/api/v1/threads/th-t/branch", json={"throughMessageId": "u1"}, headers=bearer())
+        both = await client.put(
+            "/api/v1/threads/th-t/branch", json={"throughMessageId": "u1", "leafMessageId": "u1"}, headers=bearer()
+        )
+    # THEN the branch goes on to that question's answer
+    assert resp.status_code == 200, resp.text
+    assert [i["content"] for i in resp.json()["items"]] == ["first", "A1"]
+    assert resp.json()["items"][0]["siblingIds"] == ["u1", "u1b"]
+    assert both.status_code == 422
