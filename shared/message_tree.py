@@ -62,6 +62,13 @@ class BranchWalk:
         return True
 
 
+def on_branch(newest_first: Sequence[Message], leaf_id: str | None) -> list[Message]:
+    """The messages of ``newest_first`` (consecutive, newest first) on the branch ending at ``leaf_id``, newest
+    first: what admission's read of the newest messages holds of the current branch."""
+    walk = BranchWalk(leaf_id)
+    return [m for m in newest_first if walk.take(m)]
+
+
 def branch_of(messages: Sequence[Message], leaf_id: str | None) -> list[Message]:
     """The branch ending at ``leaf_id`` (None: the newest message), oldest first, from all of a thread's
     ``messages`` (oldest first). Empty when ``leaf_id`` is not among them."""

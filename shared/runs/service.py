@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from shared.errors import NotFound
 from shared.executors.context import RunContext, RunHeadStart
 from shared.limits.gate import LimitGate
+from shared.message_tree import on_branch
 from shared.models import Identity, Message, Run, utc_now
 from shared.ports import AuditLog, EventStream, RunLedger, StreamEntry, ThreadStore
 from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter
@@ -167,7 +168,9 @@ class RunService:
             if reconcile_at is not None and claim.recent is not None:
                 try:
                     check_new_input(ctx, new_messages, claim.fresh, claim.recent)
-                    claim = claim.with_messages(reconcile_with_thread(ctx, claim.fresh, claim.recent, now=reconcile_at))
+                    # Pending calls and open approvals are those of the current branch, not of one left behind.
+                    branch = on_branch(claim.recent, claim.claimed.leaf_id)
+                    claim = claim.with_messages(reconcile_with_thread(ctx, claim.fresh, branch, now=reconcile_at))
                 except Exception as exc:
                     return await self._admitter.refuse(claim, exc)
             history = claim.history_once_stored()
