@@ -4,11 +4,15 @@ the app on DynamoDB (moto) and Redis: docs/protocols/agent/run-agent-input.md §
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from typing import Any
 
 from shared.llm.types import ChatRequest
+from shared.runs.deadline import LAMBDA_CONTEXT_HEADER
 from tests.support.chat_requests import post_run, run_body, user
 from tests.support.scripted_model import ScriptedModel, Turn
+from tests.support.sse import parse_sse
 from tests.support.tokens import bearer
 
 
@@ -215,3 +219,23 @@ async def test_a_switch_through_a_sibling_lands_on_its_newest_descendant(make_se
     assert [i["content"] for i in resp.json()["items"]] == ["first", "A1"]
     assert resp.json()["items"][0]["siblingIds"] == ["u1", "u1b"]
     assert both.status_code == 422
+
+
+async def test_the_messages_snapshot_holds_the_current_branch_only(make_services: Any, asgi_client: Any) -> None:
+    model = ScriptedModel(Turn(text=["Paris."]), Turn(text=["It is Paris."]))
+    async with asgi_client(make_services(model, stream_deadline_margin_s=1.0)) as client:
+        await post_run(client, run_body("th-n", "r1", [user("u1", "capital of France?")]))
+        await post_run(
+            client, run_body("th-n", "r2", [user("u1", "capital of France?")], forwardedProps={"regenerate": True})
+        )
+        # WHEN a second device opens the thread with a messages snapshot (an invocation with 2 s left)
+        deadline_ms = int((time.time() + 2.0) * 1000)
+        following = await client.get(
+            "/api/v1/threads/th-n/events",
+            params={"snapshot": "messages"},
+            headers={**bearer(), LAMBDA_CONTEXT_HEADER: json.dumps({"deadline": deadline_ms})},
+        )
+    # THEN it shows the question and the regenerated answer, not the old one
+    first = next(f.json() for f in parse_sse(following.text) if not f.is_comment_only)
+    assert first["type"] == "MESSAGES_SNAPSHOT"
+    assert [m.get("content") for m in first["messages"]] == ["capital of France?", "It is Paris."]
