@@ -239,3 +239,22 @@ async def test_the_messages_snapshot_holds_the_current_branch_only(make_services
     first = next(f.json() for f in parse_sse(following.text) if not f.is_comment_only)
     assert first["type"] == "MESSAGES_SNAPSHOT"
     assert [m.get("content") for m in first["messages"]] == ["capital of France?", "It is Paris."]
+
+
+async def test_a_regenerate_refuses_a_new_or_unknown_question(make_services: Any, asgi_client: Any) -> None:
+    model = ScriptedModel(Turn(text=["A1"]))
+    async with asgi_client(make_services(model)) as client:
+        await post_run(client, run_body("th-g", "r1", [user("u1", "q")]))
+        with_new = await post_run(
+            client, run_body("th-g", "r2", [user("u1", "q"), user("u2", "new")], forwardedProps={"regenerate": True})
+        )
+        unknown_parent = await post_run(
+            client, run_body("th-g", "r3", [user("u3", "edit")], forwardedProps={"parentMessageId": "nope"})
+        )
+        bad_flag = await post_run(client, run_body("th-g", "r4", [user("u1", "q")], forwardedProps={"regenerate": 1}))
+        page = await history(client, "th-g")
+    for status, body in (with_new, unknown_parent, bad_flag):
+        assert status == 422 and body[0]["error"]["code"] == "invalid_request"
+    assert unknown_parent[1][0]["error"]["details"][0]["loc"] == ["body", "forwardedProps", "parentMessageId"]
+    assert [i["id"] for i in page["items"]] == ["u1", page["items"][1]["id"]]  # nothing stored
+    assert len(model.requests) == 1
