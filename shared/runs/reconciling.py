@@ -46,7 +46,9 @@ def check_new_input(
     if ctx.leaf_id is not None and any(m.role is Role.USER for m in fresh):
         raise InvalidRequest(
             "a regenerate answers a stored message again: send no new user message with it",
-            details=[{"loc": ["body", "forwardedProps", "regenerate"], "msg": "new user message", "type": "value_error"}],
+            details=[
+                {"loc": ["body", "forwardedProps", "regenerate"], "msg": "new user message", "type": "value_error"}
+            ],
         )
     more = asks_more(messages, resume=bool(ctx.resume), state=ctx.client_state is not None, leaf_id=ctx.leaf_id)
     check_brings_something(fresh, messages, recent, asks_more=more)
