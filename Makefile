@@ -100,12 +100,12 @@ lint: install-test
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-## Install everything the tests need, then lint, type-check and run every test.
-test: install-test system-deps node-deps playground sam-tools llama-server lint
-	$(PY) -m devtools.intent.regression --scripted --variant A --min-accuracy 1.0
-	$(PY) -m devtools.intent.regression --scripted --variant B --min-accuracy 1.0
-	$(PY) -m devtools.memory_evaluation --scripted --min-recall 1.0
-	$(PY) -m pytest -q
+## Install everything the tests need, then lint, type-check and run every test, as timed stages with a table of
+## their wall times at the end (devtools/make_test.py, docs/testing.md): the llama.cpp build runs in the
+## background beside the other stages, and pytest runs in tiers (parallel, serial, real model). TEST_WORKERS sets
+## the number of xdist workers.
+test:
+	@$(PYTHON) -m devtools.make_test
 
 ## Run every benchmark in its full configuration (about 16 minutes; results go into docs/benchmarks.md by hand).
 bench: install-test

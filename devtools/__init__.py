@@ -10,4 +10,5 @@ may import both (the local runner composes the deployed app), and neither may im
 - ``memory_evaluation``: the memory extraction evaluation.
 - ``preflight``: checks an OpenAI-compatible endpoint before a deploy.
 - ``harness``: what the evaluation commands share (thresholds).
+- ``make_test``: ``make test`` as timed stages (installs, lint, the pytest tiers), docs/testing.md.
 """

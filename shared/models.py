@@ -90,7 +90,7 @@ class ExecutionMeta(BaseModel):
 PREVIOUS = "~"
 """The ``parent_id`` of a message that follows whatever came before it. A new message carries it until the store
 links it to the thread's current leaf (or to the message before it in the same append); a message stored before
-threads were trees reads as it until migration 2 (``shared/migrations/message_parents.py``) gives it its parent.
+threads were trees reads as it until migration 3 (``shared/migrations/message_parents.py``) gives it its parent.
 It can never be a message id (ids start with a letter or a digit)."""
 
 

@@ -1,4 +1,4 @@
-"""Migration 2: every message gets its ``parent_id``, so the threads stored before threads were trees are trees.
+"""Migration 3: every message gets its ``parent_id``, so the threads stored before threads were trees are trees.
 
 Why: an edit or a regenerate adds a sibling (``shared.message_tree``), and every reader of "the conversation"
 reads one branch by following parents from the thread's leaf. A message stored before that has no ``parent_id``
@@ -41,7 +41,7 @@ def link_to_previous(item: Item, previous: Item | None) -> dict[str, Any] | None
 
 
 MESSAGE_PARENTS = Migration(
-    id=2,
+    id=3,
     name="message-parents",
     description="Set parent_id on messages stored before threads were trees (the stored order is the one branch)",
     items=ItemFilter(kind="message"),

@@ -59,7 +59,7 @@ class Migration:
     apply: Callable[[Item], dict[str, Any] | None]
     guard: tuple[str, ...] = ()
     neighbour: Callable[[Item], dict[str, Any] | None] | None = None
-    """The key of one more item the change needs (migration 2: the message stored before), or None for an item that
+    """The key of one more item the change needs (migration 3: the message stored before), or None for an item that
     needs none; the runner reads it (strongly consistent) and calls ``apply_beside`` with it (None: it is gone)."""
     apply_beside: Callable[[Item, Item | None], dict[str, Any] | None] | None = None
 

@@ -1,8 +1,9 @@
 """Admission: a run is stored with the caller's new messages and its thread claimed, or refused with nothing stored.
 
 Two round trips. The first, all at once: the event stream is probed, the thread opened and claimed (its message
-counter comes back), the caller's message ids checked against the thread, and (``read_recent``) the thread's newest
-messages read. Between the two, the caller may reconcile the new messages with what was read, as a pure step
+counter comes back), and (``read_recent``) the thread's newest messages read, which tell which of the caller's
+messages the thread has (``shared.runs.known_ids``); without that read, the caller's message ids are checked against
+the thread instead. Between the two, the caller may reconcile the new messages with what was read, as a pure step
 (``Claim.with_messages``; ``shared.runs.reconciling``). The second stores the caller's messages and the run record
 in one transaction, so a failure leaves neither behind and a retry of the same request is admitted afresh.
 
@@ -39,6 +40,7 @@ from shared.message_tree import link_messages
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
 from shared.runs.branching import branch_audit, check_referenced, referenced_ids, retried_run, running_run
+from shared.runs.known_ids import no_messages, recent_is_stale, sort_by_page
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.run_estimate import first_request_estimate, refused_for_tokens
 from shared.runs.slots import StaleSlots
@@ -114,16 +116,6 @@ class Claim:
         linked = link_messages(self.fresh, leaf_id=self.claimed.leaf_id, last_seq=last)  # as the store links them
         numbered = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(linked, start=1)]
         return KnownHistory.after_admission(self.recent, read_limit=RECENT_LOOKBACK, last_seq=last, stored=numbered)
-
-
-async def _no_messages() -> list[Message]:
-    return []
-
-
-def recent_is_stale(recent: Sequence[Message], last_seq: int) -> bool:
-    """Whether the newest messages read beside the claim miss some: the counter the claim saw is further on."""
-    newest = recent[0].seq if recent else 0
-    return (newest or 0) < last_seq
 
 
 class Admitter:
@@ -263,44 +255,52 @@ class Admitter:
         """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the new messages, and
         (``read_recent``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
+        # With the newest page read, the page and the client's order tell which messages are new (known_ids); without
+        # it, every id is checked beside the claim; an edit's parent and a regenerate's question are in any case.
+        references = referenced_ids(new_messages, ctx.leaf_id)
+        ids = references if read_recent else [m.id for m in new_messages] + references
         claimed, probed, known_ids, recent, reserved = await asyncio.gather(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
-            self._threads.known_message_ids(
-                ctx.identity.tenant_id,
-                ctx.thread_id,
-                [m.id for m in new_messages] + referenced_ids(new_messages, ctx.leaf_id),
-            ),
-            self._recent(ctx) if read_recent else _no_messages(),
+            self._known(ctx, ids),
+            self._recent(ctx) if read_recent else no_messages(),
             self._reserve(attempt),
             return_exceptions=True,
         )
         if isinstance(claimed, ThreadClaim):
             attempt.claim = claimed
-        elif isinstance(known_ids, set) and isinstance(recent, list):  # a busy thread: perhaps a retry of its run
-            attempt.retry_of = retried_run(ctx, new_messages, known_ids, recent)
-        # A token budget too small for the worst case is asked again below, at the run's real estimate.
-        refine = read_recent and refused_for_tokens(reserved)
+        elif isinstance(recent, list):  # a busy thread: perhaps a retry of its run (its messages all in the page)
+            attempt.retry_of = retried_run(ctx, new_messages, {m.id for m in recent}, recent)
+        refine = read_recent and refused_for_tokens(reserved)  # too small for the worst case: asked again below
         for outcome in (probed, claimed, known_ids, recent, None if refine else reserved):
             if isinstance(outcome, BaseException):
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
         check_referenced(new_messages, ctx.leaf_id, known_ids)  # an edit's parent, a regenerate's question
-        fresh = [m for m in new_messages if m.id not in known_ids]
         if not read_recent:
-            return claimed, fresh, None
+            return claimed, [m for m in new_messages if m.id not in known_ids], None
         if recent_is_stale(recent, claimed.last_seq):
             # The thread moved between the read and the claim (a run ended just then): read it again.
             recent = await self._recent(ctx)
+        fresh, check = sort_by_page(new_messages, recent, read_limit=RECENT_LOOKBACK)
+        if check:
+            # None of the client's messages is in the page: its ids are checked (rare: shared.runs.known_ids).
+            known_ids = await self._known(ctx, check)
+            fresh = [m for m in new_messages if m.id in check and m.id not in known_ids]
         if refine:
             estimate = await first_request_estimate(ctx, claimed, recent, fresh, read_limit=RECENT_LOOKBACK)
             await self._reserve(attempt, estimate=estimate)
         return claimed, fresh, recent
 
+    async def _known(self, ctx: RunContext, ids: Sequence[str]) -> set[str]:
+        """The ids of ``ids`` the thread holds; no request for none."""
+        if not ids:
+            return set()
+        return await self._threads.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, ids)
+
     async def _reserve(self, attempt: _Attempt, *, estimate: int | None = None) -> None:
-        """The run's reservation (``shared.limits``) of ``estimate`` tokens (None: the profile's worst case),
-        recorded on ``attempt``; refused for want of a slot, the slots of runs that no longer run are freed first
-        (``shared.runs.slots``) and it is asked once more."""
+        """The run's reservation (``shared.limits``) of ``estimate`` tokens (None: the worst case), on ``attempt``;
+        refused for want of a slot, the slots of runs no longer running are freed (``runs.slots``), asked again."""
         if self._limits is None or self._stale_slots is None:
             return
         ctx = attempt.ctx

@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Self
 
 from shared.settings import Settings
+from shared.tracing.api import tracer
 from shared.wiring.overrides import ServiceOverrides
 from shared.wiring.settings import LoadedSettings, StructuredSettings, parse_structured_settings
 
@@ -48,6 +49,10 @@ class ProviderBase:
         settings = self.settings
         make = client_factory("dynamodb", region=settings.aws_region, endpoint_url=settings.dynamodb_endpoint_url)
         client: DynamoDBClient = make()
+        if tracer().enabled:  # its calls as spans; with traces off nothing is imported or registered
+            from shared.tracing.store_spans import trace_botocore
+
+            trace_botocore(client)
         return client
 
     def _dynamodb(self) -> DynamoDBClient:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from shared.executors.worker import WorkerExecutor
 from shared.runs.service import RunService
+from shared.tracing.api import tracer
 from shared.wiring.catalog import CatalogProviders
 from shared.wiring.models import ModelProviders
 from shared.wiring.stores import StoreProviders
@@ -43,11 +44,16 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
 
     @cached_property
     def runs(self) -> RunService:
+        stream = self.stream
+        if tracer().enabled:  # its calls as spans; with traces off nothing is imported or wrapped
+            from shared.tracing.store_spans import traced_stream
+
+            stream = traced_stream(stream)
         return RunService(
             self.thread_store,
             self.run_ledger,
             self.audit_log,
-            self.stream,
+            stream,
             ping_interval_s=self.settings.sse_ping_interval_s,
             heartbeat_s=self.settings.run_heartbeat_s,
             lease_s=self.settings.run_lease_s,

@@ -39,7 +39,16 @@ class StoreProviders(ProviderBase):
             retention=Retention(
                 run=timedelta(days=settings.run_retention_days), audit=timedelta(days=settings.audit_retention_days)
             ),
+            thread_list_complete=self._thread_list_complete,
         )
+
+    async def _thread_list_complete(self) -> bool:
+        """Whether every thread is in the thread-list index (migration 2 recorded as completed); not known: False,
+        and the listing reads the old index too."""
+        from shared.migrations.thread_list_index import THREAD_LIST_INDEX
+
+        pending = self.pending_migrations
+        return pending is not None and await pending.completed(THREAD_LIST_INDEX.id)
 
     @cached_property
     def thread_store(self) -> ThreadStore:

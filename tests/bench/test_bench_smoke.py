@@ -24,6 +24,8 @@ from bench import (
     turn_cpu,
 )
 
+pytestmark = pytest.mark.slow
+
 
 def test_input_tokens_smoke_reports_every_policy_with_billed_never_above_raw() -> None:
     result = input_tokens.main(["--smoke"])

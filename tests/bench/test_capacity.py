@@ -26,6 +26,8 @@ from bench.capacity_model import (
 )
 from bench.capacity_recorded import RECORDED_CPU, RECORDED_FIGURES
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -4,7 +4,11 @@ shared)."""
 
 from __future__ import annotations
 
+import pytest
+
 from bench import trace_cost
+
+pytestmark = pytest.mark.slow
 
 
 def test_trace_cost_smoke_off_is_free_and_on_exports_every_runs_spans() -> None:

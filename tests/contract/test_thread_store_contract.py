@@ -127,11 +127,14 @@ async def test_list_threads_shows_only_the_callers_threads(store: Store) -> None
 
 
 async def test_list_threads_paginates_newest_updated_first_with_a_cursor(store: Store) -> None:
-    # GIVEN five threads opened in order, then a message appended to the second one
+    # GIVEN five threads opened in order, then a run on the second one (claim, a message, release: a turn's end
+    # is the thread's update, its one move in the listing a turn)
     for n in range(1, 6):
         await store.threads.open_thread(ALICE, f"t{n}")
-    await asyncio.sleep(0.002)  # the append must land on a later timestamp than the last open
+    await asyncio.sleep(0.002)  # the release must land on a later timestamp than the last open
+    assert await store.threads.claim_thread(ALICE, "t2", "r1", stale_before=utc_now() - timedelta(minutes=15))
     await store.threads.append_messages(ALICE, "t2", [msg("m1", thread_id="t2")])
+    await store.threads.release_thread("tenant-a", "t2", "r1")
     # WHEN alice walks the listing two at a time
     ids, sizes = await all_thread_ids(store, ALICE, page=2)
     # THEN the pages are full, and together list every thread once, most recently updated first

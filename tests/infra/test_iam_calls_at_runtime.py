@@ -151,7 +151,9 @@ async def test_a_chat_run_calls_only_what_the_streaming_role_grants(
     # THEN the run completed and was announced, and every call is granted to StreamingApiRole
     assert "RUN_FINISHED" in run.text and "RUN_FINISHED" in replay.text
     assert ("events:PutEvents", "AgentEventBus") in calls.needed
-    assert ("dynamodb:BatchGetItem", "AgentTable") in calls.needed
+    # a chat turn reads no message id: admission's newest page places them (shared/runs/known_ids.py); the grant
+    # stays for the runs that read none (automation) and the last-resort close of a failed run
+    assert ("dynamodb:BatchGetItem", "AgentTable") not in calls.needed
     assert _denied(expanded_template, "StreamingApiRole", calls) == set()
 
 

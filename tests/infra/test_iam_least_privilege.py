@@ -88,6 +88,8 @@ IDEMPOTENCY = "aws_lambda_powertools.utilities.idempotency.persistence.dynamodb:
 TABLE = "AgentTable"
 GSI1 = "AgentTable/index/GSI1"
 GSI2 = "AgentTable/index/GSI2"
+GSI3 = "AgentTable/index/GSI3"
+THREAD_LIST = "shared.adapters.aws.thread_list:ThreadList"
 DLQ = "AsyncDeadLetterQueue"
 
 ENVIRONMENT = "RuntimeConfigEnvironment"
@@ -190,10 +192,12 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{THREADS}._query_all", "query("),
         ),
         ("dynamodb:Query", GSI1): (
-            Code(f"{THREADS}.list_threads", '"IndexName": "GSI1"'),
+            # the listing's old-shape reader (threads of the release before, until migration 2 completes)
+            Code(f"{THREAD_LIST}.list_threads", "indexes.append(_OLD_INDEX)"),
             Code(f"{RUNS}.list_runs_for_thread", 'IndexName="GSI1"'),
             Code(f"{THREADS}.delete_thread", '"IndexName": "GSI1"'),
         ),
+        ("dynamodb:Query", GSI3): (Code(f"{THREAD_LIST}.list_threads", "indexes = [_INDEX]"),),
         ("scheduler:CreateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.create", "create_schedule("),),
         ("scheduler:UpdateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.update", "update_schedule("),),
         ("scheduler:DeleteSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.delete", "delete_schedule("),),

@@ -246,6 +246,7 @@ def _index_shapes(indexes: list[dict[str, Any]]) -> dict[str, tuple[Any, ...]]:
         i["IndexName"]: (
             tuple((k["AttributeName"], k["KeyType"]) for k in i["KeySchema"]),
             i["Projection"]["ProjectionType"],
+            tuple(sorted(i["Projection"].get("NonKeyAttributes", ()))),
         )
         for i in indexes
     }
@@ -260,7 +261,7 @@ def test_app_table_has_the_keys_index_ttl_and_recovery_the_store_needs(expanded_
     ]
     # The same indexes as the table the store creates locally and in tests (shared.adapters.aws.table_schema)
     assert _index_shapes(table["GlobalSecondaryIndexes"]) == _index_shapes(_store_table()["GlobalSecondaryIndexes"])
-    assert {i["IndexName"] for i in table["GlobalSecondaryIndexes"]} == {"GSI1", "GSI2"}
+    assert {i["IndexName"] for i in table["GlobalSecondaryIndexes"]} == {"GSI1", "GSI2", "GSI3"}
     assert all(attribute["AttributeType"] == "S" for attribute in table["AttributeDefinitions"])
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
     assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}

@@ -1,4 +1,4 @@
-"""Migration 2 (``message-parents``) on DynamoDB (moto), on a table of threads stored before threads were trees:
+"""Migration 3 (``message-parents``) on DynamoDB (moto), on a table of threads stored before threads were trees:
 every message gets the parent the stored order gives it, the history shows ``parentId``, and a thread migrated (or
 not yet) reads and runs the same."""
 
@@ -67,7 +67,7 @@ async def test_old_threads_get_their_parents_and_read_the_same(
         ]
         assert before == ["a2", "q2", "a1", "q1"]
         assert parents(client, "old-1") == [None, None, None, None]
-        # WHEN migration 2 runs (twice: the second finds nothing to do)
+        # WHEN migration 3 runs (twice: the second finds nothing to do)
         runner = MigrationRunner(TABLE, client, FAST)
         first = runner.run(MESSAGE_PARENTS)
         again = runner.run(MESSAGE_PARENTS)

@@ -30,9 +30,8 @@ from tests.support.moto_lock import OneRequestAtATime
 from tests.support.old_shapes import Seeded, WriteCounter, before_index, memory, seed
 from tests.support.settings import TABLE, make_settings
 
-MIGRATION_1 = (ACTIVE_MEMORY_INDEX,)
-"""These tests are about migration 1 (memories): the runner runs it alone (migration 2 has its own test,
-tests/integration/test_message_parents_migration.py)."""
+MEMORY_ONLY = (ACTIVE_MEMORY_INDEX,)
+"""Migration 1 alone: these cases are about it (migration 2: tests/integration/test_thread_list_index.py)."""
 FAST = RunnerOptions(segments=4, page_size=1_000, rate_wcu=1_000_000)
 """No throttle, and big pages: moto reads the whole table for every page, so fewer pages is what saves time."""
 
@@ -94,7 +93,7 @@ def test_a_dry_run_counts_what_it_would_change_and_writes_nothing(aws: Any, clie
     before = all_items(aws)
     writes = WriteCounter(client)
     # WHEN the migrations are run dry
-    report = MigrationRunner(TABLE, client, FAST).run_pending(MIGRATION_1, dry_run=True)
+    report = MigrationRunner(TABLE, client, FAST).run_pending(MEMORY_ONLY, dry_run=True)
     # THEN it counted every memory once, the old active ones as changes, and wrote nothing at all
     (only,) = report.migrations
     assert only.outcome == "dry_run"
@@ -114,7 +113,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_changes_no_item_twice(
     writes = WriteCounter(client)
     # GIVEN a run that runs out of time after 5 of its 13 pages
     started = time.monotonic()
-    first = MigrationRunner(TABLE, client, FAST).run_pending(MIGRATION_1, stop=stop_after(5))
+    first = MigrationRunner(TABLE, client, FAST).run_pending(MEMORY_ONLY, stop=stop_after(5))
     # THEN it stopped mid-way, recorded nothing as completed, and gave its lease back
     (stopped,) = first.migrations
     assert stopped.outcome == "stopped" and first.out_of_time and not first.finished
@@ -123,7 +122,7 @@ def test_a_stopped_run_resumes_where_it_stopped_and_changes_no_item_twice(
     assert state.completed() == {}
     assert "lease_owner" not in aws.get_item(TableName=TABLE, Key=run_key(1))["Item"]
     # WHEN another runner (another process, another owner) runs the pending migrations
-    second = MigrationRunner(TABLE, client, FAST).run_pending(MIGRATION_1)
+    second = MigrationRunner(TABLE, client, FAST).run_pending(MEMORY_ONLY)
     elapsed = time.monotonic() - started
     # THEN it went on from the checkpoints and completed
     (resumed,) = second.migrations
@@ -163,7 +162,7 @@ async def test_the_worker_reads_the_right_memories_before_during_and_after_the_m
     assert await worker_reads(DynamoDBMemoryStore(TABLE, lambda: client), seeded) != expected
     # WHEN the migration stopped part-way, and meanwhile the app wrote a new memory and deactivated an old one
     run = MigrationRunner(TABLE, client, FAST)
-    (partial,) = (await asyncio.to_thread(run.run_pending, MIGRATION_1, stop=stop_after(6))).migrations
+    (partial,) = (await asyncio.to_thread(run.run_pending, MEMORY_ONLY, stop=stop_after(6))).migrations
     assert partial.outcome == "stopped" and 0 < partial.counts.changed < 4_200
     newest = memory(20_000, user="user-00", active=True)
     await services.memories.put(newest)
@@ -185,7 +184,7 @@ async def test_the_worker_reads_the_right_memories_before_during_and_after_the_m
     # THEN the reads are right during it
     assert await worker_reads(services.memories, seeded) == expected
     # WHEN it completes, THEN they are right after it, each one Query of the index
-    (done,) = (await asyncio.to_thread(run.run_pending, MIGRATION_1)).migrations
+    (done,) = (await asyncio.to_thread(run.run_pending, MEMORY_ONLY)).migrations
     assert done.outcome == "completed"
     queries: list[str | None] = []
     services.memories.client.meta.events.register(  # type: ignore[attr-defined]
@@ -217,7 +216,7 @@ def test_an_app_write_between_the_runners_read_and_write_survives(aws: Any, clie
     client.meta.events.register("before-parameter-build.dynamodb.PutItem", app_writes_first)
     writes = WriteCounter(client)
     # WHEN the migration runs
-    report = MigrationRunner(TABLE, client, FAST).run_pending(MIGRATION_1)
+    report = MigrationRunner(TABLE, client, FAST).run_pending(MEMORY_ONLY)
     # THEN both of its writes were refused by their condition, the app's writes survived, and each item is migrated
     (only,) = report.migrations
     assert only.outcome == "completed" and only.counts.conflicts == 2
@@ -241,7 +240,7 @@ def test_a_memory_deleted_under_the_runner_is_not_written_back(aws: Any, client:
             aws.delete_item(TableName=TABLE, Key={"PK": params["Item"]["PK"], "SK": params["Item"]["SK"]})
 
     client.meta.events.register("before-parameter-build.dynamodb.PutItem", delete_first)
-    (only,) = MigrationRunner(TABLE, client, FAST).run_pending(MIGRATION_1).migrations
+    (only,) = MigrationRunner(TABLE, client, FAST).run_pending(MEMORY_ONLY).migrations
     assert only.outcome == "completed" and only.counts.gone == 1 and memory_items(aws) == {}
 
 
@@ -249,10 +248,10 @@ def test_only_one_runner_at_a_time(aws: Any, client: Any) -> None:
     seed(aws, TABLE, [before_index(memory(1, user="alice", active=True))])
     holder = MigrationRunner(TABLE, client, FAST, owner="first")
     holder.state.begin(ACTIVE_MEMORY_INDEX, total_segments=4, owner="first", lease_s=60)
-    (refused,) = MigrationRunner(TABLE, client, FAST, owner="second").run_pending(MIGRATION_1).migrations
+    (refused,) = MigrationRunner(TABLE, client, FAST, owner="second").run_pending(MEMORY_ONLY).migrations
     assert refused.outcome == "busy"
     holder.state.release(1, owner="first")
-    (done,) = MigrationRunner(TABLE, client, FAST, owner="second").run_pending(MIGRATION_1).migrations
+    (done,) = MigrationRunner(TABLE, client, FAST, owner="second").run_pending(MEMORY_ONLY).migrations
     assert done.outcome == "completed"
 
 
@@ -265,12 +264,12 @@ def test_a_pass_with_a_failed_item_stays_pending_and_the_next_pass_migrates_only
     seed(aws, TABLE, [*(before_index(m) for m in good), broken])
     writes = WriteCounter(client)
     # WHEN the migration runs, THEN it migrates the rest and is not recorded as completed
-    (first,) = MigrationRunner(TABLE, client, FAST).run_pending(MIGRATION_1).migrations
+    (first,) = MigrationRunner(TABLE, client, FAST).run_pending(MEMORY_ONLY).migrations
     assert (first.outcome, first.counts.changed, first.counts.failed) == ("incomplete", 20, 1)
     assert MigrationStateTable(TABLE, client).completed() == {}
     # WHEN the item is repaired and the migration runs again, THEN a second pass writes only that one
     seed(aws, TABLE, [before_index(memory(99, user="alice", active=True))])
-    (second,) = MigrationRunner(TABLE, client, FAST).run_pending(MIGRATION_1).migrations
+    (second,) = MigrationRunner(TABLE, client, FAST).run_pending(MEMORY_ONLY).migrations
     assert (second.outcome, second.pass_no, second.counts.changed) == ("completed", 2, 1)
     assert writes.twice == [] and len(writes.written) == 21
 
@@ -280,7 +279,7 @@ def test_the_run_is_throttled_to_its_write_rate(aws: Any, client: Any) -> None:
     seed(aws, TABLE, [before_index(memory(i, user="alice", active=True)) for i in range(100)])
     options = RunnerOptions(segments=2, page_size=50, rate_wcu=40)
     # WHEN it runs
-    (report,) = MigrationRunner(TABLE, client, options).run_pending(MIGRATION_1).migrations
+    (report,) = MigrationRunner(TABLE, client, options).run_pending(MEMORY_ONLY).migrations
     # THEN it spent one unit per (small) item and one per checkpoint, no faster than 40 a second after the burst
     assert report.outcome == "completed" and report.write_units == 100 + report.pages
     assert report.elapsed_s >= (report.write_units - 40) / 40 * 0.95

@@ -13,18 +13,26 @@ from shared.adapters.aws.dynamodb_store import DynamoDBStore
 from shared.adapters.aws.table_schema import create_table
 from tests.support.lambda_instance import Instance, function_env, started
 from tests.support.model_server import ModelServer
-from tests.support.moto_server import moto_server
+from tests.support.moto_server import moto_server, reset
 from tests.support.settings import REGION, TABLE
 
 from .leases import LEASED
 
 
-@pytest.fixture
-def dynamodb_url() -> Iterator[str]:
+@pytest.fixture(scope="session")
+def moto_url() -> Iterator[str]:
+    """One moto server per test session (each xdist worker has its own), reset before each test that uses it."""
     with moto_server() as url:
-        client = boto3.client("dynamodb", region_name=REGION, endpoint_url=url)
-        create_table(client, TABLE)
         yield url
+
+
+@pytest.fixture
+def dynamodb_url(moto_url: str) -> str:
+    """An emulation that holds nothing but the app's table, as a fresh moto server would."""
+    reset(moto_url)
+    client = boto3.client("dynamodb", region_name=REGION, endpoint_url=moto_url)
+    create_table(client, TABLE)
+    return moto_url
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from tests.support.sse import iter_sse_frames, parse_sse
 
 from .leases import LEASE_S, LEASED
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 
 SECRET = "test-secret-for-hs256-tokens-0123456789"  # the secret the shared fixtures sign with
 TABLE, REGION = "agent-test", "us-east-1"

@@ -10,7 +10,7 @@ import pytest
 
 from tests.reliability.load import run_load
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 
 
 def test_concurrent_runs_lose_duplicate_and_reorder_no_event(redis_url: str) -> None:

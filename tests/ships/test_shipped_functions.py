@@ -40,7 +40,7 @@ from tests.support.streams import assert_well_formed_run, body, events_of
 from tests.support.tokens import bearer
 from tests.support.traces import OtlpReceiver, otlp_receiver
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.serial]
 
 # Lambda gives an execution environment's INIT 10 s; the Web Adapter's readiness check has to pass within it.
 LAMBDA_INIT_LIMIT_S = 10.0

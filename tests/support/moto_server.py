@@ -1,5 +1,8 @@
 """moto in server mode (``python -m moto.server``) on a free loopback port: one AWS emulation that several
-processes share, as several Lambda execution environments share one DynamoDB table."""
+processes share, as several Lambda execution environments share one DynamoDB table.
+
+A session may start one and :func:`reset` it between tests (moto's own ``/moto-api/reset``): a test then starts from
+an empty emulation without paying for a new server process."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -41,3 +45,10 @@ def moto_server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def reset(url: str) -> None:
+    """Forget every resource of the emulation at ``url`` (tables, queues, secrets), as a new server would start."""
+    request = urllib.request.Request(f"{url}/moto-api/reset", method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:
+        response.read()

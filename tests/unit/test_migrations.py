@@ -22,6 +22,7 @@ from shared.migrations.message_parents import MESSAGE_PARENTS
 from shared.migrations.model import CompletedMigration, ItemFilter, Migration, item_version
 from shared.migrations.registry import MIGRATIONS, check_registry, current_version
 from shared.migrations.status import PendingMigrations
+from shared.migrations.thread_list_index import THREAD_LIST_INDEX
 from shared.settings import Settings
 from shared.wiring import ServiceOverrides, Services
 
@@ -89,16 +90,55 @@ def test_an_item_that_is_not_a_memory_is_not_selected() -> None:
     assert not narrowed.matches(stored())
 
 
+def old_thread(**extra: Any) -> dict[str, Any]:
+    """A thread item as the release before wrote it: in GSI1, no version."""
+    return {
+        "PK": "T#t1#TH#th-1",
+        "SK": "META",
+        "kind": "thread",
+        "tenant_id": "t1",
+        "thread_id": "th-1",
+        "owner_user_id": "u1",
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "updated_at": "2026-01-02T00:00:00+00:00",
+        "last_seq": Decimal(4),
+        "GSI1PK": "T#t1#U#u1#THREADS",
+        "GSI1SK": "2026-01-01T12:00:00+00:00#th-1",
+        **extra,
+    }
+
+
+def test_migration_2_moves_a_thread_from_gsi1_to_the_thread_list_index_at_its_update_time() -> None:
+    moved = THREAD_LIST_INDEX.apply(old_thread(active_run_id="r1"))
+    assert moved is not None and "GSI1PK" not in moved and "GSI1SK" not in moved
+    assert moved["GSI3PK"] == "T#t1#U#u1#THREADS"
+    assert moved["GSI3SK"] == "2026-01-02T00:00:00+00:00#th-1"  # updated_at: a release by either release set it
+    assert {k: v for k, v in moved.items() if not k.startswith("GSI")} == {
+        k: v for k, v in old_thread(active_run_id="r1").items() if not k.startswith("GSI")
+    }
+    # an item already moved (by the app's claim, or a run of this migration) needs nothing
+    assert THREAD_LIST_INDEX.apply(moved) is None
+    assert THREAD_LIST_INDEX.apply({**moved, "schema_v": Decimal(2)}) is None
+    assert THREAD_LIST_INDEX.items.matches(old_thread())
+    assert not THREAD_LIST_INDEX.items.matches({"PK": "T#t1#TH#th-1", "SK": "STATE", "kind": "thread_state"})
+    # every attribute the app changes on a thread guards the write
+    assert {"last_seq", "active_run_id", "active_run_at", "updated_at"} <= set(THREAD_LIST_INDEX.guard)
+
+
 def test_versions_absent_mean_one_and_the_app_writes_the_newest_version_of_each_kind() -> None:
     assert item_version(stored()) == 1
     assert item_version(stored(schema_v=Decimal(2))) == 2
     assert current_version("memory") == ACTIVE_MEMORY_INDEX.to_version == 2
-    assert current_version("thread") == 1
+    assert current_version("thread") == THREAD_LIST_INDEX.to_version == 2
     assert current_version("message") == MESSAGE_PARENTS.to_version == 2
-    assert [m.label for m in MIGRATIONS] == ["0001-active-memory-index", "0002-message-parents"]
+    assert [m.label for m in MIGRATIONS] == [
+        "0001-active-memory-index",
+        "0002-thread-list-index",
+        "0003-message-parents",
+    ]
 
 
-def test_migration_2_links_a_message_to_the_one_stored_before_it() -> None:
+def test_migration_3_links_a_message_to_the_one_stored_before_it() -> None:
     old = {"PK": "T#t#TH#th", "SK": "M#000000000002", "kind": "message", "id": "m2", "seq": Decimal(2)}
     assert MESSAGE_PARENTS.neighbour is not None and MESSAGE_PARENTS.apply_beside is not None
     assert MESSAGE_PARENTS.neighbour(old) == {"PK": "T#t#TH#th", "SK": "M#000000000001"}
@@ -131,11 +171,13 @@ async def test_the_status_is_read_at_most_once_per_ttl_and_never_again_once_noth
     pending = PendingMigrations(log, ttl_s=300, clock=clock)
     # WHEN it is asked many times within the lifetime
     answers = [(await pending.status()).pending for _ in range(10)]
-    # THEN the table was read once, and every answer lists migrations 1 and 2
-    assert log.reads == 1 and answers == [["0001-active-memory-index", "0002-message-parents"]] * 10
+    # THEN the table was read once, and every answer lists migrations 1, 2 and 3
+    labels = ["0001-active-memory-index", "0002-thread-list-index", "0003-message-parents"]
+    assert log.reads == 1 and answers == [labels] * 10
     # WHEN the migrations complete and the lifetime passes
     await log.record_completed(CompletedMigration(1, "active-memory-index", AT, 3, 10))
-    await log.record_completed(CompletedMigration(2, "message-parents", AT, 5, 10))
+    await log.record_completed(CompletedMigration(2, "thread-list-index", AT, 2, 5))
+    await log.record_completed(CompletedMigration(3, "message-parents", AT, 5, 10))
     clock.now += 301
     assert await pending.completed(1) and (await pending.status()).as_health() == {"pending": [], "checked": True}
     # THEN it is not read again, however long the process lives: a completed migration stays completed
@@ -149,7 +191,8 @@ async def test_a_failed_read_answers_at_once_counts_everything_pending_and_is_re
     log.fail_with = ConnectionError("table unreachable")
     pending = PendingMigrations(log, ttl_s=300, retry_s=30, clock=clock)
     status = await pending.status()
-    assert status.as_health() == {"pending": ["0001-active-memory-index", "0002-message-parents"], "checked": False}
+    labels = ["0001-active-memory-index", "0002-thread-list-index", "0003-message-parents"]
+    assert status.as_health() == {"pending": labels, "checked": False}
     assert not await pending.completed(1)
     assert log.reads == 1  # not again before retry_s
     log.fail_with = None
@@ -188,7 +231,10 @@ def test_healthz_names_the_pending_migrations_and_stays_ok() -> None:
         assert response.status_code == 200
         assert response.json() == {
             "status": "ok",
-            "migrations": {"pending": ["0001-active-memory-index", "0002-message-parents"], "checked": True},
+            "migrations": {
+                "pending": ["0001-active-memory-index", "0002-thread-list-index", "0003-message-parents"],
+                "checked": True,
+            },
         }
         # AND when the log cannot be read, still 200 "ok"
         log.fail_with = TimeoutError()

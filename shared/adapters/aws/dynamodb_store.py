@@ -7,7 +7,7 @@ composition root builds it once, with the process's one client; tests and benchm
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from shared.adapters.aws.audit import DynamoDBAuditLog
@@ -21,15 +21,24 @@ if TYPE_CHECKING:
 
 class DynamoDBStore:
     """The three adapters of one table, sharing ``client_factory`` (so one client); ``request_count`` is theirs
-    added up. The threads adapter writes run records through the ledger beside it (the admission's transaction)."""
+    added up. The threads adapter writes run records through the ledger beside it (the admission's transaction).
+    ``thread_list_complete``: whether migration 2 has completed (``thread_list``); None: the table never held the
+    old shape (tests, a table this release made)."""
 
     def __init__(
-        self, table_name: str, client_factory: Callable[[], DynamoDBClient], *, retention: Retention | None = None
+        self,
+        table_name: str,
+        client_factory: Callable[[], DynamoDBClient],
+        *,
+        retention: Retention | None = None,
+        thread_list_complete: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         retention = retention or Retention()
         client_factory = _built_once(client_factory)
         self.runs = DynamoDBRunLedger(table_name, client_factory, retention=retention.run)
-        self.threads = DynamoDBThreads(table_name, client_factory, runs=self.runs)
+        self.threads = DynamoDBThreads(
+            table_name, client_factory, runs=self.runs, list_complete=thread_list_complete
+        )
         self.audit = DynamoDBAuditLog(table_name, client_factory, retention=retention.audit)
 
     @property

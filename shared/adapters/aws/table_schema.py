@@ -14,6 +14,26 @@ if TYPE_CHECKING:
 
 RUNNING_INDEX = "GSI2"
 """The sparse, KEYS_ONLY index of running runs (``shared.adapters.aws.runs``)."""
+THREAD_LIST_INDEX = "GSI3"
+"""A user's threads, most recently updated first (``GSI3PK = T#{tenant}#U#{user}#THREADS``, ``GSI3SK =
+{updated_at}#{thread}``): only thread items carry its keys (``shared.adapters.aws.thread_list``)."""
+THREAD_LIST_ATTRIBUTES = (
+    "tenant_id",
+    "thread_id",
+    "owner_user_id",
+    "created_at",
+    "updated_at",
+    "title",
+    "last_message",
+    "pinned",
+    "archived",
+)
+"""What ``THREAD_LIST_INDEX`` projects besides the keys: what the thread list returns, and nothing a run changes
+on every step (the message counter, the claim), so a turn writes the index once, when its release moves the sort
+key. DynamoDB cannot change an index's projection in place (a new index would be needed), so the attributes a
+planned thread list will show (``title``, ``last_message``, ``pinned``, ``archived``) are projected already: an
+attribute no item carries costs nothing, and the list can show it once the app writes it, with no new index.
+Written together with the sort key (at release), it costs no index write of its own."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +54,7 @@ def create_table(client: DynamoDBClient, table_name: str) -> None:
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[
             {"AttributeName": name, "AttributeType": "S"}
-            for name in ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK")
+            for name in ("PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", "GSI3PK", "GSI3SK")
         ],
         KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
         GlobalSecondaryIndexes=[
@@ -54,6 +74,14 @@ def create_table(client: DynamoDBClient, table_name: str) -> None:
                     {"AttributeName": "GSI2SK", "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "KEYS_ONLY"},
+            },
+            {
+                "IndexName": THREAD_LIST_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "GSI3PK", "KeyType": "HASH"},
+                    {"AttributeName": "GSI3SK", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(THREAD_LIST_ATTRIBUTES)},
             },
         ],
     )

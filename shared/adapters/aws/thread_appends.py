@@ -20,7 +20,7 @@ from shared.adapters.aws.runs import DynamoDBRunLedger, RunExists
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.errors import Conflict, InvalidRequest
 from shared.message_tree import branches_off, link_messages
-from shared.models import Identity, Message, Run, Thread, utc_now
+from shared.models import Identity, Message, Run, Thread
 from shared.ports.threads import AdmittedRun
 
 if TYPE_CHECKING:
@@ -162,17 +162,12 @@ class MessageAppends:
         counter update (with the new leaf, and ``branched`` when it branches off), then the id marker and the body
         of each message, then ``run_item`` when given."""
         pk = codec.thread_pk(identity.tenant_id, thread_id)
-        now = utc_now().isoformat()
+        # The counter and the leaf: the thread's update time (and its place in the thread list) moves once a turn,
+        # when the run releases the thread (``DynamoDBThreads.release_thread``), so an append writes no index entry.
         last_seq, old_leaf = base
         new_leaf, branched = leaf
-        values: dict[str, Any] = {
-            ":new": last_seq + len(numbered),
-            ":old": last_seq,
-            ":now": now,
-            ":g": f"{now}#{thread_id}",
-            ":u": identity.user_id,
-        }
-        update = "SET last_seq = :new, updated_at = :now, GSI1SK = :g"
+        values: dict[str, Any] = {":new": last_seq + len(numbered), ":old": last_seq, ":u": identity.user_id}
+        update = "SET last_seq = :new"
         if new_leaf is not None:
             update += ", leaf_id = :leaf"
             values[":leaf"] = new_leaf

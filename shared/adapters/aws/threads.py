@@ -9,11 +9,9 @@ admission creates it in the messages' transaction, and a thread's deletion remov
 from __future__ import annotations
 
 import asyncio
-import base64
 import functools
-import json
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +22,10 @@ from shared.adapters.aws.runs import DynamoDBRunLedger
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.thread_appends import MessageAppends
 from shared.adapters.aws.thread_branches import set_leaf
-from shared.errors import Conflict, InvalidRequest, NotFound
+from shared.adapters.aws.thread_list import ThreadList
+from shared.errors import Conflict, NotFound
+from shared.migrations.model import SCHEMA_VERSION
+from shared.migrations.registry import current_version
 from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports.threads import AdmittedRun
 
@@ -32,17 +33,37 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _MAX_DELETE_ATTEMPTS = 8
+THREAD_VERSION = current_version("thread")
+"""The thread item's schema version this code writes (2: in the thread-list index, not in ``GSI1``)."""
+_OPEN_AND_CLAIM = (
+    "SET active_run_id = :r, active_run_at = :now, #k = if_not_exists(#k, :kind), "
+    "tenant_id = if_not_exists(tenant_id, :t), thread_id = if_not_exists(thread_id, :tid), "
+    "owner_user_id = if_not_exists(owner_user_id, :u), "
+    "created_at = if_not_exists(created_at, :now), updated_at = if_not_exists(updated_at, :now), "
+    "last_seq = if_not_exists(last_seq, :zero), GSI3PK = :g3, "
+    "GSI3SK = if_not_exists(GSI3SK, :g3s), #v = :v REMOVE GSI1PK, GSI1SK"
+)
+"""``open_and_claim``'s update: the thread created when new, claimed, and moved out of ``GSI1`` when it is of
+the release before (migration 2's change, made by the first run that touches it)."""
 
 
 class DynamoDBThreads(TableAdapter):
-    """Threads and their messages; ``runs`` is the run ledger of the same table (admission, takeover, deletion)."""
+    """Threads and their messages; ``runs`` is the run ledger of the same table (admission, takeover, deletion);
+    ``list_complete`` whether migration 2 has completed (``thread_list``; None: the table never held the old shape).
+    """
 
     def __init__(
-        self, table_name: str, client_factory: Callable[[], DynamoDBClient], *, runs: DynamoDBRunLedger
+        self,
+        table_name: str,
+        client_factory: Callable[[], DynamoDBClient],
+        *,
+        runs: DynamoDBRunLedger,
+        list_complete: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         super().__init__(table_name, client_factory)
         self._runs = runs
         self._appends = MessageAppends(self, self.get_thread, runs)
+        self._list = ThreadList(self, list_complete)
 
     # ---- threads -------------------------------------------------------------------------------------------
 
@@ -59,8 +80,9 @@ class DynamoDBThreads(TableAdapter):
                 "created_at": now,
                 "updated_at": now,
                 "last_seq": 0,
-                "GSI1PK": codec.user_threads_gsi(identity.tenant_id, identity.user_id),
-                "GSI1SK": f"{now}#{thread_id}",
+                "GSI3PK": codec.user_threads_gsi(identity.tenant_id, identity.user_id),
+                "GSI3SK": f"{now}#{thread_id}",
+                SCHEMA_VERSION: THREAD_VERSION,
             }
         )
         try:
@@ -98,31 +120,9 @@ class DynamoDBThreads(TableAdapter):
     async def list_threads(
         self, identity: Identity, *, limit: int, cursor: str | None
     ) -> tuple[list[Thread], str | None]:
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "IndexName": "GSI1",
-            "KeyConditionExpression": "GSI1PK = :pk",
-            "ExpressionAttributeValues": codec.to_item(
-                {":pk": codec.user_threads_gsi(identity.tenant_id, identity.user_id)}
-            ),
-            "ScanIndexForward": False,
-            "Limit": limit,
-        }
-        if cursor:
-            start = _decode_cursor(cursor)
-            # A cursor is opaque but client-held: exactly the index's key attributes, as strings, and in the
-            # caller's own partition; anything else is refused before DynamoDB sees it.
-            expected = codec.to_item({"k": codec.user_threads_gsi(identity.tenant_id, identity.user_id)})["k"]
-            shape_ok = set(start) == {"PK", "SK", "GSI1PK", "GSI1SK"} and all(
-                isinstance(v, dict) and set(v) == {"S"} and isinstance(v["S"], str) for v in start.values()
-            )
-            if not shape_ok or start.get("GSI1PK") != expected:
-                raise InvalidRequest("malformed cursor", code="invalid_cursor")
-            kwargs["ExclusiveStartKey"] = start
-        resp = await self._call(lambda: self.client.query(**kwargs))
-        threads = [codec.thread_from_item(i) for i in resp.get("Items", [])]
-        last = resp.get("LastEvaluatedKey")
-        return threads, _encode_cursor(last) if last else None
+        """The caller's threads, most recently updated first (``thread_list``: one Query of the thread-list index).
+        A listed thread carries what the index projects: its ``last_seq`` and ``active_run_id`` are not read."""
+        return await self._list.list_threads(identity, limit=limit, cursor=cursor)
 
     async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime) -> bool:
         """Mark ``run_id`` as the thread's active run; False when another live run holds it."""
@@ -160,6 +160,10 @@ class DynamoDBThreads(TableAdapter):
 
         None when another live run holds the thread (the caller may try ``take_over_thread``); NotFound when the
         thread is someone else's. ``newly_claimed`` is False when ``run_id`` already held it (a retry).
+
+        A thread item of the release before (in ``GSI1``) is moved to the thread-list index on the way, as
+        migration 2 would move it (``shared.migrations.thread_list_index``); an item in the new shape is unchanged
+        by the ``SET``s of its index keys, so the claim writes no index entry.
         """
         now = utc_now().isoformat()
         key = codec.to_item({"PK": codec.thread_pk(identity.tenant_id, thread_id), "SK": codec.META})
@@ -168,19 +172,12 @@ class DynamoDBThreads(TableAdapter):
                 lambda: self.client.update_item(
                     TableName=self._table,
                     Key=key,
-                    UpdateExpression=(
-                        "SET active_run_id = :r, active_run_at = :now, #k = if_not_exists(#k, :kind), "
-                        "tenant_id = if_not_exists(tenant_id, :t), thread_id = if_not_exists(thread_id, :tid), "
-                        "owner_user_id = if_not_exists(owner_user_id, :u), "
-                        "created_at = if_not_exists(created_at, :now), updated_at = if_not_exists(updated_at, :now), "
-                        "last_seq = if_not_exists(last_seq, :zero), GSI1PK = if_not_exists(GSI1PK, :g1), "
-                        "GSI1SK = if_not_exists(GSI1SK, :g1s)"
-                    ),
+                    UpdateExpression=_OPEN_AND_CLAIM,
                     ConditionExpression=(
                         "(attribute_not_exists(PK) OR owner_user_id = :u) AND (attribute_not_exists(active_run_id) "
                         "OR active_run_id = :r OR active_run_at < :stale)"
                     ),
-                    ExpressionAttributeNames={"#k": "kind"},
+                    ExpressionAttributeNames={"#k": "kind", "#v": SCHEMA_VERSION},
                     ExpressionAttributeValues=codec.to_item(
                         {
                             ":r": run_id,
@@ -190,8 +187,9 @@ class DynamoDBThreads(TableAdapter):
                             ":tid": thread_id,
                             ":u": identity.user_id,
                             ":zero": 0,
-                            ":g1": codec.user_threads_gsi(identity.tenant_id, identity.user_id),
-                            ":g1s": f"{now}#{thread_id}",
+                            ":g3": codec.user_threads_gsi(identity.tenant_id, identity.user_id),
+                            ":g3s": f"{now}#{thread_id}",
+                            ":v": THREAD_VERSION,
                             ":stale": stale_before.isoformat(),
                         }
                     ),
@@ -273,13 +271,14 @@ class DynamoDBThreads(TableAdapter):
         return ThreadTakeover(previous_run_id=holder, previous=previous)
 
     async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None:
+        """Give the thread back; the run's end is the thread's update: its one move in the thread list a turn."""
         now = utc_now().isoformat()
         try:
             await self._call(
                 lambda: self.client.update_item(
                     TableName=self._table,
                     Key=codec.to_item({"PK": codec.thread_pk(tenant_id, thread_id), "SK": codec.META}),
-                    UpdateExpression="REMOVE active_run_id, active_run_at SET updated_at = :now, GSI1SK = :g",
+                    UpdateExpression="REMOVE active_run_id, active_run_at SET updated_at = :now, GSI3SK = :g",
                     ConditionExpression="active_run_id = :r",
                     ExpressionAttributeValues=codec.to_item({":r": run_id, ":now": now, ":g": f"{now}#{thread_id}"}),
                 )
@@ -427,16 +426,3 @@ class DynamoDBThreads(TableAdapter):
         """Make the branch ending at ``leaf_id`` current (``thread_branches.set_leaf``)."""
         return await set_leaf(self, identity, thread_id, leaf_id, holder=holder)
 
-
-def _encode_cursor(key: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
-
-
-def _decode_cursor(cursor: str) -> dict[str, Any]:
-    try:
-        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidRequest("malformed cursor", code="invalid_cursor") from exc
-    if not isinstance(value, dict):
-        raise InvalidRequest("malformed cursor", code="invalid_cursor")
-    return value

@@ -138,7 +138,9 @@ class InMemoryThreads:
             mine = [t for t in mine if _listing_key(t) < after]
         page = mine[:limit]
         more = len(mine) > limit
-        return page, _encode_cursor(partition, _listing_key(page[-1])) if more and page else None
+        cursor_out = _encode_cursor(partition, _listing_key(page[-1])) if more and page else None
+        # As the thread-list index projects them: the counter and the claim are not part of a listing.
+        return [t.model_copy(update={"last_seq": 0, "active_run_id": None}) for t in page], cursor_out
 
     async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime) -> bool:
         """Mark ``run_id`` as the thread's active run; False when another live run holds it."""
@@ -281,7 +283,8 @@ class InMemoryThreads:
         for msg in numbered:
             state.messages.append(msg)
             state.seq_by_id[msg.id] = msg.seq
-        update = {"last_seq": base + len(numbered), "updated_at": utc_now(), "leaf_id": numbered[-1].id}
+        # The counter and the leaf: the thread's update time moves when a run releases it (once a turn), as in DynamoDB.
+        update: dict[str, object] = {"last_seq": base + len(numbered), "leaf_id": numbered[-1].id}
         if branches_off(new):
             update["branched"] = True
         state.thread = state.thread.model_copy(update=update)
