@@ -175,11 +175,19 @@ async def test_the_same_run_id_still_attaches_after_the_run_ended(make_services:
 
 
 async def test_a_retry_while_its_run_still_runs_follows_that_run(make_services: Any, asgi_client: Any) -> None:
-    # GIVEN a slow answer
-    model = ScriptedModel(Turn(text=["slow ", "answer"], delay_s=0.3))
+    # GIVEN a slow answer (three chunks, half a second apart)
+    model = ScriptedModel(Turn(text=["slow ", "long ", "answer"], delay_s=0.5))
+    answering = asyncio.Event()
+    scripted_stream = model.stream
+
+    def stream(request: ChatRequest) -> Any:
+        answering.set()
+        return scripted_stream(request)
+
+    model.stream = stream  # type: ignore[method-assign]
     async with asgi_client(make_services(model)) as client:
         first = asyncio.create_task(post_run(client, run_body("th-w", "r1", [user("u1", "hello")])))
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(answering.wait(), 10)  # the run is answering
         # WHEN the same message comes again under a new runId while the run answers it
         status, frames = await post_run(client, run_body("th-w", "r2", [user("u1", "hello")]))
         await first
