@@ -18,6 +18,7 @@ from shared.profiles import ProfileChoice, Profiles
 from shared.run_results import INTERRUPTED
 from shared.runs import intake
 from shared.runs.admission import Admission
+from shared.runs.branching import with_branch
 from shared.runs.execution import Executor
 from shared.runs.intake import RunRequest
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, strategy_of
@@ -39,10 +40,14 @@ def chat_meta(choice: ProfileChoice) -> ExecutionMeta:
     )
 
 
-def chat_context(caller: Identity, request: RunRequest, choice: ProfileChoice) -> RunContext:
-    """The context of a chat run: the caller's identity, the request's ids, tools, context notes and newest text."""
+def chat_context(
+    caller: Identity, request: RunRequest, choice: ProfileChoice, *, leaf_id: str | None = None
+) -> RunContext:
+    """The context of a chat run: the caller's identity, the request's ids, tools, context notes and newest text;
+    ``leaf_id``: a regenerate's question (``shared.runs.branching.with_branch``)."""
     users = [m.content for m in request.messages if m.role is Role.USER]
     return RunContext(
+        leaf_id=leaf_id,
         identity=caller,
         thread_id=request.thread_id,
         run_id=request.run_id,
@@ -106,13 +111,14 @@ class ChatService:
         a queued run's request waits to start it."""
         choice = self._profiles.choose(CHAT_PROFILE, tenant_id=caller.tenant_id, user_id=caller.user_id)
         request = intake.read_run_request(body, chat_meta(choice))
-        ctx = chat_context(caller, request, choice)
+        messages, leaf_id = with_branch(request.messages, request.branch)
+        ctx = chat_context(caller, request, choice, leaf_id=leaf_id)
 
         def attempt() -> Awaitable[Admission]:
             return self._runs.admit(
                 ctx,
                 body_digest=request.body_digest,
-                new_messages=request.messages,
+                new_messages=messages,
                 executor=self._executor(),
                 reconcile=True,
                 now=utc_now(),

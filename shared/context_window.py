@@ -43,6 +43,7 @@ from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from shared.message_tree import BranchWalk
 from shared.models import Message, Role
 from shared.ports import MessageHistoryReader
 from shared.profiles import HistoryPolicy
@@ -141,6 +142,7 @@ async def resolve_window(
     upto_seq: int | None = None,
     count_tokens: TokenCounter = count_message_tokens,
     reserve_tokens: int | Awaitable[int] = 0,
+    leaf_id: str | None = None,
 ) -> WindowResult:
     """Build the model's view of a thread.
 
@@ -155,19 +157,22 @@ async def resolve_window(
         count_tokens: estimates one message's input tokens, for the cap.
         reserve_tokens: tokens the caller needs besides the history (system prompt, tool specs); taken off
         the cap. An awaitable is awaited together with the reads (one round trip for both).
+        leaf_id: the last message of the branch read (``shared.message_tree``); None: the newest (or ``upto_seq``).
     """
     if page_size < 1:
         raise ValueError("page_size must be at least 1")
-    collecting = _collect_for(reader, tenant_id, thread_id, policy, now=now, page_size=page_size, upto_seq=upto_seq)
+    branch = BranchReader(reader, leaf_id)
+    collecting = _collect_for(branch, tenant_id, thread_id, policy, now=now, page_size=page_size, upto_seq=upto_seq)
     if isinstance(reserve_tokens, int):
-        collected, requests = await collecting
+        collected, _ = await collecting
         reserve = reserve_tokens
     else:
         # The reads and whatever the reserve needs (the worker's memory note) in the same round trip.
-        (collected, requests), reserve = await asyncio.gather(collecting, reserve_tokens)
+        (collected, _), reserve = await asyncio.gather(collecting, reserve_tokens)
     messages, repairs = repair_tool_pairs(collected)
     messages, cap_repairs, tokens = cap_input_tokens(messages, max(policy.max_input_tokens - reserve, 0), count_tokens)
-    return WindowResult(messages=messages, repairs=repairs + cap_repairs, store_requests=requests, input_tokens=tokens)
+    # The store's reads are the branch reader's (a read of a finished branch sends none).
+    return WindowResult(messages, repairs + cap_repairs, store_requests=branch.requests, input_tokens=tokens)
 
 
 async def _collect_for(
@@ -202,6 +207,26 @@ async def _collect_for(
 # ----------------------------------------------------------------------------------------------------------
 # 1. Collect
 # ----------------------------------------------------------------------------------------------------------
+
+
+class BranchReader:
+    """``reader`` on one branch: pages without other branches' messages, read on until full or at the branch's start."""
+
+    def __init__(self, reader: MessageHistoryReader, leaf_id: str | None) -> None:
+        self._reader = reader
+        self._walk = BranchWalk(leaf_id)
+        self.requests = 0
+
+    async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
+        out: list[Message] = []
+        while len(out) < limit and not self._walk.complete:
+            page = await self._reader.read_back(tenant_id, thread_id, before_seq=before_seq, limit=limit)
+            self.requests += 1
+            out += [m for m in page if self._walk.take(m)]
+            if len(page) < limit:
+                break
+            before_seq = page[-1].seq
+        return out
 
 
 class _LastNUsers:

@@ -87,8 +87,17 @@ class ExecutionMeta(BaseModel):
     """Which side of that ramp served the run: ``base`` (the profile asked for) or ``new`` (the ramp's target)."""
 
 
+PREVIOUS = "~"
+"""The ``parent_id`` of a message that follows whatever came before it. A new message carries it until the store
+links it to the thread's current leaf (or to the message before it in the same append); a message stored before
+threads were trees reads as it until migration 3 (``shared/migrations/message_parents.py``) gives it its parent.
+It can never be a message id (ids start with a letter or a digit)."""
+
+
 class Message(BaseModel):
-    """One stored message of a thread. ``seq`` is assigned by the store and orders the thread."""
+    """One stored message of a thread. ``seq`` is assigned by the store and orders the thread; ``parent_id`` makes
+    the thread a tree (the message this one follows; None for a first message), so an edit or a regenerate adds a
+    sibling instead of rewriting what was said (docs/protocols/agent/run-agent-input.md §3.3)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -101,6 +110,7 @@ class Message(BaseModel):
     run_id: str | None = None
     meta: ExecutionMeta = Field(default_factory=ExecutionMeta)
     seq: int = 0
+    parent_id: str | None = PREVIOUS
     created_at: datetime = Field(default_factory=utc_now)
     # Free-form markers, e.g. {"partial": True} for text kept from a cancelled run or {"synthetic": True} for a
     # tool result written by a repair.
@@ -117,6 +127,10 @@ class Thread(BaseModel):
     updated_at: datetime = Field(default_factory=utc_now)
     last_seq: int = 0
     active_run_id: str | None = None
+    leaf_id: str | None = None
+    """The last message of the thread's current branch; None: its newest message (a thread that never branched)."""
+    branched: bool = False
+    """An edit, a regenerate or a switch happened: the thread has (or had) more than one branch."""
 
 
 class Usage(BaseModel):
@@ -184,6 +198,8 @@ class ThreadClaim:
     """False when the run already held the thread (a retry of its admission)."""
     created: bool = False
     """The claim created the thread (it did not exist)."""
+    leaf_id: str | None = None
+    """The thread's current leaf when it was claimed (``Thread.leaf_id``)."""
 
 
 @dataclass(frozen=True, slots=True)

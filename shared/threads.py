@@ -7,12 +7,15 @@ import asyncio
 import base64
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from shared.auth import AUDIT_SCOPE
-from shared.errors import Forbidden, InvalidRequest
+from shared.branch_history import BranchPage, branch_page, read_tree
+from shared.context_window import BranchReader
+from shared.errors import Forbidden, InvalidRequest, NotFound
 from shared.message_snapshot import SNAPSHOT_MESSAGES, messages_snapshot
+from shared.message_tree import newest_leaf_under
 from shared.models import AuditRecord, Identity, Message, Role, Run, Thread
 from shared.ports import AuditLog, ConversationStore, RunLedger, StreamEntry
 from shared.ports.thread_state import ThreadStateStore
@@ -35,10 +38,15 @@ class StreamTailer(Protocol):
 @dataclass(frozen=True)
 class HistoryPage:
     messages: list[Message]
-    """The visible messages of the page (hidden runs' messages left out), oldest first."""
+    """The visible messages of the page (hidden runs' messages left out), oldest first, on one branch, each with its
+    ``parent_id`` resolved."""
     next_cursor: str | None
     state: StoredState = EMPTY_STATE
     """The thread's shared state now (``{}`` and version 0 when it never had one)."""
+    leaf_id: str | None = None
+    """The last message of the branch shown."""
+    siblings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """For the messages of the page that have siblings: the ids of all of them, oldest first."""
 
 
 @dataclass(frozen=True)
@@ -84,21 +92,50 @@ class ThreadService:
         self._tailer = tailer
         self._states = states
 
-    async def history(self, caller: Identity, thread_id: str, *, limit: int, cursor: str | None) -> HistoryPage:
-        """A page of the caller's visible history, and the thread's state (read beside the page)."""
-        await self._threads.get_thread(caller, thread_id)
+    async def history(
+        self, caller: Identity, thread_id: str, *, limit: int, cursor: str | None, leaf: str | None = None
+    ) -> HistoryPage:
+        """A page of the caller's visible history on the thread's current branch (``leaf``: on the branch that ends
+        at that message; NotFound when the thread has no such message), and the thread's state (read beside)."""
+        thread = await self._threads.get_thread(caller, thread_id)
         after = decode_cursor(cursor) if cursor else 0
         page, state = await asyncio.gather(
-            self._threads.read_forward(caller.tenant_id, thread_id, after_seq=after, limit=limit),
+            branch_page(self._threads, thread, leaf_id=leaf, after_seq=after, limit=limit),
             self._states.read(caller, thread_id) if self._states is not None else _no_state(),
             return_exceptions=True,
         )
         for outcome in (page, state):
             if isinstance(outcome, BaseException):
                 raise outcome
-        visible = [m for m in page if not m.meta.hidden_from_user]
-        next_cursor = encode_cursor(page[-1].seq) if len(page) == limit else None
-        return HistoryPage(visible, next_cursor, state or EMPTY_STATE)
+        assert isinstance(page, BranchPage)
+        visible = [m for m in page.messages if not m.meta.hidden_from_user]
+        next_cursor = encode_cursor(page.messages[-1].seq) if page.more and page.messages else None
+        return HistoryPage(visible, next_cursor, state or EMPTY_STATE, page.leaf_id, page.siblings)
+
+    async def switch_branch(
+        self, caller: Identity, thread_id: str, leaf_id: str, *, limit: int, through: bool = False
+    ) -> HistoryPage:
+        """Make the branch that ends at ``leaf_id`` the thread's current one (``through``: the branch through it, on
+        to its newest descendant) (``409 thread_busy`` while a run holds the thread; NotFound for an unknown
+        message or someone else's thread), audited; its first history page."""
+        thread = await self._threads.get_thread(caller, thread_id)
+        if through:
+            below = newest_leaf_under(await read_tree(self._threads, caller.tenant_id, thread_id), leaf_id)
+            if below is None:
+                raise NotFound("message not found")
+            leaf_id = below
+        await self._threads.set_leaf(caller, thread_id, leaf_id, holder=None)
+        await self._audit.record(
+            AuditRecord(
+                kind="branch_switched",
+                tenant_id=caller.tenant_id,
+                thread_id=thread_id,
+                run_id="",
+                user_id=caller.user_id,
+                details={"from_leaf_id": thread.leaf_id, "to_leaf_id": leaf_id},
+            )
+        )
+        return await self.history(caller, thread_id, limit=limit, cursor=None)
 
     async def list(self, caller: Identity, *, limit: int, cursor: str | None) -> tuple[list[Thread], str | None]:
         return await self._threads.list_threads(caller, limit=limit, cursor=cursor)
@@ -164,7 +201,8 @@ class ThreadService:
             cursor = f"{int(active.created_at.timestamp() * 1000)}-0"
         else:
             cursor = f"{int(time.time() * 1000)}-0"
-        newest = await self._threads.read_back(tenant, thread.thread_id, before_seq=None, limit=SNAPSHOT_MESSAGES)
+        branch = BranchReader(self._threads, thread.leaf_id)  # the current branch only
+        newest = await branch.read_back(tenant, thread.thread_id, before_seq=None, limit=SNAPSHOT_MESSAGES)
         skipped = active.run_id if active is not None and after is None else None
         stored = [m for m in reversed(newest) if skipped is None or not _said_by_run(m, skipped)]
         event = messages_snapshot(stored).model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -9,16 +9,18 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from functions.agent_api.deps import Caller, Deadline, Threads
 from functions.agent_api.sse import SSE_HEADERS, frames
-from shared.models import Message, Run
+from shared.models import PREVIOUS, Message, Run
 from shared.runs import intake
+from shared.threads import HistoryPage
 
 router = APIRouter(prefix="/api/v1/threads", tags=["threads"])
 
 
-def message_view(msg: Message) -> dict[str, Any]:
+def message_view(msg: Message, siblings: tuple[str, ...] = ()) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": msg.id,
         "role": msg.role.value,
@@ -37,6 +39,10 @@ def message_view(msg: Message) -> dict[str, Any]:
         ]
     if msg.tool_call_id:
         view["toolCallId"] = msg.tool_call_id
+    if msg.parent_id != PREVIOUS:  # unresolved only for a message stored before threads were trees, unmigrated
+        view["parentId"] = msg.parent_id
+    if siblings:
+        view["siblingIds"] = list(siblings)
     if msg.flags.get("partial"):
         view["partial"] = True
         ended_by = msg.flags.get("ended_by")
@@ -59,6 +65,16 @@ def run_view(run: Run) -> dict[str, Any]:
     }
 
 
+def history_view(page: HistoryPage) -> dict[str, Any]:
+    return {
+        "items": [message_view(m, page.siblings.get(m.id, ())) for m in page.messages],
+        "nextCursor": page.next_cursor,
+        "leafMessageId": page.leaf_id,
+        "state": page.state.state,
+        "stateVersion": page.state.version,
+    }
+
+
 @router.get("/{threadId}/history")
 async def history(
     caller: Caller,
@@ -66,15 +82,48 @@ async def history(
     threadId: str,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: str | None = None,
+    leaf: str | None = None,
 ) -> dict[str, Any]:
     intake.check_id("threadId", threadId, where="path")
-    page = await threads.history(caller, threadId, limit=limit, cursor=cursor)
-    return {
-        "items": [message_view(m) for m in page.messages],
-        "nextCursor": page.next_cursor,
-        "state": page.state.state,
-        "stateVersion": page.state.version,
-    }
+    if leaf is not None:
+        intake.check_id("leaf", leaf, where="query")
+    return history_view(await threads.history(caller, threadId, limit=limit, cursor=cursor, leaf=leaf))
+
+
+class BranchSwitch(BaseModel):
+    """The body of ``PUT /threads/{threadId}/branch``: exactly one of ``leafMessageId`` (the branch ends there) and
+    ``throughMessageId`` (the branch goes through it, on to its newest descendant: a sibling a user picked)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    leaf_message_id: str | None = Field(default=None, alias="leafMessageId")
+    through_message_id: str | None = Field(default=None, alias="throughMessageId")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BranchSwitch:
+        if (self.leaf_message_id is None) == (self.through_message_id is None):
+            raise ValueError("send exactly one of leafMessageId and throughMessageId")
+        return self
+
+
+@router.put("/{threadId}/branch")
+async def switch_branch(
+    caller: Caller,
+    threads: Threads,
+    threadId: str,
+    body: BranchSwitch,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> dict[str, Any]:
+    """Make the branch that ends at ``leafMessageId`` the thread's current one; the response is its history."""
+    intake.check_id("threadId", threadId, where="path")
+    field, message_id = (
+        ("leafMessageId", body.leaf_message_id)
+        if body.leaf_message_id is not None
+        else ("throughMessageId", body.through_message_id or "")
+    )
+    intake.check_id(field, message_id)
+    through = field == "throughMessageId"
+    return history_view(await threads.switch_branch(caller, threadId, message_id, limit=limit, through=through))
 
 
 @router.get("")

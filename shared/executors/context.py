@@ -63,3 +63,6 @@ class RunContext:
     resume: tuple[ResumeDecision, ...] = ()
     # What was done for this run beside its admission (reads, a request sent ahead); None without a head start.
     head_start: RunHeadStart | None = None
+    # The message the run's first window ends at when it is not the thread's newest (a regenerate's question:
+    # the old answer after it is on another branch now); None: the newest, as for every other run.
+    leaf_id: str | None = None

@@ -287,6 +287,7 @@ class WorkerExecutor:
                 now=now,
                 count_tokens=message_counter_for(ctx.profile.model.name),
                 reserve_tokens=reserve(),  # the note read beside the window's reads
+                leaf_id=ctx.leaf_id if result.model_turns == 0 else None,  # later turns end at the run's newest
             )
             traced.set("agent.window.messages", len(window.messages))
         link_read_messages(window.messages)

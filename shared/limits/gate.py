@@ -35,6 +35,13 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_ESTIMATE = 4096
 """The output a run is assumed to produce when its profile sets no ``model.max_output_tokens``."""
+PROMPT_ALLOWANCE = 4_000
+"""Tokens a run's first request is assumed to need besides its window when its reservation is estimated
+(``shared.runs.run_estimate``): the worker system prompt with its tool specifications, the memories note, the shared
+state and the client's context notes."""
+ONE_RUN_TOKENS = PROMPT_ALLOWANCE + DEFAULT_OUTPUT_ESTIMATE
+"""The least a chat run of a profile without its own output cap reserves (a new thread's first message): a token
+budget below it admits no run, and the admin limits API says so."""
 CACHED_USERS = 10_000
 """Users whose own limits a process remembers (each with its version, checked by every reservation)."""
 
@@ -153,10 +160,13 @@ class LimitGate:
             "tokensPerMonth": windows.month_resets_at,
         }[refusal.kind]
         details["resetAt"] = reset.isoformat().replace("+00:00", "Z")
+        message = f"the {refusal.scope} limit {refusal.kind} is reached"
         if refusal.kind != "runsPerMinute":
-            details["reserve"] = estimate
+            remaining = max(refusal.limit - refusal.used, 0)
+            details.update(reserve=estimate, needed=estimate, remaining=remaining, runsInFlight=refusal.in_flight)
+            message += f": this run needs about {estimate:,} tokens and {remaining:,} remain"
         return TooManyRequests(
-            f"the {refusal.scope} limit {refusal.kind} is reached",
+            message,
             code="quota_exceeded",
             details=details,
             retry_after_s=windows.seconds_until(reset),

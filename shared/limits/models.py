@@ -53,6 +53,8 @@ class Refusal:
     scope: Scope
     used: int
     limit: int
+    in_flight: int = 0
+    """Other runs holding a slot in the scope (their reservations are in ``used``)."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import ConfigurationError, InvalidRequest, NotFound
 from shared.limits.config import LIMIT_KINDS, LimitSet, above_tenant
-from shared.limits.gate import LimitGate
+from shared.limits.gate import ONE_RUN_TOKENS, LimitGate
 from shared.limits.models import CounterView, UsageRecord
 from shared.limits.ports import UsageCounters
 from shared.limits.windows import Windows
@@ -213,7 +213,9 @@ class UsageReports:
             )
         await self._known_user(admin, user_id)
         await self._counters.set_user_limits(admin.tenant_id, user_id, wanted)
-        return await self.user_limits(admin, user_id)
+        view = await self.user_limits(admin, user_id)
+        warnings = budget_warnings(wanted)
+        return {**view, "warnings": warnings} if warnings else view
 
     async def delete_user_limits(self, admin: Identity, user_id: str) -> None:
         """Remove a user's own limits: the deployment's user limits apply again."""
@@ -228,3 +230,20 @@ class UsageReports:
         if not view.known:
             raise NotFound("user not found")
         return view
+
+
+def budget_warnings(limits: LimitSet) -> list[dict[str, Any]]:
+    """A warning per token budget below one typical run (``ONE_RUN_TOKENS``): it is accepted (an administrator may
+    mean to stop a user), but no chat run would ever be admitted under it."""
+    budgets = {"tokensPerDay": limits.tokens_per_day, "tokensPerMonth": limits.tokens_per_month}
+    return [
+        {
+            "limit": kind,
+            "value": value,
+            "typicalRun": ONE_RUN_TOKENS,
+            "message": f"{kind} {value:,} is below one typical run ({ONE_RUN_TOKENS:,} tokens reserved by a first "
+            "message on a default chat profile): this user's runs would all be refused",
+        }
+        for kind, value in budgets.items()
+        if value is not None and value < ONE_RUN_TOKENS
+    ]

@@ -48,6 +48,7 @@ from shared.memory.models import Memory
 from shared.memory.ports import Embedder, MemoryStore
 from shared.memory.text import relevance, tokens
 from shared.memory.tools import MEMORY_TOOL_SPECS
+from shared.message_tree import BranchWalk
 from shared.models import AuditRecord, Message, Origin, Role, ToolCall, utc_now
 from shared.ports import AuditLog, MessageHistoryReader
 from shared.ports.model import ChatModel
@@ -166,8 +167,10 @@ class MemoryExecutor:
             result.cursor_from = cursor
             new = await self._messages.read_forward(tenant, thread, after_seq=cursor, limit=MAX_NEW_MESSAGES)
             result.new_messages = len(new)
-            if any(is_human_message(m) for m in new):
-                await self._extract(ctx, emitter, new, result)
+            walk = BranchWalk(None)  # the branch of the newest message: the one the chat run just answered on
+            on_branch = [m for m in reversed(new) if walk.take(m)][::-1]
+            if any(is_human_message(m) for m in on_branch):
+                await self._extract(ctx, emitter, on_branch, result, walk)
             if new:
                 await self._memories.advance_cursor(tenant, thread, new[-1].seq)
                 result.cursor_to = new[-1].seq
@@ -182,10 +185,17 @@ class MemoryExecutor:
         return result
 
     async def _extract(
-        self, ctx: RunContext, emitter: RunEmitter, new: list[Message], result: MemoryExecutionResult
+        self,
+        ctx: RunContext,
+        emitter: RunEmitter,
+        new: list[Message],
+        result: MemoryExecutionResult,
+        walk: BranchWalk,
     ) -> None:
+        """Extract from ``new`` (the new messages of the current branch); ``walk`` goes on back along that branch
+        for the context before them, so an abandoned branch's messages are never shown."""
         tenant, user, thread = ctx.identity.tenant_id, ctx.identity.user_id, ctx.thread_id
-        context = await self._preceding_context(tenant, thread, new[0].seq)
+        context = await self._preceding_context(tenant, thread, new[0].seq, walk)
         shown = sorted({m.id: m for m in [*context, *new]}.values(), key=lambda m: (m.seq, m.id))
         new_ids = frozenset(m.id for m in new)
         link_read_messages(shown)  # the memory run's trace links to the runs that wrote what it reads
@@ -256,12 +266,14 @@ class MemoryExecutor:
         )
         return [m for m, _ in scored[:RELATED_MEMORIES]]
 
-    async def _preceding_context(self, tenant: str, thread: str, first_new_seq: int) -> list[Message]:
-        """The last :data:`CONTEXT_USER_TURNS` turns before the new messages, oldest first."""
+    async def _preceding_context(
+        self, tenant: str, thread: str, first_new_seq: int, walk: BranchWalk
+    ) -> list[Message]:
+        """The last :data:`CONTEXT_USER_TURNS` turns of the branch before the new messages, oldest first."""
         older = await self._messages.read_back(tenant, thread, before_seq=first_new_seq, limit=MAX_CONTEXT_READ)
         kept: list[Message] = []
         turns = 0
-        for message in older:  # newest first
+        for message in (m for m in older if walk.take(m)):  # newest first
             if turns >= CONTEXT_USER_TURNS:
                 break
             kept.append(message)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shared.errors import TRANSIENT_MODEL_CODES, AgentError, NotFound
 from shared.executors.context import RunContext
+from shared.memory.branch_retraction import retract_abandoned
 from shared.memory.executor import MAX_NEW_MESSAGES, MemoryExecutor, ThreadReader, is_human_message
 from shared.memory.ports import Embedder, MemoryStore
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus, Thread, digest
@@ -150,9 +151,12 @@ class MemoryExtraction:
     ) -> ExtractionReport:
         """Run the memory executor on the thread's messages since the cursor; ``deadline``: the invocation's (epoch
         seconds; None: the function timeout from now), which the run ends before."""
-        if not await self.owns_thread(identity, thread_id):
+        try:
+            thread = await self._threads.get_thread(identity, thread_id)
+        except NotFound:
             logger.warning("memory extraction for an unknown thread skipped", extra={"run_id": run_id})
             return ExtractionReport("skipped", "thread_not_found")
+        await retract_abandoned(self._threads, self._memories, identity, thread, run_id=run_id)
         tenant = identity.tenant_id
         cursor = await self._memories.get_cursor(tenant, thread_id)
         new = await self._threads.read_forward(tenant, thread_id, after_seq=cursor, limit=MAX_NEW_MESSAGES)

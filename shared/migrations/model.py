@@ -58,6 +58,17 @@ class Migration:
     to_version: int
     apply: Callable[[Item], dict[str, Any] | None]
     guard: tuple[str, ...] = ()
+    neighbour: Callable[[Item], dict[str, Any] | None] | None = None
+    """The key of one more item the change needs (migration 3: the message stored before), or None for an item that
+    needs none; the runner reads it (strongly consistent) and calls ``apply_beside`` with it (None: it is gone)."""
+    apply_beside: Callable[[Item, Item | None], dict[str, Any] | None] | None = None
+
+    def migrate(self, item: Item, read: Callable[[dict[str, Any]], Item | None]) -> dict[str, Any] | None:
+        """``apply``, or ``apply_beside`` with the neighbour ``read`` fetched."""
+        key = self.neighbour(item) if self.neighbour is not None else None
+        if key is None or self.apply_beside is None:
+            return self.apply(item)
+        return self.apply_beside(item, read(key))
 
     @property
     def label(self) -> str:

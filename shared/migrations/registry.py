@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shared.migrations.memory_index import ACTIVE_MEMORY_INDEX
+from shared.migrations.message_parents import MESSAGE_PARENTS
 from shared.migrations.model import Migration
 from shared.migrations.thread_list_index import THREAD_LIST_INDEX
 
-MIGRATIONS: tuple[Migration, ...] = (ACTIVE_MEMORY_INDEX, THREAD_LIST_INDEX)
+MIGRATIONS: tuple[Migration, ...] = (ACTIVE_MEMORY_INDEX, THREAD_LIST_INDEX, MESSAGE_PARENTS)
 
 
 def check_registry(migrations: Sequence[Migration]) -> None:

@@ -45,5 +45,5 @@ THREAD_LIST_INDEX = Migration(
     items=ItemFilter(kind="thread"),
     to_version=2,
     apply=move_to_thread_list_index,
-    guard=("last_seq", "active_run_id", "active_run_at", "updated_at", "GSI1SK", "GSI3SK"),
+    guard=("last_seq", "active_run_id", "active_run_at", "updated_at", "GSI1SK", "GSI3SK", "leaf_id", "branched"),
 )

@@ -50,6 +50,12 @@ class ConversationStore(MessageHistoryReader, Protocol):
         """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
         ...
 
+    async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
+        """Make the branch that ends at ``leaf_id`` the thread's current one. ``holder``: the run that holds the
+        thread (None: no run may hold it, else ``Conflict`` ``thread_busy``); NotFound for an unknown message or
+        someone else's thread."""
+        ...
+
 
 class AdmittedRun(NamedTuple):
     """What ``admit_messages`` did: the run (the stored one when it existed already), whether this call created it,
@@ -77,8 +83,21 @@ class ThreadStore(ConversationStore, Protocol):
     ) -> ThreadClaim | None: ...
 
     async def admit_messages(
-        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
-    ) -> AdmittedRun: ...
+        self,
+        identity: Identity,
+        thread_id: str,
+        messages: Sequence[Message],
+        run: Run,
+        *,
+        last_seq: int,
+        last_leaf: str | None = None,
+        leaf_after: str | None = None,
+    ) -> AdmittedRun:
+        """``last_seq`` and ``last_leaf``: the counter and the leaf as the caller last saw them (the claim's), so the
+        first attempt reads nothing; ``leaf_after``: the thread's current leaf once admitted (a regenerate's
+        question), else the last message stored (or the leaf as it was)."""
+        ...
+
 
     async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None: ...
 

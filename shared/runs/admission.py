@@ -36,10 +36,13 @@ from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.limits.gate import LimitGate, estimate_tokens
 from shared.limits.models import ReserveRequest
+from shared.message_tree import link_messages
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
-from shared.runs.known_ids import sort_by_page
+from shared.runs.branching import branch_audit, check_referenced, referenced_ids, retried_run, running_run
+from shared.runs.known_ids import no_messages, recent_is_stale, sort_by_page
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
+from shared.runs.run_estimate import first_request_estimate, refused_for_tokens
 from shared.runs.slots import StaleSlots
 from shared.tracing.api import span
 
@@ -52,6 +55,7 @@ STALE_CLAIM_AFTER = timedelta(minutes=15)
 RECENT_LOOKBACK = max(PAGE_SIZE, PENDING_LOOKBACK)
 """How many of the thread's newest messages admission reads (``read_recent``): the pending front-end calls a tool
 result may answer are among them, and so is the first page of the run's context window (``KnownHistory``)."""
+
 
 class Admission(NamedTuple):
     """The admitted run; ``created`` is False when the request attached to a run admitted before (a retry).
@@ -70,6 +74,7 @@ class _Attempt:
         self.claim_thread = claim_thread
         self.claim: ThreadClaim | None = None
         self.reservation: ReserveRequest | None = None
+        self.retry_of: str | None = None  # a request that brings nothing new: the run that stored its message
 
     @property
     def holds_new_claim(self) -> bool:
@@ -108,18 +113,9 @@ class Claim:
         if self.recent is None or not self.fresh or not self.claimed.newly_claimed:
             return None
         last = self.claimed.last_seq
-        numbered = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(self.fresh, start=1)]
+        linked = link_messages(self.fresh, leaf_id=self.claimed.leaf_id, last_seq=last)  # as the store links them
+        numbered = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(linked, start=1)]
         return KnownHistory.after_admission(self.recent, read_limit=RECENT_LOOKBACK, last_seq=last, stored=numbered)
-
-
-async def _no_messages() -> list[Message]:
-    return []
-
-
-def recent_is_stale(recent: Sequence[Message], last_seq: int) -> bool:
-    """Whether the newest messages read beside the claim miss some: the counter the claim saw is further on."""
-    newest = recent[0].seq if recent else 0
-    return (newest or 0) < last_seq
 
 
 class Admitter:
@@ -203,13 +199,14 @@ class Admitter:
         if isinstance(exc, AgentError):
             await self._give_back(attempt)
             existing = await self._existing_for_retry(ctx, exc)
+            running = await running_run(self._runs, ctx, attempt.retry_of) if existing is None else None
             await self._release_reservation(attempt, existing)
+            if running is not None:  # nothing new while the run that took the message runs: follow that run
+                return Admission(run=running, created=False)
             if existing is not None:
                 return self._attach(existing, ctx, body_digest)
             raise exc
-        logger.error(
-            "admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id}, exc_info=exc
-        )
+        logger.error("admission failed", extra={"run_id": ctx.run_id, "thread_id": ctx.thread_id}, exc_info=exc)
         await self._give_back(attempt)
         await self._release_reservation(attempt, None)
         raise ServiceUnavailable(
@@ -228,11 +225,19 @@ class Admitter:
         )
         with span("agent.admission.store", {"agent.admission.messages": len(fresh)}):
             stored_run, created, stored = await self._threads.admit_messages(
-                ctx.identity, ctx.thread_id, fresh, run, last_seq=claimed.last_seq
+                ctx.identity,
+                ctx.thread_id,
+                fresh,
+                run,
+                last_seq=claimed.last_seq,
+                last_leaf=claimed.leaf_id,
+                leaf_after=ctx.leaf_id,
             )
         if created:
             if self._limits is not None and attempt.reservation is not None:
                 self._limits.hold(attempt.reservation)
+            for record in branch_audit(ctx.identity, ctx.thread_id, ctx.run_id, stored, ctx.leaf_id):
+                await self._audit.record(record)
             history = None
             if claim.recent is not None:
                 history = KnownHistory.after_admission(
@@ -250,23 +255,28 @@ class Admitter:
         """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the new messages, and
         (``read_recent``) the thread's newest messages up to the claim's counter, newest first."""
         ctx = attempt.ctx
-        # With the newest page read, the page and the client's order tell which messages are new
-        # (shared.runs.known_ids); without it, every id is checked beside the claim.
-        ids = [] if read_recent else [m.id for m in new_messages]
+        # With the newest page read, the page and the client's order tell which messages are new (known_ids); without
+        # it, every id is checked beside the claim; an edit's parent and a regenerate's question are in any case.
+        references = referenced_ids(new_messages, ctx.leaf_id)
+        ids = references if read_recent else [m.id for m in new_messages] + references
         claimed, probed, known_ids, recent, reserved = await asyncio.gather(
             self._open_and_claim(ctx) if attempt.claim_thread else self._open(ctx),
             self._probe_stream(),
             self._known(ctx, ids),
-            self._recent(ctx) if read_recent else _no_messages(),
+            self._recent(ctx) if read_recent else no_messages(),
             self._reserve(attempt),
             return_exceptions=True,
         )
         if isinstance(claimed, ThreadClaim):
             attempt.claim = claimed
-        for outcome in (probed, claimed, known_ids, recent, reserved):
+        elif isinstance(recent, list):  # a busy thread: perhaps a retry of its run (its messages all in the page)
+            attempt.retry_of = retried_run(ctx, new_messages, {m.id for m in recent}, recent)
+        refine = read_recent and refused_for_tokens(reserved)  # too small for the worst case: asked again below
+        for outcome in (probed, claimed, known_ids, recent, None if refine else reserved):
             if isinstance(outcome, BaseException):
                 raise outcome
         assert isinstance(claimed, ThreadClaim) and isinstance(known_ids, set) and isinstance(recent, list)
+        check_referenced(new_messages, ctx.leaf_id, known_ids)  # an edit's parent, a regenerate's question
         if not read_recent:
             return claimed, [m for m in new_messages if m.id not in known_ids], None
         if recent_is_stale(recent, claimed.last_seq):
@@ -277,6 +287,9 @@ class Admitter:
             # None of the client's messages is in the page: its ids are checked (rare: shared.runs.known_ids).
             known_ids = await self._known(ctx, check)
             fresh = [m for m in new_messages if m.id in check and m.id not in known_ids]
+        if refine:
+            estimate = await first_request_estimate(ctx, claimed, recent, fresh, read_limit=RECENT_LOOKBACK)
+            await self._reserve(attempt, estimate=estimate)
         return claimed, fresh, recent
 
     async def _known(self, ctx: RunContext, ids: Sequence[str]) -> set[str]:
@@ -285,14 +298,14 @@ class Admitter:
             return set()
         return await self._threads.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, ids)
 
-    async def _reserve(self, attempt: _Attempt) -> None:
-        """The run's reservation (``shared.limits``), recorded on ``attempt``; refused for want of a slot, the
-        slots of runs that no longer run are freed first (``shared.runs.slots``) and it is asked once more."""
+    async def _reserve(self, attempt: _Attempt, *, estimate: int | None = None) -> None:
+        """The run's reservation (``shared.limits``) of ``estimate`` tokens (None: the worst case), on ``attempt``;
+        refused for want of a slot, the slots of runs no longer running are freed (``runs.slots``), asked again."""
         if self._limits is None or self._stale_slots is None:
             return
         ctx = attempt.ctx
         interactive = ctx.meta.origin is Origin.CHAT and ctx.meta.executor is ExecutorKind.WORKER
-        estimate = estimate_tokens(ctx.profile)
+        estimate = estimate_tokens(ctx.profile) if estimate is None else estimate
         try:
             attempt.reservation = await self._limits.reserve(
                 ctx.identity, ctx.run_id, interactive=interactive, estimate=estimate
@@ -331,7 +344,7 @@ class Admitter:
     async def _existing_for_retry(self, ctx: RunContext, exc: AgentError) -> Run | None:
         """A refused claim (busy thread, someone else's thread) of a run that already exists: the caller retried
         a request that was admitted before, and attaches to it (or is told its body conflicts)."""
-        if exc.code not in {"thread_busy", "not_found"}:
+        if exc.code not in {"thread_busy", "not_found", "run_exists"}:
             return None
         try:
             return await self._runs.get_run(ctx.identity.tenant_id, ctx.run_id)
@@ -349,7 +362,7 @@ class Admitter:
     async def _open(self, ctx: RunContext) -> ThreadClaim:
         """A run that does not claim its thread (memory runs) only opens it."""
         thread = await self._threads.open_thread(ctx.identity, ctx.thread_id)
-        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=False)
+        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=False, leaf_id=thread.leaf_id)
 
     async def _recent(self, ctx: RunContext) -> list[Message]:
         return await self._threads.read_back(
@@ -368,7 +381,7 @@ class Admitter:
         await self._take_over(ctx)
         # The takeover closed the previous run (its unsaved text, its calls' results): the counter moved.
         thread = await self._threads.get_thread(identity, ctx.thread_id)
-        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=True)
+        return ThreadClaim(last_seq=thread.last_seq, newly_claimed=True, leaf_id=thread.leaf_id)
 
     async def _take_over(self, ctx: RunContext) -> None:
         """Take the thread over from a run whose lease expired (the claim was refused); else ``thread_busy``."""

@@ -15,6 +15,7 @@ takes from the request, checked; nothing after it goes back to the raw input.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from shared.executors.context import ResumeDecision
 from shared.llm.types import ToolSpec
 from shared.models import ExecutionMeta, Message, Role, digest
 from shared.runs.approvals import resume_decisions
+from shared.runs.branching import BranchRequest, branch_request
 from shared.thread_state.limits import check_client_state
 from shared.tools.arguments import check_declared_schemas, declared_tool_error
 
@@ -58,6 +60,8 @@ class RunRequest:
     """How many messages the client sent (the whole conversation it holds), for the audit summary."""
     resume: tuple[ResumeDecision, ...]
     """The answers to the thread's open approval interrupts (``shared.runs.approvals``), checked for shape only."""
+    branch: BranchRequest = dataclasses.field(default_factory=BranchRequest)
+    """A regenerate or an edit (``forwardedProps``; ``shared.runs.branching``)."""
 
 
 def read_run_request(body: bytes, meta: ExecutionMeta) -> RunRequest:
@@ -69,15 +73,18 @@ def read_run_request(body: bytes, meta: ExecutionMeta) -> RunRequest:
     ``shared.thread_state.limits``) run last, on the parts already built."""
     run_input = parse_run_input(body)
     declared = client_tools(run_input)
+    resume = resume_decisions(run_input)
     return RunRequest(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
-        messages=tuple(run_messages(run_input, meta)),
+        # AG-UI does not oblige a client to resend the conversation with a resume: its messages may be empty.
+        messages=tuple(run_messages(run_input, meta, required=not resume)),
         context_notes=context_notes(run_input),
         body_digest=body_digest(run_input),
         forwarded_props=run_input.forwarded_props,
         client_message_count=len(run_input.messages),
-        resume=resume_decisions(run_input),
+        resume=resume,
+        branch=branch_request(run_input.forwarded_props),
         client_tools=check_declared_schemas(declared),
         client_state=check_client_state(run_input.state),
     )
@@ -175,13 +182,14 @@ def _text_of(content: Any, index: int) -> str:
     return text
 
 
-def run_messages(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message]:
+def run_messages(run_input: RunAgentInput, meta: ExecutionMeta, *, required: bool = True) -> list[Message]:
     """The user messages and tool results of the input, in order (not yet filtered by the store).
 
-    A run needs at least one of them: the user's message, or the result of a front-end tool call.
+    A run needs at least one of them (the user's message, or the result of a front-end tool call), unless it
+    resumes (``required`` False).
     """
     tools = tool_results(run_input, meta)
-    users = user_messages(run_input, meta, required=not tools)
+    users = user_messages(run_input, meta, required=required and not tools)
     order = {getattr(getattr(m, "root", m), "id", None): i for i, m in enumerate(run_input.messages)}
     return sorted([*users, *tools], key=lambda m: order.get(m.id, 0))
 

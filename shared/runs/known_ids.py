@@ -50,3 +50,14 @@ def sort_by_page(new_messages: Sequence[Message], recent: Sequence[Message], *, 
     if first_held is None:
         return Sorted([], list(dict.fromkeys(m.id for m in unknown)))
     return Sorted([m for m in new_messages[first_held:] if m.id not in in_page], [])
+
+
+async def no_messages() -> list[Message]:
+    """The newest page of a run that reads none (admission's placeholder beside its claim)."""
+    return []
+
+
+def recent_is_stale(recent: Sequence[Message], last_seq: int) -> bool:
+    """Whether the newest messages read beside the claim miss some: the counter the claim saw is further on."""
+    newest = recent[0].seq if recent else 0
+    return (newest or 0) < last_seq

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from shared.errors import NotFound
 from shared.executors.context import RunContext, RunHeadStart
 from shared.limits.gate import LimitGate
+from shared.message_tree import on_branch
 from shared.models import Identity, Message, Run, utc_now
 from shared.ports import AuditLog, EventStream, RetainedStream, RunLedger, StreamEntry, ThreadStore
 from shared.run_events.coalescing import Coalescing
@@ -30,7 +31,7 @@ from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitte
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, HeadStarting
 from shared.runs.outcomes import RUN_STREAM_TTL_S
-from shared.runs.reconciling import reconcile_with_thread
+from shared.runs.reconciling import check_new_input, reconcile_with_thread
 from shared.runs.settlement import AFTER_RUN_TIMEOUT_S, RunFinishedHook, Settlement
 from shared.runs.tailing import SETTLE_GRACE_S, TAIL_DEADLINE_MARGIN_S, StreamTail
 from shared.runs.watch import CANCEL_SIGNAL
@@ -173,7 +174,10 @@ class RunService:
                 return claim
             if reconcile_at is not None and claim.recent is not None:
                 try:
-                    claim = claim.with_messages(reconcile_with_thread(ctx, claim.fresh, claim.recent, now=reconcile_at))
+                    check_new_input(ctx, new_messages, claim.fresh, claim.recent)
+                    # Pending calls and open approvals are those of the current branch, not of one left behind.
+                    branch = on_branch(claim.recent, claim.claimed.leaf_id)
+                    claim = claim.with_messages(reconcile_with_thread(ctx, claim.fresh, branch, now=reconcile_at))
                 except Exception as exc:
                     return await self._admitter.refuse(claim, exc)
             history = claim.history_once_stored()

@@ -346,8 +346,11 @@ async def test_messages_round_trip_with_every_field(store: Store) -> None:
     # WHEN stored and read back
     stored = await store.threads.append_messages(ALICE, "t1", [original, tool_result])
     read = await store.threads.read_forward("tenant-a", "t1", after_seq=0, limit=10)
-    # THEN every field survives, with the seq the store assigned
-    assert read == [original.model_copy(update={"seq": 1}), tool_result.model_copy(update={"seq": 2})]
+    # THEN every field survives, with the seq and the parent the store assigned
+    assert read == [
+        original.model_copy(update={"seq": 1, "parent_id": None}),
+        tool_result.model_copy(update={"seq": 2, "parent_id": "m1"}),
+    ]
     assert read == stored
 
 

@@ -201,7 +201,9 @@ async def test_a_new_user_message_instead_of_a_result_gets_the_cancel_repair(ser
     async with asgi_client(services(model)) as client:
         await first_run(client)
         # WHEN the user writes again instead of answering the tool
-        status, _ = await post(client, body("run-2", [user("u1", "Book the Ritz"), user("u2", "never mind")]))
+        status, _ = await post(
+            client, body("run-2", [user("u1", "Book the Ritz for two nights"), user("u2", "never mind")])
+        )
         stored = await history(client)
     assert status == 200
     # THEN a synthetic "cancelled" result is stored right after the call, before the new user message

@@ -118,6 +118,7 @@ def test_status_and_dry_run_write_nothing_and_invoke_nothing(world: World) -> No
         "migrations": [
             {"migration": "0001-active-memory-index", "completed": False},
             {"migration": "0002-thread-list-index", "completed": False},
+            {"migration": "0003-message-parents", "completed": False},
         ],
     }
     dry = lambda_handler({"action": "dry-run"}, context, world.services)
@@ -138,7 +139,11 @@ def test_the_command_line_lists_runs_and_reports(aws: Any, capsys: pytest.Captur
     # WHEN an operator lists, asks the status, runs, and asks again
     assert cli.main(["list"], env=env) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [row["migration"] for row in listed] == ["0001-active-memory-index", "0002-thread-list-index"]
+    assert [row["migration"] for row in listed] == [
+        "0001-active-memory-index",
+        "0002-thread-list-index",
+        "0003-message-parents",
+    ]
     assert cli.main(["status"], env=env) == 1  # pending
     capsys.readouterr()
     assert cli.main(["run", "--segments", "2", "--rate-wcu", "1000"], env=env) == 0
@@ -146,9 +151,10 @@ def test_the_command_line_lists_runs_and_reports(aws: Any, capsys: pytest.Captur
     # THEN the run completed and the status says so
     assert ran["finished"] and ran["migrations"][0]["counts"]["changed"] == 2
     assert cli.main(["status"], env=env) == 0
-    memory_row, thread_row = json.loads(capsys.readouterr().out)
+    memory_row, thread_row, message_row = json.loads(capsys.readouterr().out)
     assert memory_row["completed"] and memory_row["changed"] == 2
     assert thread_row["completed"] and thread_row["changed"] == 0  # no thread in this table
+    assert message_row["completed"] and message_row["changed"] == 0  # nor a message
 
 
 def test_the_command_line_refuses_an_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,6 +57,8 @@ class Turn(TypedDict):
     context: NotRequired[list[dict[str, Any]]]
     forwardedProps: NotRequired[dict[str, Any]]
     state: NotRequired[dict[str, Any]]
+    truncateAfter: NotRequired[str | None]
+    """Cut the agent's messages back to this id (None: to none) first, as a UI does to edit or regenerate."""
 
 
 class ClientEvent(TypedDict):

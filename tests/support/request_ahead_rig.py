@@ -33,13 +33,13 @@ class SlowThreads(InMemoryThreads):
     fail = False
 
     async def admit_messages(
-        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, **kwargs: Any
     ) -> AdmittedRun:
         await asyncio.sleep(WRITE_S)
         if self.fail:
             raise ConnectionError("the store went away")
         try:
-            return await super().admit_messages(identity, thread_id, messages, run, last_seq=last_seq)
+            return await super().admit_messages(identity, thread_id, messages, run, **kwargs)
         finally:
             self.written_at.append(time.monotonic())
 

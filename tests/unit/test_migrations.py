@@ -18,6 +18,7 @@ from shared.adapters.in_memory.store import InMemoryStore
 from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.memory.models import Memory, MemoryKind, MemoryStatus
 from shared.migrations.memory_index import ACTIVE_MEMORY_INDEX
+from shared.migrations.message_parents import MESSAGE_PARENTS
 from shared.migrations.model import CompletedMigration, ItemFilter, Migration, item_version
 from shared.migrations.registry import MIGRATIONS, check_registry, current_version
 from shared.migrations.status import PendingMigrations
@@ -129,7 +130,23 @@ def test_versions_absent_mean_one_and_the_app_writes_the_newest_version_of_each_
     assert item_version(stored(schema_v=Decimal(2))) == 2
     assert current_version("memory") == ACTIVE_MEMORY_INDEX.to_version == 2
     assert current_version("thread") == THREAD_LIST_INDEX.to_version == 2
-    assert [m.label for m in MIGRATIONS] == ["0001-active-memory-index", "0002-thread-list-index"]
+    assert current_version("message") == MESSAGE_PARENTS.to_version == 2
+    assert [m.label for m in MIGRATIONS] == [
+        "0001-active-memory-index",
+        "0002-thread-list-index",
+        "0003-message-parents",
+    ]
+
+
+def test_migration_3_links_a_message_to_the_one_stored_before_it() -> None:
+    old = {"PK": "T#t#TH#th", "SK": "M#000000000002", "kind": "message", "id": "m2", "seq": Decimal(2)}
+    assert MESSAGE_PARENTS.neighbour is not None and MESSAGE_PARENTS.apply_beside is not None
+    assert MESSAGE_PARENTS.neighbour(old) == {"PK": "T#t#TH#th", "SK": "M#000000000001"}
+    assert MESSAGE_PARENTS.migrate(old, lambda key: {"id": "m1"}) == {**old, "parent_id": "m1"}
+    assert MESSAGE_PARENTS.migrate(old, lambda key: None) == {**old, "parent_id": ""}  # its predecessor is gone
+    first = {**old, "SK": "M#000000000001", "id": "m1", "seq": Decimal(1)}
+    assert MESSAGE_PARENTS.migrate(first, lambda key: None) == {**first, "parent_id": ""}
+    assert MESSAGE_PARENTS.migrate({**old, "parent_id": "m1"}, lambda key: None) is None
 
 
 @pytest.mark.parametrize(
@@ -154,11 +171,13 @@ async def test_the_status_is_read_at_most_once_per_ttl_and_never_again_once_noth
     pending = PendingMigrations(log, ttl_s=300, clock=clock)
     # WHEN it is asked many times within the lifetime
     answers = [(await pending.status()).pending for _ in range(10)]
-    # THEN the table was read once, and every answer lists migrations 1 and 2
-    assert log.reads == 1 and answers == [["0001-active-memory-index", "0002-thread-list-index"]] * 10
+    # THEN the table was read once, and every answer lists migrations 1, 2 and 3
+    labels = ["0001-active-memory-index", "0002-thread-list-index", "0003-message-parents"]
+    assert log.reads == 1 and answers == [labels] * 10
     # WHEN the migrations complete and the lifetime passes
     await log.record_completed(CompletedMigration(1, "active-memory-index", AT, 3, 10))
     await log.record_completed(CompletedMigration(2, "thread-list-index", AT, 2, 5))
+    await log.record_completed(CompletedMigration(3, "message-parents", AT, 5, 10))
     clock.now += 301
     assert await pending.completed(1) and (await pending.status()).as_health() == {"pending": [], "checked": True}
     # THEN it is not read again, however long the process lives: a completed migration stays completed
@@ -172,7 +191,8 @@ async def test_a_failed_read_answers_at_once_counts_everything_pending_and_is_re
     log.fail_with = ConnectionError("table unreachable")
     pending = PendingMigrations(log, ttl_s=300, retry_s=30, clock=clock)
     status = await pending.status()
-    assert status.as_health() == {"pending": ["0001-active-memory-index", "0002-thread-list-index"], "checked": False}
+    labels = ["0001-active-memory-index", "0002-thread-list-index", "0003-message-parents"]
+    assert status.as_health() == {"pending": labels, "checked": False}
     assert not await pending.completed(1)
     assert log.reads == 1  # not again before retry_s
     log.fail_with = None
@@ -202,7 +222,7 @@ def app_services(log: InMemoryMigrationLog | None) -> Services:
 
 
 def test_healthz_names_the_pending_migrations_and_stays_ok() -> None:
-    # GIVEN a deployment whose table has not completed migration 1
+    # GIVEN a deployment whose table has not completed migrations 1 and 2
     log = InMemoryMigrationLog()
     with TestClient(create_app(app_services(log))) as client:
         # WHEN the readiness check asks
@@ -211,7 +231,10 @@ def test_healthz_names_the_pending_migrations_and_stays_ok() -> None:
         assert response.status_code == 200
         assert response.json() == {
             "status": "ok",
-            "migrations": {"pending": ["0001-active-memory-index", "0002-thread-list-index"], "checked": True},
+            "migrations": {
+                "pending": ["0001-active-memory-index", "0002-thread-list-index", "0003-message-parents"],
+                "checked": True,
+            },
         }
         # AND when the log cannot be read, still 200 "ok"
         log.fail_with = TimeoutError()

@@ -8,7 +8,20 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from shared.models import AuditRecord, ExecutionMeta, Message, Role, Run, RunStatus, Thread, ToolCall, Usage
+from shared.migrations.model import SCHEMA_VERSION
+from shared.migrations.registry import current_version
+from shared.models import (
+    PREVIOUS,
+    AuditRecord,
+    ExecutionMeta,
+    Message,
+    Role,
+    Run,
+    RunStatus,
+    Thread,
+    ToolCall,
+    Usage,
+)
 
 _SER = TypeSerializer()
 _DESER = TypeDeserializer()
@@ -103,10 +116,31 @@ def message_to_item(tenant_id: str, msg: Message) -> dict[str, Any]:
             # Unset roll-out fields are left out: a message outside a ramp is stored exactly as before ramps existed.
             "meta": msg.meta.model_dump(mode="json", exclude_none=True),
             "seq": msg.seq,
+            "parent_id": encode_parent(msg.parent_id),
             "created_at": _iso(msg.created_at),
             "flags": json.dumps(flags) if flags else None,
+            SCHEMA_VERSION: current_version("message"),
         }
     )
+
+
+ROOT_PARENT = ""
+"""The stored ``parent_id`` of a thread's first message (and of an edit of it): None cannot be stored (``to_item``
+leaves None out), and an absent attribute means ``PREVIOUS`` (a message stored before threads were trees)."""
+
+
+def encode_parent(parent_id: str | None) -> str | None:
+    """``parent_id`` as stored: the id, ``ROOT_PARENT`` for None, absent (None) for ``PREVIOUS``."""
+    if parent_id == PREVIOUS:
+        return None
+    return ROOT_PARENT if parent_id is None else parent_id
+
+
+def decode_parent(data: dict[str, Any]) -> str | None:
+    if "parent_id" not in data:
+        return PREVIOUS
+    stored = str(data["parent_id"])
+    return None if stored == ROOT_PARENT else stored
 
 
 def message_from_item(item: dict[str, Any]) -> Message:
@@ -121,6 +155,7 @@ def message_from_item(item: dict[str, Any]) -> Message:
         run_id=data.get("run_id"),
         meta=ExecutionMeta(**data.get("meta", {})),
         seq=int(data["seq"]),
+        parent_id=decode_parent(data),
         created_at=datetime.fromisoformat(data["created_at"]),
         flags=json.loads(data["flags"]) if data.get("flags") else {},
     )
@@ -136,6 +171,8 @@ def thread_from_item(item: dict[str, Any]) -> Thread:
         updated_at=datetime.fromisoformat(data["updated_at"]),
         last_seq=int(data.get("last_seq", 0)),
         active_run_id=data.get("active_run_id"),
+        leaf_id=data.get("leaf_id"),
+        branched=bool(data.get("branched", False)),
     )
 
 

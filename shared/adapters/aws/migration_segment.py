@@ -156,7 +156,7 @@ class SegmentWorker:
         if item_version(item) >= migration.to_version or not migration.items.matches(item):
             return "already"
         try:
-            new = migration.apply(item)
+            new = migration.migrate(item, self._read_plain)
         except Exception as exc:  # one bad item fails itself, not the run; the migration stays incomplete
             logger.warning("the migration failed on an item", extra={**_where(migration, current), "reason": repr(exc)})
             return "failed"
@@ -178,6 +178,12 @@ class SegmentWorker:
                 return False
             raise
         return True
+
+    def _read_plain(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        """The item at ``key`` (plain values), strongly consistent: what a migration reads beside an item."""
+        resp = self._client.get_item(TableName=self._plan.table, Key=codec.to_item(key), ConsistentRead=True)
+        found = resp.get("Item")
+        return codec.from_item(found) if found is not None else None
 
     def _read(self, item: Wire) -> Wire | None:
         resp = self._client.get_item(

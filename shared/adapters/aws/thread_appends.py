@@ -19,6 +19,7 @@ from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.runs import DynamoDBRunLedger, RunExists
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.errors import Conflict, InvalidRequest
+from shared.message_tree import branches_off, link_messages
 from shared.models import Identity, Message, Run, Thread
 from shared.ports.threads import AdmittedRun
 
@@ -58,12 +59,22 @@ class MessageAppends:
         return stored
 
     async def admit_messages(
-        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+        self,
+        identity: Identity,
+        thread_id: str,
+        messages: Sequence[Message],
+        run: Run,
+        *,
+        last_seq: int,
+        last_leaf: str | None = None,
+        leaf_after: str | None = None,
     ) -> AdmittedRun:
         """Append ``messages`` and create ``run`` in the same transaction (the last one, beyond 40 messages).
 
-        ``last_seq`` is the counter as the caller last saw it (``open_and_claim`` returns it), so the first
-        attempt reads nothing. A run that exists already cancels the transaction: nothing is stored, and the
+        ``last_seq`` and ``last_leaf`` are the counter and the current leaf as the caller last saw them
+        (``open_and_claim`` returns them), so the first attempt reads nothing; ``leaf_after`` (a regenerate's
+        question) becomes the current leaf in the same transaction. A run that exists already cancels the
+        transaction: nothing is stored, and the
         stored run comes back with ``False`` (the caller attaches to it or refuses a conflicting body).
         """
         if any(m.thread_id != thread_id for m in messages):
@@ -71,14 +82,16 @@ class MessageAppends:
         pending = list({m.id: m for m in messages}.values())
         chunks = [pending[i : i + _MESSAGES_PER_TRANSACTION] for i in range(0, len(pending), _MESSAGES_PER_TRANSACTION)]
         run_item = self._runs.run_item(run)
-        base: int | None = last_seq
+        base: tuple[int, str | None] | None = (last_seq, last_leaf)
         stored: list[Message] = []
         for chunk in chunks[:-1]:
             stored += await self._append_chunk(identity, thread_id, chunk, base=base)
             base = None
         try:
             last = chunks[-1] if chunks else []
-            stored += await self._append_chunk(identity, thread_id, last, base=base, run_item=run_item)
+            stored += await self._append_chunk(
+                identity, thread_id, last, base=base, run_item=run_item, leaf_after=leaf_after
+            )
         except RunExists:
             existing = await self._runs.get_run(run.tenant_id, run.run_id)
             if existing is None:  # pragma: no cover - deleted between the two calls
@@ -92,29 +105,37 @@ class MessageAppends:
         thread_id: str,
         chunk: list[Message],
         *,
-        base: int | None = None,
+        base: tuple[int, str | None] | None = None,
         run_item: dict[str, Any] | None = None,
+        leaf_after: str | None = None,
     ) -> list[Message]:
-        """One transaction: counter update (conditioned on its value), an id marker and the body per message, and
-        ``run_item`` when given (conditioned on its absence: ``RunExists`` when it is there).
+        """One transaction: counter and leaf update (conditioned on their values), an id marker and the body per
+        message, and ``run_item`` when given (conditioned on its absence: ``RunExists`` when it is there).
 
         A cancelled transaction says why per item: a failed id marker is a duplicate (dropped and retried without
-        it); a failed counter is a concurrent writer (re-read and retried). ``base`` is the counter as the caller
-        knows it, which saves the read on the first attempt.
+        it); a failed counter is a concurrent writer or a branch switch (re-read and retried). ``base`` is the
+        counter and the leaf as the caller knows them, which saves the read on the first attempt. The messages are
+        linked to the leaf (``shared.message_tree.link_messages``) and the last becomes the leaf, or ``leaf_after``.
         """
         for attempt in range(_MAX_APPEND_ATTEMPTS):
             if attempt:
                 # Jittered, growing pause: two writers retrying in lock-step would collide forever.
                 await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
-            if not chunk:
+            if not chunk and leaf_after is None:
                 if run_item is not None:
                     await self._runs.put_run_item(run_item)
                 return []
             if base is None or attempt:
                 thread = await self._get_thread(identity, thread_id)
-                base = thread.last_seq
-            numbered = [m.model_copy(update={"seq": base + i + 1}) for i, m in enumerate(chunk)]
-            items = self._append_items(identity, thread_id, numbered, base=base, run_item=run_item)
+                base = (thread.last_seq, thread.leaf_id)
+            last_seq, leaf = base
+            linked = link_messages(chunk, leaf_id=leaf, last_seq=last_seq)
+            numbered = [m.model_copy(update={"seq": last_seq + i + 1}) for i, m in enumerate(linked)]
+            new_leaf = leaf_after or (numbered[-1].id if numbered else leaf)
+            branched = leaf_after is not None or branches_off(chunk)
+            items = self._append_items(
+                identity, thread_id, numbered, base=base, run_item=run_item, leaf=(new_leaf, branched)
+            )
             try:
                 await self._call(lambda items=items: self.client.transact_write_items(TransactItems=items))  # type: ignore[misc]
             except ClientError as exc:
@@ -133,23 +154,38 @@ class MessageAppends:
         thread_id: str,
         numbered: list[Message],
         *,
-        base: int,
+        base: tuple[int, str | None],
         run_item: dict[str, Any] | None,
+        leaf: tuple[str | None, bool],
     ) -> list[dict[str, Any]]:
         """The items of one append transaction, in the order :func:`_cancelled_duplicates` reads them back: the
-        counter update, then the id marker and the body of each message, then ``run_item`` when given."""
+        counter update (with the new leaf, and ``branched`` when it branches off), then the id marker and the body
+        of each message, then ``run_item`` when given."""
         pk = codec.thread_pk(identity.tenant_id, thread_id)
-        values = {":new": base + len(numbered), ":old": base}
-        # Only the counter: the thread's update time (and its place in the thread list) moves once a turn, when the
-        # run releases the thread (``DynamoDBThreads.release_thread``), so an append writes no index entry.
+        # The counter and the leaf: the thread's update time (and its place in the thread list) moves once a turn,
+        # when the run releases the thread (``DynamoDBThreads.release_thread``), so an append writes no index entry.
+        last_seq, old_leaf = base
+        new_leaf, branched = leaf
+        values: dict[str, Any] = {":new": last_seq + len(numbered), ":old": last_seq, ":u": identity.user_id}
+        update = "SET last_seq = :new"
+        if new_leaf is not None:
+            update += ", leaf_id = :leaf"
+            values[":leaf"] = new_leaf
+        if branched:
+            update += ", branched = :true"
+            values[":true"] = True
+        same_leaf = "attribute_not_exists(leaf_id)"
+        if old_leaf is not None:
+            same_leaf = "leaf_id = :oldleaf"
+            values[":oldleaf"] = old_leaf
         items: list[dict[str, Any]] = [
             {
                 "Update": {
                     "TableName": self._table,
                     "Key": codec.to_item({"PK": pk, "SK": codec.META}),
-                    "UpdateExpression": "SET last_seq = :new",
-                    "ConditionExpression": "owner_user_id = :u AND last_seq = :old",
-                    "ExpressionAttributeValues": codec.to_item({**values, ":u": identity.user_id}),
+                    "UpdateExpression": update,
+                    "ConditionExpression": f"owner_user_id = :u AND last_seq = :old AND {same_leaf}",
+                    "ExpressionAttributeValues": codec.to_item(values),
                 }
             }
         ]

@@ -21,6 +21,7 @@ from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.runs import DynamoDBRunLedger
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.thread_appends import MessageAppends
+from shared.adapters.aws.thread_branches import set_leaf
 from shared.adapters.aws.thread_list import ThreadList
 from shared.errors import Conflict, NotFound
 from shared.migrations.model import SCHEMA_VERSION
@@ -205,6 +206,7 @@ class DynamoDBThreads(TableAdapter):
             last_seq=int(old.get("last_seq", 0)),
             newly_claimed=old.get("active_run_id") != run_id,
             created=not old,
+            leaf_id=old.get("leaf_id"),
         )
 
     async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None:
@@ -405,8 +407,22 @@ class DynamoDBThreads(TableAdapter):
         return await self._appends.append_messages(identity, thread_id, messages)
 
     async def admit_messages(
-        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+        self,
+        identity: Identity,
+        thread_id: str,
+        messages: Sequence[Message],
+        run: Run,
+        *,
+        last_seq: int,
+        last_leaf: str | None = None,
+        leaf_after: str | None = None,
     ) -> AdmittedRun:
         """Append ``messages`` and create ``run`` in the same transaction (``MessageAppends.admit_messages``)."""
-        return await self._appends.admit_messages(identity, thread_id, messages, run, last_seq=last_seq)
+        return await self._appends.admit_messages(
+            identity, thread_id, messages, run, last_seq=last_seq, last_leaf=last_leaf, leaf_after=leaf_after
+        )
+
+    async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
+        """Make the branch ending at ``leaf_id`` current (``thread_branches.set_leaf``)."""
+        return await set_leaf(self, identity, thread_id, leaf_id, holder=holder)
 

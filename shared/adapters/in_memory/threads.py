@@ -22,7 +22,8 @@ from datetime import datetime
 
 from shared.adapters.in_memory.meter import RequestMeter
 from shared.adapters.in_memory.runs import InMemoryRunLedger
-from shared.errors import InvalidRequest, NotFound
+from shared.errors import Conflict, InvalidRequest, NotFound
+from shared.message_tree import branches_off, link_messages
 from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports.threads import AdmittedRun
 
@@ -183,7 +184,12 @@ class InMemoryThreads:
             return None
         state.thread = state.thread.model_copy(update={"active_run_id": run_id})
         state.active_run_at = utc_now()
-        return ThreadClaim(last_seq=state.thread.last_seq, newly_claimed=holder != run_id, created=created)
+        return ThreadClaim(
+            last_seq=state.thread.last_seq,
+            newly_claimed=holder != run_id,
+            created=created,
+            leaf_id=state.thread.leaf_id,
+        )
 
     async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None:
         """Delete a thread an admission created and then refused (see the DynamoDB adapter)."""
@@ -272,16 +278,40 @@ class InMemoryThreads:
         if not new:
             return []
         base = state.thread.last_seq
-        numbered = [_cap(m.model_copy(update={"seq": base + i + 1})) for i, m in enumerate(new)]
+        linked = link_messages(new, leaf_id=state.thread.leaf_id, last_seq=base)
+        numbered = [_cap(m.model_copy(update={"seq": base + i + 1})) for i, m in enumerate(linked)]
         for msg in numbered:
             state.messages.append(msg)
             state.seq_by_id[msg.id] = msg.seq
-        # Only the counter: the thread's update time moves when a run releases it (once a turn), as in DynamoDB.
-        state.thread = state.thread.model_copy(update={"last_seq": base + len(numbered)})
+        # The counter and the leaf: the thread's update time moves when a run releases it (once a turn), as in DynamoDB.
+        update: dict[str, object] = {"last_seq": base + len(numbered), "leaf_id": numbered[-1].id}
+        if branches_off(new):
+            update["branched"] = True
+        state.thread = state.thread.model_copy(update=update)
         return [m.model_copy(deep=True) for m in numbered]
 
+    async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
+        """Make the branch ending at ``leaf_id`` current (see the DynamoDB adapter)."""
+        await self._meter.request()  # the message's id marker
+        state = self._owned(identity, thread_id)
+        if leaf_id not in state.seq_by_id:
+            raise NotFound("message not found")
+        await self._meter.request()  # the conditional update
+        if state.thread.active_run_id != holder:
+            raise Conflict("a run is active on this thread; switch branches when it has ended", code="thread_busy")
+        state.thread = state.thread.model_copy(update={"leaf_id": leaf_id, "branched": True})
+        return state.thread
+
     async def admit_messages(
-        self, identity: Identity, thread_id: str, messages: Sequence[Message], run: Run, *, last_seq: int
+        self,
+        identity: Identity,
+        thread_id: str,
+        messages: Sequence[Message],
+        run: Run,
+        *,
+        last_seq: int,
+        last_leaf: str | None = None,
+        leaf_after: str | None = None,
     ) -> AdmittedRun:
         """Append ``messages`` and create ``run`` in one transaction; see the DynamoDB adapter."""
         for msg in messages:
@@ -305,6 +335,8 @@ class InMemoryThreads:
             if len(new) < len(chunks[-1]):
                 self._meter.request_count += 2  # a duplicate cancels the transaction: re-read and retry without it
             stored += self._store_numbered(state, new)
+        if leaf_after is not None:
+            state.thread = state.thread.model_copy(update={"leaf_id": leaf_after, "branched": True})
         self._ledger._runs[key] = run.model_copy(deep=True)
         return AdmittedRun(run, True, stored)
 

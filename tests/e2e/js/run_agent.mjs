@@ -19,6 +19,11 @@
 // A turn's "state" is set on the agent (agent.setState) before it runs, as a page that edits the shared
 // state does; without it the agent keeps the state the previous turns left it with.
 //
+// A turn's "truncateAfter" (a message id, or null for none) cuts agent.messages back to that message, inclusive,
+// before anything else (agent.setMessages), as a chat UI does for an edit (cut to the edited message's parent,
+// then add the new text as a new message, with forwardedProps.parentMessageId) or a regenerate (cut to the
+// question, add nothing, with forwardedProps.regenerate). A turn with "truncateAfter" needs no message.
+//
 // All turns run in order on the SAME HttpAgent, so turn N re-sends the messages of turns 1..N-1
 // exactly as a browser client does. Per turn the report holds:
 //   events          every event the client accepted, as {type, event}
@@ -80,6 +85,9 @@ function readInput() {
   if (typeof input?.url !== "string" || input.url === "") fail("input.url must be a non-empty string");
   if (!Array.isArray(input.turns) || input.turns.length === 0) fail("input.turns must be a non-empty array");
   input.turns.forEach((turn, index) => {
+    if (turn?.truncateAfter !== undefined && turn?.userMessage === undefined && turn?.toolResult === undefined) {
+      return;
+    }
     if (turn?.answerInterrupts !== undefined) {
       if (!["resolved", "cancelled"].includes(turn.answerInterrupts?.status)) {
         fail(`input.turns[${index}].answerInterrupts.status must be "resolved" or "cancelled"`);
@@ -175,6 +183,11 @@ async function runTurn(agent, spec, buildResumeArray) {
   };
   currentTurn = turn;
   let resume;
+  if (spec.truncateAfter !== undefined) {
+    const keep = spec.truncateAfter === null ? 0 : agent.messages.findIndex((m) => m.id === spec.truncateAfter) + 1;
+    if (spec.truncateAfter !== null && keep === 0) fail(`truncateAfter: no message ${spec.truncateAfter}`);
+    agent.setMessages(agent.messages.slice(0, keep));
+  }
   if (spec.answerInterrupts) {
     const responses = Object.fromEntries(agent.pendingInterrupts.map((i) => [i.id, spec.answerInterrupts]));
     resume = buildResumeArray(agent.pendingInterrupts, responses);
@@ -183,7 +196,7 @@ async function runTurn(agent, spec, buildResumeArray) {
       ?.toolCalls?.at(-1);
     if (!call) fail("toolResult turn: no assistant tool call to answer");
     agent.addMessage({ id: spec.toolResult.id, role: "tool", toolCallId: call.id, content: spec.toolResult.content });
-  } else {
+  } else if (spec.userMessage) {
     agent.addMessage({ id: spec.userMessage.id, role: "user", content: spec.userMessage.content });
   }
   if (spec.state !== undefined) agent.setState(spec.state);

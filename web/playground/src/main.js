@@ -29,6 +29,8 @@ const state = {
   threadFollow: null, // AbortController of the thread stream
   memoryRuns: new Map(),
   threadState: { state: {}, version: 0 }, // the thread's shared state as the history API returned it
+  history: [], // the current branch as the history API last returned it
+  editing: null, // {messageId, parentId}: the user message being edited (the composer sends its new text)
 };
 
 function h(tag, attrs = {}, ...children) {
@@ -231,6 +233,88 @@ function renderConversation(history) {
   }
 }
 
+// ---- branches: edit, regenerate, and the sibling arrows (docs/protocols/agent/run-agent-input.md §3.3) -------
+// The controls' labels are drawn by CSS from data attributes, so a bubble's text stays the message's text.
+
+function control(testid, label, onclick, data = {}) {
+  return h("button", { type: "button", class: `ctl ${testid}`, "data-testid": testid, "aria-label": label, title: label, dataset: data, onclick });
+}
+
+function decorateConversation(history) {
+  const box = $("messages");
+  box.querySelectorAll(".controls").forEach((el) => el.remove());
+  history.forEach((m, index) => {
+    const bubble = box.querySelector(`.msg[data-message-id="${CSS.escape(m.id)}"]`);
+    if (!bubble) return;
+    const controls = h("span", { class: "controls" });
+    if (m.siblingIds?.length > 1) {
+      const at = m.siblingIds.indexOf(m.id);
+      const go = (step) => () => switchTo(m.siblingIds[at + step]);
+      controls.append(
+        control("sibling-prev", "previous version", at > 0 ? go(-1) : null, {}),
+        h("span", { class: "ctl-pos", "data-testid": "sibling-position", dataset: { position: `${at + 1} / ${m.siblingIds.length}` } }),
+        control("sibling-next", "next version", at < m.siblingIds.length - 1 ? go(1) : null, {}),
+      );
+      controls.querySelector(".sibling-prev").disabled = at === 0;
+      controls.querySelector(".sibling-next").disabled = at === m.siblingIds.length - 1;
+    }
+    if (m.role === "user") controls.append(control("edit-message", "edit", () => startEdit(m)));
+    const question = history.slice(0, index).reverse().find((q) => q.role === "user");
+    if (m.role === "assistant" && question) controls.append(control("regenerate", "regenerate", () => regenerate(question.id)));
+    if (controls.childElementCount) bubble.append(controls);
+  });
+}
+
+/** The messages the agent holds for a branch cut back to ``lastId`` (inclusive; null: none). */
+function messagesUpTo(lastId) {
+  if (lastId === null) return [];
+  const at = state.history.findIndex((m) => m.id === lastId);
+  return agentMessages(state.history.slice(0, at + 1));
+}
+
+async function showBranch() {
+  const history = await refreshHistory();
+  renderConversation(history);
+  decorateConversation(history);
+  state.agent?.setMessages(agentMessages(history));
+}
+
+async function switchTo(messageId) {
+  if (state.running) return;
+  clearError();
+  try {
+    await api(`/api/v1/threads/${encodeURIComponent(state.threadId)}/branch`, {
+      method: "PUT",
+      body: { throughMessageId: messageId },
+    });
+  } catch (error) {
+    showError(error, "Switch branch");
+    return;
+  }
+  await showBranch();
+}
+
+async function regenerate(questionId) {
+  if (state.running) return;
+  clearError();
+  state.agent.setMessages(messagesUpTo(questionId));
+  await runOnce({ forwardedProps: { regenerate: true } });
+  await showBranch();
+}
+
+function startEdit(message) {
+  state.editing = { messageId: message.id, parentId: message.parentId ?? null };
+  const input = $("composer").querySelector("textarea");
+  input.value = message.content;
+  $("editing").hidden = false;
+  input.focus();
+}
+
+function stopEdit() {
+  state.editing = null;
+  $("editing").hidden = true;
+}
+
 // ---- shared state: the thread's STATE_SNAPSHOT, and each STATE_DELTA as it arrives ---------------------------
 
 function renderState(value, version = null) {
@@ -246,7 +330,9 @@ async function refreshHistory() {
   if (!state.threadId || !state.token) return [];
   try {
     const history = await readHistory(state.threadId);
+    state.history = history;
     renderHistoryPanel(history);
+    decorateConversation(history);
     return history;
   } catch (error) {
     showError(error, "History");
@@ -365,9 +451,12 @@ async function selectThread(threadId) {
   // A new thread has nothing to read yet (the API would answer 404): its history and thread stream are read once
   // its first run has started.
   state.threadState = { state: {}, version: 0 };
+  stopEdit();
+  state.history = [];
   const history = fresh ? [] : await refreshHistory();
   if (fresh) renderHistoryPanel([]);
   renderConversation(history);
+  decorateConversation(history);
   $("state-deltas").replaceChildren();
   renderState(state.threadState.state, state.threadState.version);
   state.agent = new HttpAgent({
@@ -607,7 +696,7 @@ function onConnectionStatus(status) {
 
 /** One run on the current thread (``resume``: the answers to the previous run's interrupts); returns the front-end
  * tool calls left for the page to answer and the interrupts (tool calls waiting for approval) the run ended with. */
-async function runOnce({ userMessageId = null, resume = undefined } = {}) {
+async function runOnce({ userMessageId = null, resume = undefined, forwardedProps = undefined } = {}) {
   const agent = state.agent;
   agent.headers = authHeaders();
   const runId = uid("run");
@@ -683,6 +772,7 @@ async function runOnce({ userMessageId = null, resume = undefined } = {}) {
   try {
     const parameters = { runId, tools: declareTool ? [CONFIRM_BOOKING] : [] };
     if (resume) parameters.resume = resume;
+    if (forwardedProps) parameters.forwardedProps = forwardedProps;
     await agent.runAgent(parameters, subscriber);
   } catch (error) {
     failure = fromAgentError(error);
@@ -779,9 +869,14 @@ async function send(text) {
   if (state.running || !text.trim()) return;
   clearError();
   const id = uid("msg");
+  const editing = state.editing;
+  stopEdit();
+  if (editing) state.agent.setMessages(messagesUpTo(editing.parentId)); // the new text branches off its parent
   $("messages").append(messageBubble("user", id, text));
   state.agent.addMessage({ id, role: "user", content: text });
-  let { pending, interrupts } = await runOnce({ userMessageId: id });
+  const forwardedProps = editing ? { parentMessageId: editing.parentId } : undefined;
+  let { pending, interrupts } = await runOnce({ userMessageId: id, forwardedProps });
+  if (editing) await showBranch();
   // A front-end tool call ends the run unanswered (AG-UI convention); the page answers it in the next run. Tool
   // calls waiting for approval end it with interrupts; the next run's resume answers every one of them.
   while (pending.length || interrupts.length) {
@@ -803,6 +898,7 @@ function setBusy(busy) {
   $("send").disabled = busy;
   $("cancel-run").disabled = !busy;
   for (const button of $("thread-list").querySelectorAll("button")) button.disabled = busy;
+  document.body.classList.toggle("busy", busy);
 }
 
 // ---- wiring -------------------------------------------------------------------------------------------------
@@ -853,6 +949,10 @@ function wire() {
       setToken(token);
       await loadAudit();
     }
+  });
+  $("cancel-edit").addEventListener("click", () => {
+    stopEdit();
+    input.value = "";
   });
   $("refresh-memories").addEventListener("click", refreshMemories);
   $("refresh-usage").addEventListener("click", refreshUsage);
