@@ -62,6 +62,7 @@ def test_regenerate_edit_and_the_sibling_arrows(playground: Serve, open_page: Ca
             view.screenshot("regenerated")
             # WHEN the user steps back to the first answer
             answer.locator("[data-testid=sibling-prev]").click()
+            view.page.wait_for_selector("body[data-running=false]")
             view.page.wait_for_function(
                 "() => document.querySelector('[data-testid=messages] .msg.assistant')?.textContent === 'Paris.'"
             )

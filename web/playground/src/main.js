@@ -282,24 +282,25 @@ async function showBranch() {
 async function switchTo(messageId) {
   if (state.running) return;
   clearError();
+  setBusy(true);
   try {
     await api(`/api/v1/threads/${encodeURIComponent(state.threadId)}/branch`, {
       method: "PUT",
       body: { throughMessageId: messageId },
     });
+    await showBranch();
   } catch (error) {
     showError(error, "Switch branch");
-    return;
+  } finally {
+    setBusy(false);
   }
-  await showBranch();
 }
 
 async function regenerate(questionId) {
   if (state.running) return;
   clearError();
   state.agent.setMessages(messagesUpTo(questionId));
-  await runOnce({ forwardedProps: { regenerate: true } });
-  await showBranch();
+  await runOnce({ forwardedProps: { regenerate: true }, redraw: true });
 }
 
 function startEdit(message) {
@@ -696,7 +697,7 @@ function onConnectionStatus(status) {
 
 /** One run on the current thread (``resume``: the answers to the previous run's interrupts); returns the front-end
  * tool calls left for the page to answer and the interrupts (tool calls waiting for approval) the run ended with. */
-async function runOnce({ userMessageId = null, resume = undefined, forwardedProps = undefined } = {}) {
+async function runOnce({ userMessageId = null, resume = undefined, forwardedProps = undefined, redraw = false } = {}) {
   const agent = state.agent;
   agent.headers = authHeaders();
   const runId = uid("run");
@@ -808,6 +809,7 @@ async function runOnce({ userMessageId = null, resume = undefined, forwardedProp
     renderState(agent.state, state.threadState.version);
   }
   await refreshUsage();
+  if (redraw) await showBranch(); // an edit or a regenerate: the conversation is the new branch, drawn before idle
   setBusy(false);
   if (terminal?.type !== "RUN_FINISHED") return { pending: [], interrupts: [] };
   const interrupts = terminal.outcome?.type === "interrupt" ? terminal.outcome.interrupts : [];
@@ -875,8 +877,7 @@ async function send(text) {
   $("messages").append(messageBubble("user", id, text));
   state.agent.addMessage({ id, role: "user", content: text });
   const forwardedProps = editing ? { parentMessageId: editing.parentId } : undefined;
-  let { pending, interrupts } = await runOnce({ userMessageId: id, forwardedProps });
-  if (editing) await showBranch();
+  let { pending, interrupts } = await runOnce({ userMessageId: id, forwardedProps, redraw: Boolean(editing) });
   // A front-end tool call ends the run unanswered (AG-UI convention); the page answers it in the next run. Tool
   // calls waiting for approval end it with interrupts; the next run's resume answers every one of them.
   while (pending.length || interrupts.length) {
