@@ -251,10 +251,10 @@ async def test_oldest_id_names_the_oldest_entry_still_held_and_none_once_the_key
     assert await stream.oldest_id(key) is None
 
 
+@pytest.mark.parametrize("backend", ["fakeredis", "redis", "redis-cluster"])  # the TTL is read back with TTL
 async def test_every_key_a_batch_writes_gets_the_streams_ttl(make_stream: StreamFactory, key: str) -> None:
     stream = make_stream()
-    if not isinstance(stream, RedisEventStream):
-        pytest.skip("the TTL is read back with TTL: Redis backends")
+    assert isinstance(stream, RedisEventStream)
     other = thread_stream_key("tenant-a", f"th-{uuid.uuid4().hex}")
     await cast(BatchEventStream, stream).append_batch([(key, {"n": 1}), (other, {"n": 2}), (key, {"n": 3})])
     client = stream._client  # the adapter's own client: the test reads what the server holds
