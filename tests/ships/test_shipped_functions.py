@@ -29,6 +29,7 @@ import httpx
 import pytest
 
 from shared.adapters.aws.table_schema import create_table
+from shared.migrations.registry import MIGRATIONS
 from tests.support import handler_runtime, shipped_artifact
 from tests.support.agui_clients import validate_sse
 from tests.support.model_server import ModelServer, ScriptedToolCall, ScriptedTurn
@@ -218,8 +219,9 @@ def _succeeded(function: str, result: dict[str, Any]) -> bool:
         return result == {"batchItemFailures": []}
     if function == "sweeper":
         return result["failures"] == 0 and result["found"] == len(result["ended"])
-    if function == "migrate":
-        return [m["outcome"] for m in result["migrations"]] == ["dry_run"]
+    if function == "migrate":  # a dry run of every registered migration, in order
+        ran = [(m["migration"], m["outcome"]) for m in result["migrations"]]
+        return ran == [(migration.label, "dry_run") for migration in MIGRATIONS]
     return bool(result["statusCode"] == 200 and '"items":[' in result["body"])
 
 
