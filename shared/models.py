@@ -117,6 +117,16 @@ class Message(BaseModel):
     flags: dict[str, Any] = Field(default_factory=dict)
 
 
+class LastMessage(BaseModel):
+    """A thread's last visible message, as its list entry shows it: role, a short preview and its time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: str
+    preview: str
+    at: datetime
+
+
 class Thread(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -131,6 +141,16 @@ class Thread(BaseModel):
     """The last message of the thread's current branch; None: its newest message (a thread that never branched)."""
     branched: bool = False
     """An edit, a regenerate or a switch happened: the thread has (or had) more than one branch."""
+    title: str | None = None
+    title_source: str | None = None
+    """Who set ``title``: ``client`` (never overwritten by a generated one) or ``generated``."""
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    archived: bool = False
+    pinned: bool = False
+    last_message: LastMessage | None = None
+    """The thread's last visible message as of its last write (its preview, not its content)."""
+    message_count: int = 0
+    """Messages stored in the thread (every branch) up to its last visible one."""
 
 
 class Usage(BaseModel):

@@ -21,6 +21,7 @@ from shared.ports import AuditLog, ConversationStore, RunLedger, StreamEntry
 from shared.ports.thread_state import ThreadStateStore
 from shared.runs.intake import check_stream_id
 from shared.stream_keys import thread_stream_key
+from shared.thread_fields import ThreadChanges
 from shared.thread_state.models import EMPTY_STATE, StoredState
 
 
@@ -136,6 +137,25 @@ class ThreadService:
             )
         )
         return await self.history(caller, thread_id, limit=limit, cursor=None)
+
+    async def get(self, caller: Identity, thread_id: str) -> Thread:
+        return await self._threads.get_thread(caller, thread_id)
+
+    async def update(self, caller: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
+        """Change the caller's thread's title, metadata, archived or pinned (NotFound when not theirs), audited with
+        the fields changed (not their values: a title can be personal)."""
+        thread = await self._threads.update_thread(caller, thread_id, changes)
+        await self._audit.record(
+            AuditRecord(
+                kind="thread_updated",
+                tenant_id=caller.tenant_id,
+                thread_id=thread_id,
+                run_id="",
+                user_id=caller.user_id,
+                details={"fields": changes.fields, "metadata_keys": sorted(changes.metadata)},
+            )
+        )
+        return thread
 
     async def list(self, caller: Identity, *, limit: int, cursor: str | None) -> tuple[list[Thread], str | None]:
         return await self._threads.list_threads(caller, limit=limit, cursor=cursor)

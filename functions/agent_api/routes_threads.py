@@ -13,8 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from functions.agent_api.deps import Caller, Deadline, Threads
 from functions.agent_api.sse import SSE_HEADERS, frames
-from shared.models import PREVIOUS, Message, Run
+from shared.models import PREVIOUS, Message, Run, Thread
 from shared.runs import intake
+from shared.thread_fields import check_changes
 from shared.threads import HistoryPage
 
 router = APIRouter(prefix="/api/v1/threads", tags=["threads"])
@@ -126,17 +127,45 @@ async def switch_branch(
     return history_view(await threads.switch_branch(caller, threadId, message_id, limit=limit, through=through))
 
 
+def thread_view(thread: Thread) -> dict[str, Any]:
+    """A thread as the list, ``GET /threads/{id}`` and ``PATCH`` return it; unset optional fields are omitted."""
+    view: dict[str, Any] = {
+        "threadId": thread.thread_id,
+        "createdAt": thread.created_at.isoformat(),
+        "updatedAt": thread.updated_at.isoformat(),
+        "metadata": thread.metadata,
+        "archived": thread.archived,
+        "pinned": thread.pinned,
+        "messageCount": thread.message_count,
+    }
+    if thread.title is not None:
+        view["title"] = thread.title
+    if thread.last_message is not None:
+        last = thread.last_message
+        view["lastMessage"] = {"role": last.role, "preview": last.preview, "createdAt": last.at.isoformat()}
+    return view
+
+
+@router.get("/{threadId}")
+async def get_thread(caller: Caller, threads: Threads, threadId: str) -> dict[str, Any]:
+    intake.check_id("threadId", threadId, where="path")
+    return thread_view(await threads.get(caller, threadId))
+
+
+@router.patch("/{threadId}")
+async def update_thread(caller: Caller, threads: Threads, threadId: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Any of ``title`` (null or empty: removed), ``metadata`` (merged; a null value removes the key), ``archived``
+    and ``pinned``; the thread as changed. Checked by ``shared.thread_fields.check_changes`` (422)."""
+    intake.check_id("threadId", threadId, where="path")
+    return thread_view(await threads.update(caller, threadId, check_changes(body)))
+
+
 @router.get("")
 async def list_threads(
     caller: Caller, threads: Threads, limit: Annotated[int, Query(ge=1, le=100)] = 20, cursor: str | None = None
 ) -> dict[str, Any]:
     items, next_cursor = await threads.list(caller, limit=limit, cursor=cursor)
-    body: dict[str, Any] = {
-        "items": [
-            {"threadId": t.thread_id, "createdAt": t.created_at.isoformat(), "updatedAt": t.updated_at.isoformat()}
-            for t in items
-        ]
-    }
+    body: dict[str, Any] = {"items": [thread_view(t) for t in items]}
     if next_cursor:
         body["nextCursor"] = next_cursor
     return body

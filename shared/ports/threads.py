@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import NamedTuple, Protocol
 
 from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover
+from shared.thread_fields import ThreadChanges
 
 
 class MessageHistoryReader(Protocol):
@@ -48,6 +49,11 @@ class ConversationStore(MessageHistoryReader, Protocol):
 
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
         """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
+        ...
+
+    async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
+        """Apply ``changes`` (title, metadata merge, archived, pinned) to the caller's thread; the thread as changed.
+        NotFound when it is absent or not theirs; InvalidRequest when the merged metadata is over its bounds."""
         ...
 
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:

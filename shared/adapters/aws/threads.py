@@ -22,12 +22,14 @@ from shared.adapters.aws.runs import DynamoDBRunLedger
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.thread_appends import MessageAppends
 from shared.adapters.aws.thread_branches import set_leaf
+from shared.adapters.aws.thread_labels import update_thread
 from shared.adapters.aws.thread_list import ThreadList
 from shared.errors import Conflict, NotFound
 from shared.migrations.model import SCHEMA_VERSION
 from shared.migrations.registry import current_version
 from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports.threads import AdmittedRun
+from shared.thread_fields import ThreadChanges
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -271,16 +273,22 @@ class DynamoDBThreads(TableAdapter):
         return ThreadTakeover(previous_run_id=holder, previous=previous)
 
     async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None:
-        """Give the thread back; the run's end is the thread's update: its one move in the thread list a turn."""
+        """Give the thread back; the run's end is the thread's update: its one move in the thread list a turn, which
+        also carries the turn's last visible message (``pending_last``) into the list's projected ``last_message``."""
         now = utc_now().isoformat()
         try:
             await self._call(
                 lambda: self.client.update_item(
                     TableName=self._table,
                     Key=codec.to_item({"PK": codec.thread_pk(tenant_id, thread_id), "SK": codec.META}),
-                    UpdateExpression="REMOVE active_run_id, active_run_at SET updated_at = :now, GSI3SK = :g",
+                    UpdateExpression=(
+                        "REMOVE active_run_id, active_run_at SET updated_at = :now, GSI3SK = :g,"
+                        " last_message = if_not_exists(pending_last, :none)"
+                    ),
                     ConditionExpression="active_run_id = :r",
-                    ExpressionAttributeValues=codec.to_item({":r": run_id, ":now": now, ":g": f"{now}#{thread_id}"}),
+                    ExpressionAttributeValues=codec.to_item(
+                        {":r": run_id, ":now": now, ":g": f"{now}#{thread_id}", ":none": {}}
+                    ),
                 )
             )
         except ClientError as exc:
@@ -421,6 +429,10 @@ class DynamoDBThreads(TableAdapter):
         return await self._appends.admit_messages(
             identity, thread_id, messages, run, last_seq=last_seq, last_leaf=last_leaf, leaf_after=leaf_after
         )
+
+    async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
+        """Change the caller's thread's title, metadata, archived or pinned (``thread_labels.update_thread``)."""
+        return await update_thread(self, await self.get_thread(identity, thread_id), identity, changes)
 
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
         """Make the branch ending at ``leaf_id`` current (``thread_branches.set_leaf``)."""
