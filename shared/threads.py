@@ -22,6 +22,7 @@ from shared.ports.thread_state import ThreadStateStore
 from shared.runs.intake import check_stream_id
 from shared.stream_keys import thread_stream_key
 from shared.thread_fields import ThreadChanges
+from shared.thread_search import LISTING, ThreadCriteria
 from shared.thread_state.models import EMPTY_STATE, StoredState
 
 
@@ -157,8 +158,14 @@ class ThreadService:
         )
         return thread
 
+    async def search(
+        self, caller: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        return await self._threads.search_threads(caller, criteria, limit=limit, cursor=cursor)
+
     async def list(self, caller: Identity, *, limit: int, cursor: str | None) -> tuple[list[Thread], str | None]:
-        return await self._threads.list_threads(caller, limit=limit, cursor=cursor)
+        """The sidebar: unarchived threads, pinned first, then the most recent (``thread_search.LISTING``)."""
+        return await self._threads.search_threads(caller, LISTING, limit=limit, cursor=cursor)
 
     async def audit(self, caller: Identity, thread_id: str, *, limit: int) -> ThreadAudit:
         """Everything recorded on the thread, hidden runs included: only for callers with the audit scope."""

@@ -13,9 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from functions.agent_api.deps import Caller, Deadline, Threads
 from functions.agent_api.sse import SSE_HEADERS, frames
+from shared.errors import InvalidRequest
 from shared.models import PREVIOUS, Message, Run, Thread
 from shared.runs import intake
-from shared.thread_fields import check_changes
+from shared.thread_fields import METADATA_KEYS, check_changes, check_value
+from shared.thread_search import ThreadCriteria
 from shared.threads import HistoryPage
 
 router = APIRouter(prefix="/api/v1/threads", tags=["threads"])
@@ -169,6 +171,32 @@ async def list_threads(
     if next_cursor:
         body["nextCursor"] = next_cursor
     return body
+
+
+class ThreadSearch(BaseModel):
+    """The body of ``POST /threads/search`` (see api-endpoints.md §4)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str | None = Field(default=None, max_length=200)
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    archived: bool | None = None
+    pinned: bool | None = None
+    limit: int = Field(default=20, ge=1, le=100)
+    cursor: str | None = None
+
+
+@router.post("/search")
+async def search_threads(caller: Caller, threads: Threads, body: ThreadSearch) -> dict[str, Any]:
+    """The caller's threads matching every given criterion, most recent first; archived ones too unless
+    ``archived`` says otherwise. A page may hold fewer than ``limit`` threads and still have a ``nextCursor``."""
+    if len(body.metadata) > METADATA_KEYS:
+        raise InvalidRequest(f"metadata holds at most {METADATA_KEYS} pairs", code="invalid_metadata")
+    for value in body.metadata.values():
+        check_value(value)
+    criteria = ThreadCriteria(query=body.query, metadata=body.metadata, archived=body.archived, pinned=body.pinned)
+    items, next_cursor = await threads.search(caller, criteria, limit=body.limit, cursor=body.cursor)
+    return {"items": [thread_view(t) for t in items], **({"nextCursor": next_cursor} if next_cursor else {})}
 
 
 @router.get(

@@ -12,6 +12,7 @@ from typing import NamedTuple, Protocol
 
 from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover
 from shared.thread_fields import ThreadChanges
+from shared.thread_search import ThreadCriteria
 
 
 class MessageHistoryReader(Protocol):
@@ -49,6 +50,13 @@ class ConversationStore(MessageHistoryReader, Protocol):
 
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
         """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
+        ...
+
+    async def search_threads(
+        self, identity: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        """The caller's threads matching ``criteria`` in its order (``shared.thread_search``), a page at a time: a
+        page may hold fewer than ``limit`` threads (the cost of a call is bounded) and still have a next cursor."""
         ...
 
     async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:

@@ -85,3 +85,29 @@ async def test_bad_fields_and_sizes_are_422_and_change_nothing(make_services: An
         missing = await client.patch("/api/v1/threads/th-none", json={"title": "x"}, headers=bearer())
     assert read["metadata"] == {} and "title" not in read and read["archived"] is False
     assert missing.status_code == 404
+
+
+async def test_the_list_hides_archived_threads_puts_pinned_first_and_search_finds_them(
+    make_services: Any, asgi_client: Any
+) -> None:
+    services = make_services(ScriptedModel(Turn(text=["Lisbon"]), Turn(text=["Pasta"]), Turn(text=["Budget"])))
+    async with asgi_client(services) as client:
+        for i, text in enumerate(["trip", "food", "money"]):
+            await client.post("/api/v1/agent", json=body(f"th-{i}", f"run-{i}", text), headers=bearer())
+        await client.patch("/api/v1/threads/th-0", json={"pinned": True}, headers=bearer())
+        await client.patch("/api/v1/threads/th-1", json={"archived": True, "metadata": {"k": "v"}}, headers=bearer())
+        listing = (await client.get("/api/v1/threads", headers=bearer())).json()["items"]
+        archived = await client.post("/api/v1/threads/search", json={"archived": True}, headers=bearer())
+        by_text = await client.post("/api/v1/threads/search", json={"query": "pasta"}, headers=bearer())
+        by_meta = await client.post("/api/v1/threads/search", json={"metadata": {"k": "v"}}, headers=bearer())
+        stranger = await client.post("/api/v1/threads/search", json={"query": "pasta"}, headers=bearer(user="user-2"))
+        bad = [
+            await client.post("/api/v1/threads/search", json=b, headers=bearer())
+            for b in ({"limit": 0}, {"metadata": {"k": {"x": 1}}}, {"cursor": "nope"}, {"other": 1})
+        ]
+    assert [t["threadId"] for t in listing] == ["th-0", "th-2"]
+    assert [t["threadId"] for t in archived.json()["items"]] == ["th-1"]
+    assert [t["threadId"] for t in by_text.json()["items"]] == ["th-1"]
+    assert [t["threadId"] for t in by_meta.json()["items"]] == ["th-1"]
+    assert stranger.status_code == 200 and stranger.json()["items"] == []
+    assert [r.status_code for r in bad] == [422, 422, 422, 422]

@@ -30,6 +30,7 @@ from shared.migrations.registry import current_version
 from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports.threads import AdmittedRun
 from shared.thread_fields import ThreadChanges
+from shared.thread_search import ThreadCriteria
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -429,6 +430,12 @@ class DynamoDBThreads(TableAdapter):
         return await self._appends.admit_messages(
             identity, thread_id, messages, run, last_seq=last_seq, last_leaf=last_leaf, leaf_after=leaf_after
         )
+
+    async def search_threads(
+        self, identity: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        """The caller's threads matching ``criteria`` (``thread_list.ThreadList.search_threads``)."""
+        return await self._list.search_threads(identity, criteria, limit=limit, cursor=cursor)
 
     async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
         """Change the caller's thread's title, metadata, archived or pinned (``thread_labels.update_thread``)."""

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from shared import thread_search
 from shared.adapters.in_memory.meter import RequestMeter
 from shared.adapters.in_memory.runs import InMemoryRunLedger
 from shared.errors import Conflict, InvalidRequest, NotFound
@@ -300,6 +301,22 @@ class InMemoryThreads:
             update |= {"last_message": shown[0], "message_count": shown[1]}
         state.thread = state.thread.model_copy(update=update)
         return [m.model_copy(deep=True) for m in numbered]
+
+    async def search_threads(
+        self, identity: Identity, criteria: thread_search.ThreadCriteria, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        """As the DynamoDB adapter: a walk over the caller's threads in list order, one request per batch, each
+        thread as its list entry shows it."""
+        partition = _partition(identity)
+        start = thread_search.decode_cursor(cursor, partition, criteria) if cursor else None
+
+        async def fetch(before: str | None, n: int) -> tuple[list[tuple[str, Thread]], bool]:
+            everything, _ = await self.list_threads(identity, limit=10**9, cursor=None)
+            below = [t for t in everything if before is None or _listing_key(t) < before]
+            return [(_listing_key(t), t) for t in below[:n]], len(below) > n
+
+        threads, position = await thread_search.walk(fetch, criteria, limit=limit, start=start)
+        return threads, thread_search.encode_cursor(partition, position) if position else None
 
     async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
         """Change the thread's title, metadata, archived or pinned (see ``thread_labels``): a read, an update."""
