@@ -20,6 +20,8 @@ TITLE_CHARS = 200
 METADATA_KEYS = 16
 METADATA_KEY_CHARS = 64
 METADATA_VALUE_CHARS = 512
+MAX_NUMBER = 2**53
+"""The largest metadata number: exact in JavaScript, far inside DynamoDB's number range."""
 
 Scalar = str | int | float | bool
 
@@ -104,7 +106,11 @@ def check_changes(body: dict[str, Any]) -> ThreadChanges:
 
 def check_value(value: object) -> None:
     """A metadata value: a scalar (a string of at most ``METADATA_VALUE_CHARS``), or None (remove the key)."""
-    if value is None or isinstance(value, bool | int | float):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int | float):
+        if not (abs(value) <= MAX_NUMBER and value == value):  # a JSON-safe number DynamoDB can store
+            raise InvalidRequest(f"metadata numbers are at most {MAX_NUMBER} in size", code="invalid_metadata")
         return
     if not isinstance(value, str) or len(value) > METADATA_VALUE_CHARS:
         raise InvalidRequest(

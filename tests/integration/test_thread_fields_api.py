@@ -71,6 +71,8 @@ async def test_bad_fields_and_sizes_are_422_and_change_nothing(make_services: An
         {"metadata": {"k" * 65: "v"}},
         {"metadata": {"k": {"nested": 1}}},
         {"metadata": "not an object"},
+        {"metadata": {"big": 10**40}},
+        {"metadata": {"big": 1e300}},
         {"title": "t" * 201},
         {"title": 5},
         {"archived": "yes"},
@@ -103,11 +105,17 @@ async def test_the_list_hides_archived_threads_puts_pinned_first_and_search_find
         stranger = await client.post("/api/v1/threads/search", json={"query": "pasta"}, headers=bearer(user="user-2"))
         bad = [
             await client.post("/api/v1/threads/search", json=b, headers=bearer())
-            for b in ({"limit": 0}, {"metadata": {"k": {"x": 1}}}, {"cursor": "nope"}, {"other": 1})
+            for b in (
+                {"limit": 0},
+                {"metadata": {"k": {"x": 1}}},
+                {"cursor": "nope"},
+                {"other": 1},
+                {"metadata": {"n": 1e300}},
+            )
         ]
     assert [t["threadId"] for t in listing] == ["th-0", "th-2"]
     assert [t["threadId"] for t in archived.json()["items"]] == ["th-1"]
     assert [t["threadId"] for t in by_text.json()["items"]] == ["th-1"]
     assert [t["threadId"] for t in by_meta.json()["items"]] == ["th-1"]
     assert stranger.status_code == 200 and stranger.json()["items"] == []
-    assert [r.status_code for r in bad] == [422, 422, 422, 422]
+    assert [r.status_code for r in bad] == [422, 422, 422, 422, 422]
