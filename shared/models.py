@@ -94,6 +94,18 @@ threads were trees reads as it until migration 3 (``shared/migrations/message_pa
 It can never be a message id (ids start with a letter or a digit)."""
 
 
+class Feedback(BaseModel):
+    """A user's judgement of an answer (thumbs up ``1`` or down ``-1``), stored on the message it judges."""
+
+    model_config = ConfigDict(frozen=True)
+
+    score: Literal[1, -1]
+    comment: str | None = None
+    tags: tuple[str, ...] = ()
+    user_id: str
+    created_at: datetime = Field(default_factory=utc_now)
+
+
 class Message(BaseModel):
     """One stored message of a thread. ``seq`` is assigned by the store and orders the thread; ``parent_id`` makes
     the thread a tree (the message this one follows; None for a first message), so an edit or a regenerate adds a
@@ -115,6 +127,8 @@ class Message(BaseModel):
     # Free-form markers, e.g. {"partial": True} for text kept from a cancelled run or {"synthetic": True} for a
     # tool result written by a repair.
     flags: dict[str, Any] = Field(default_factory=dict)
+    feedback: Feedback | None = None
+    """The thread owner's feedback on this answer (``POST .../messages/{id}/feedback``); None: none given."""
 
 
 class LastMessage(BaseModel):

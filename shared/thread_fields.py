@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.errors import InvalidRequest
+from shared.errors import InvalidRequest, NotFound
 from shared.models import LastMessage, Message, Role, Thread
 
 PREVIEW_CHARS = 120
@@ -144,3 +144,12 @@ def apply_changes(thread: Thread, changes: ThreadChanges) -> Thread:
     if changes.pinned is not None:
         update["pinned"] = changes.pinned
     return thread.model_copy(update=update)
+
+
+def check_answer(message: Message) -> None:
+    """Feedback is on an answer the user sees: a hidden run's message is unknown to them (NotFound), a question
+    or a tool result is not an answer (422 ``not_an_answer``)."""
+    if message.meta.hidden_from_user:
+        raise NotFound("message not found")
+    if message.role != Role.ASSISTANT:
+        raise InvalidRequest("feedback is given on an assistant message", code="not_an_answer")

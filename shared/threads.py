@@ -16,7 +16,7 @@ from shared.context_window import BranchReader
 from shared.errors import Forbidden, InvalidRequest, NotFound
 from shared.message_snapshot import SNAPSHOT_MESSAGES, messages_snapshot
 from shared.message_tree import newest_leaf_under
-from shared.models import AuditRecord, Identity, Message, Role, Run, Thread
+from shared.models import AuditRecord, Feedback, Identity, Message, Role, Run, Thread
 from shared.ports import AuditLog, ConversationStore, RunLedger, StreamEntry
 from shared.ports.thread_state import ThreadStateStore
 from shared.runs.intake import check_stream_id
@@ -157,6 +157,24 @@ class ThreadService:
             )
         )
         return thread
+
+    async def give_feedback(
+        self, caller: Identity, thread_id: str, message_id: str, feedback: Feedback | None
+    ) -> Message:
+        """The caller's feedback on an answer of their thread, replacing theirs (None: removed); audited with the
+        score (not the comment) so a thread's audit shows when an answer was judged."""
+        message = await self._threads.set_feedback(caller, thread_id, message_id, feedback)
+        await self._audit.record(
+            AuditRecord(
+                kind="feedback_given" if feedback else "feedback_removed",
+                tenant_id=caller.tenant_id,
+                thread_id=thread_id,
+                run_id=message.run_id or "",
+                user_id=caller.user_id,
+                details={"message_id": message_id, **({"score": feedback.score} if feedback else {})},
+            )
+        )
+        return message
 
     async def search(
         self, caller: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None

@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from functions.agent_api.deps import Caller, Deadline, Threads
 from functions.agent_api.sse import SSE_HEADERS, frames
 from shared.errors import InvalidRequest
-from shared.models import PREVIOUS, Message, Run, Thread
+from shared.models import PREVIOUS, Feedback, Message, Run, Thread
 from shared.runs import intake
 from shared.thread_fields import METADATA_KEYS, check_changes, check_value
 from shared.thread_search import ThreadCriteria
@@ -46,11 +46,22 @@ def message_view(msg: Message, siblings: tuple[str, ...] = ()) -> dict[str, Any]
         view["parentId"] = msg.parent_id
     if siblings:
         view["siblingIds"] = list(siblings)
+    if msg.feedback is not None:
+        view["feedback"] = feedback_view(msg.feedback)
     if msg.flags.get("partial"):
         view["partial"] = True
         ended_by = msg.flags.get("ended_by")
         if isinstance(ended_by, str):
             view["endedBy"] = ended_by
+    return view
+
+
+def feedback_view(feedback: Feedback) -> dict[str, Any]:
+    view: dict[str, Any] = {"score": feedback.score, "createdAt": feedback.created_at.isoformat()}
+    if feedback.comment:
+        view["comment"] = feedback.comment
+    if feedback.tags:
+        view["tags"] = list(feedback.tags)
     return view
 
 
@@ -197,6 +208,36 @@ async def search_threads(caller: Caller, threads: Threads, body: ThreadSearch) -
     criteria = ThreadCriteria(query=body.query, metadata=body.metadata, archived=body.archived, pinned=body.pinned)
     items, next_cursor = await threads.search(caller, criteria, limit=body.limit, cursor=body.cursor)
     return {"items": [thread_view(t) for t in items], **({"nextCursor": next_cursor} if next_cursor else {})}
+
+
+class FeedbackBody(BaseModel):
+    """The body of ``POST .../messages/{messageId}/feedback``: thumbs up (1) or down (-1), a comment, tags."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: Literal[1, -1]
+    comment: str | None = Field(default=None, max_length=2000)
+    tags: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(default_factory=list, max_length=10)
+
+
+@router.post("/{threadId}/messages/{messageId}/feedback")
+async def give_feedback(
+    caller: Caller, threads: Threads, threadId: str, messageId: str, body: FeedbackBody
+) -> dict[str, Any]:
+    """The caller's feedback on an answer of their thread; a new one replaces theirs. 200 with the feedback."""
+    intake.check_id("threadId", threadId, where="path")
+    intake.check_id("messageId", messageId, where="path")
+    feedback = Feedback(score=body.score, comment=body.comment or None, tags=tuple(body.tags), user_id=caller.user_id)
+    await threads.give_feedback(caller, threadId, messageId, feedback)
+    return {"messageId": messageId, "feedback": feedback_view(feedback)}
+
+
+@router.delete("/{threadId}/messages/{messageId}/feedback", status_code=204)
+async def remove_feedback(caller: Caller, threads: Threads, threadId: str, messageId: str) -> Response:
+    intake.check_id("threadId", threadId, where="path")
+    intake.check_id("messageId", messageId, where="path")
+    await threads.give_feedback(caller, threadId, messageId, None)
+    return Response(status_code=204)
 
 
 @router.get(

@@ -15,6 +15,7 @@ from shared.models import (
     PREVIOUS,
     AuditRecord,
     ExecutionMeta,
+    Feedback,
     LastMessage,
     Message,
     Role,
@@ -160,6 +161,7 @@ def message_from_item(item: dict[str, Any]) -> Message:
         parent_id=decode_parent(data),
         created_at=datetime.fromisoformat(data["created_at"]),
         flags=json.loads(data["flags"]) if data.get("flags") else {},
+        feedback=Feedback.model_validate_json(data["feedback"]) if data.get("feedback") else None,
     )
 
 

@@ -22,12 +22,13 @@ from shared.adapters.aws.runs import DynamoDBRunLedger
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.thread_appends import MessageAppends
 from shared.adapters.aws.thread_branches import set_leaf
+from shared.adapters.aws.thread_feedback import set_feedback
 from shared.adapters.aws.thread_labels import update_thread
 from shared.adapters.aws.thread_list import ThreadList
 from shared.errors import Conflict, NotFound
 from shared.migrations.model import SCHEMA_VERSION
 from shared.migrations.registry import current_version
-from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
+from shared.models import Feedback, Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports.threads import AdmittedRun
 from shared.thread_fields import ThreadChanges
 from shared.thread_search import ThreadCriteria
@@ -434,14 +435,16 @@ class DynamoDBThreads(TableAdapter):
     async def search_threads(
         self, identity: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None
     ) -> tuple[list[Thread], str | None]:
-        """The caller's threads matching ``criteria`` (``thread_list.ThreadList.search_threads``)."""
-        return await self._list.search_threads(identity, criteria, limit=limit, cursor=cursor)
+        return await self._list.search_threads(identity, criteria, limit=limit, cursor=cursor)  # ``thread_list``
 
     async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
         """Change the caller's thread's title, metadata, archived or pinned (``thread_labels.update_thread``)."""
         return await update_thread(self, await self.get_thread(identity, thread_id), identity, changes)
 
+    async def set_feedback(self, identity: Identity, thread_id: str, message_id: str, fb: Feedback | None) -> Message:
+        await self.get_thread(identity, thread_id)  # NotFound when not the caller's (``thread_feedback``)
+        return await set_feedback(self, identity, thread_id, message_id, fb)
+
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
         """Make the branch ending at ``leaf_id`` current (``thread_branches.set_leaf``)."""
         return await set_leaf(self, identity, thread_id, leaf_id, holder=holder)
-

@@ -25,9 +25,9 @@ from shared.adapters.in_memory.meter import RequestMeter
 from shared.adapters.in_memory.runs import InMemoryRunLedger
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.message_tree import branches_off, link_messages
-from shared.models import Identity, LastMessage, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
+from shared.models import Feedback, Identity, LastMessage, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports.threads import AdmittedRun
-from shared.thread_fields import ThreadChanges, apply_changes, last_visible
+from shared.thread_fields import ThreadChanges, apply_changes, check_answer, last_visible
 
 # Same cap as the DynamoDB codec (``dynamo_codec.MAX_CONTENT_CHARS``); the contract suite checks both against it.
 MAX_CONTENT_CHARS = 100_000
@@ -317,6 +317,22 @@ class InMemoryThreads:
 
         threads, position = await thread_search.walk(fetch, criteria, limit=limit, start=start)
         return threads, thread_search.encode_cursor(partition, position) if position else None
+
+    async def set_feedback(
+        self, identity: Identity, thread_id: str, message_id: str, feedback: Feedback | None
+    ) -> Message:
+        """As the DynamoDB adapter (``thread_feedback``): four requests, the feedback on the message."""
+        await self._meter.request()
+        state = self._owned(identity, thread_id)
+        await self._meter.request()
+        seq = state.seq_by_id.get(message_id)
+        if seq is None:
+            raise NotFound("message not found")
+        await self._meter.request()
+        check_answer(state.messages[seq - 1])
+        await self._meter.request()
+        state.messages[seq - 1] = state.messages[seq - 1].model_copy(update={"feedback": feedback})
+        return state.messages[seq - 1].model_copy(deep=True)
 
     async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
         """Change the thread's title, metadata, archived or pinned (see ``thread_labels``): a read, an update."""
