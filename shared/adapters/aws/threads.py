@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 _MAX_DELETE_ATTEMPTS = 8
 THREAD_VERSION = current_version("thread")
-"""The thread item's schema version this code writes (2: in the thread-list index, not in ``GSI1``)."""
+"""The thread item's schema version this code writes (2: in ``GSI3``, not ``GSI1``; 3: with its list preview)."""
 _OPEN_AND_CLAIM = (
     "SET active_run_id = :r, active_run_at = :now, #k = if_not_exists(#k, :kind), "
     "tenant_id = if_not_exists(tenant_id, :t), thread_id = if_not_exists(thread_id, :tid), "
