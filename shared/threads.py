@@ -24,6 +24,7 @@ from shared.stream_keys import thread_stream_key
 from shared.thread_fields import ThreadChanges
 from shared.thread_search import LISTING, ThreadCriteria
 from shared.thread_state.models import EMPTY_STATE, StoredState
+from shared.tracing.api import span
 
 
 # A role, not a port: RunService implements it, no adapter does.
@@ -163,7 +164,18 @@ class ThreadService:
     ) -> Message:
         """The caller's feedback on an answer of their thread, replacing theirs (None: removed); audited with the
         score (not the comment) so a thread's audit shows when an answer was judged."""
-        message = await self._threads.set_feedback(caller, thread_id, message_id, feedback)
+        with span("thread.feedback", {"thread.id": thread_id, "message.id": message_id}) as traced:
+            message = await self._threads.set_feedback(caller, thread_id, message_id, feedback)
+            # On the request's trace, naming the run: the run's own trace ended with it (its context is not kept).
+            traced.event(
+                "feedback",
+                {
+                    "run.id": message.run_id or "",
+                    "execution_profile.name": message.meta.execution_profile_name or "",
+                    "feedback.score": feedback.score if feedback else 0,
+                    "feedback.removed": feedback is None,
+                },
+            )
         await self._audit.record(
             AuditRecord(
                 kind="feedback_given" if feedback else "feedback_removed",

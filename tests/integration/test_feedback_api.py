@@ -7,6 +7,7 @@ from typing import Any
 
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.tokens import bearer
+from tests.support.traces import in_memory_traces
 
 BODY = {"threadId": "th-1", "runId": "run-1", "messages": [{"id": "u-1", "role": "user", "content": "hi"}]}
 
@@ -62,3 +63,21 @@ async def test_bad_feedback_is_422_and_another_users_answer_is_404(make_services
     assert extra.status_code == 422
     assert stranger.status_code == 404 and unknown.status_code == 404
     assert all("feedback" not in m for m in history)
+
+
+async def test_feedback_is_an_event_on_the_trace_naming_the_run_when_tracing_is_on(
+    make_services: Any, asgi_client: Any
+) -> None:
+    services = make_services(ScriptedModel(Turn(text=["hello back"])))
+    async with asgi_client(services) as client:
+        await client.post("/api/v1/agent", json=BODY, headers=bearer())
+        answer = await _answer_id(client)
+        with in_memory_traces() as exported:
+            url = f"/api/v1/threads/th-1/messages/{answer}/feedback"
+            await client.post(url, json={"score": -1, "comment": "private words"}, headers=bearer())
+            spans = list(exported.get_finished_spans())
+    (traced,) = [s for s in spans if s.name == "thread.feedback"]
+    (event,) = traced.events
+    assert event.name == "feedback" and event.attributes is not None
+    assert event.attributes["run.id"] == "run-1" and event.attributes["feedback.score"] == -1
+    assert "private words" not in str([s.attributes for s in spans]) + str(event.attributes)
