@@ -94,6 +94,18 @@ threads were trees reads as it until migration 3 (``shared/migrations/message_pa
 It can never be a message id (ids start with a letter or a digit)."""
 
 
+class Feedback(BaseModel):
+    """A user's judgement of an answer (thumbs up ``1`` or down ``-1``), stored on the message it judges."""
+
+    model_config = ConfigDict(frozen=True)
+
+    score: Literal[1, -1]
+    comment: str | None = None
+    tags: tuple[str, ...] = ()
+    user_id: str
+    created_at: datetime = Field(default_factory=utc_now)
+
+
 class Message(BaseModel):
     """One stored message of a thread. ``seq`` is assigned by the store and orders the thread; ``parent_id`` makes
     the thread a tree (the message this one follows; None for a first message), so an edit or a regenerate adds a
@@ -115,6 +127,18 @@ class Message(BaseModel):
     # Free-form markers, e.g. {"partial": True} for text kept from a cancelled run or {"synthetic": True} for a
     # tool result written by a repair.
     flags: dict[str, Any] = Field(default_factory=dict)
+    feedback: Feedback | None = None
+    """The thread owner's feedback on this answer (``POST .../messages/{id}/feedback``); None: none given."""
+
+
+class LastMessage(BaseModel):
+    """A thread's last visible message, as its list entry shows it: role, a short preview and its time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: str
+    preview: str
+    at: datetime
 
 
 class Thread(BaseModel):
@@ -131,6 +155,16 @@ class Thread(BaseModel):
     """The last message of the thread's current branch; None: its newest message (a thread that never branched)."""
     branched: bool = False
     """An edit, a regenerate or a switch happened: the thread has (or had) more than one branch."""
+    title: str | None = None
+    title_source: str | None = None
+    """Who set ``title``: ``client`` (never overwritten by a generated one) or ``generated``."""
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    archived: bool = False
+    pinned: bool = False
+    last_message: LastMessage | None = None
+    """The thread's last visible message as of its last write (its preview, not its content)."""
+    message_count: int = 0
+    """Messages stored in the thread (every branch) up to its last visible one."""
 
 
 class Usage(BaseModel):

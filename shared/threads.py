@@ -16,12 +16,15 @@ from shared.context_window import BranchReader
 from shared.errors import Forbidden, InvalidRequest, NotFound
 from shared.message_snapshot import SNAPSHOT_MESSAGES, messages_snapshot
 from shared.message_tree import newest_leaf_under
-from shared.models import AuditRecord, Identity, Message, Role, Run, Thread
+from shared.models import AuditRecord, Feedback, Identity, Message, Role, Run, Thread
 from shared.ports import AuditLog, ConversationStore, RunLedger, StreamEntry
 from shared.ports.thread_state import ThreadStateStore
 from shared.runs.intake import check_stream_id
 from shared.stream_keys import thread_stream_key
+from shared.thread_fields import ThreadChanges
+from shared.thread_search import LISTING, ThreadCriteria
 from shared.thread_state.models import EMPTY_STATE, StoredState
+from shared.tracing.api import span
 
 
 # A role, not a port: RunService implements it, no adapter does.
@@ -137,8 +140,62 @@ class ThreadService:
         )
         return await self.history(caller, thread_id, limit=limit, cursor=None)
 
+    async def get(self, caller: Identity, thread_id: str) -> Thread:
+        return await self._threads.get_thread(caller, thread_id)
+
+    async def update(self, caller: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
+        """Change the caller's thread's title, metadata, archived or pinned (NotFound when not theirs), audited with
+        the fields changed (not their values: a title can be personal)."""
+        thread = await self._threads.update_thread(caller, thread_id, changes)
+        await self._audit.record(
+            AuditRecord(
+                kind="thread_updated",
+                tenant_id=caller.tenant_id,
+                thread_id=thread_id,
+                run_id="",
+                user_id=caller.user_id,
+                details={"fields": changes.fields, "metadata_keys": sorted(changes.metadata)},
+            )
+        )
+        return thread
+
+    async def give_feedback(
+        self, caller: Identity, thread_id: str, message_id: str, feedback: Feedback | None
+    ) -> Message:
+        """The caller's feedback on an answer of their thread, replacing theirs (None: removed); audited with the
+        score (not the comment) so a thread's audit shows when an answer was judged."""
+        with span("thread.feedback", {"thread.id": thread_id, "message.id": message_id}) as traced:
+            message = await self._threads.set_feedback(caller, thread_id, message_id, feedback)
+            # On the request's trace, naming the run: the run's own trace ended with it (its context is not kept).
+            traced.event(
+                "feedback",
+                {
+                    "run.id": message.run_id or "",
+                    "execution_profile.name": message.meta.execution_profile_name or "",
+                    "feedback.score": feedback.score if feedback else 0,
+                    "feedback.removed": feedback is None,
+                },
+            )
+        await self._audit.record(
+            AuditRecord(
+                kind="feedback_given" if feedback else "feedback_removed",
+                tenant_id=caller.tenant_id,
+                thread_id=thread_id,
+                run_id=message.run_id or "",
+                user_id=caller.user_id,
+                details={"message_id": message_id, **({"score": feedback.score} if feedback else {})},
+            )
+        )
+        return message
+
+    async def search(
+        self, caller: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        return await self._threads.search_threads(caller, criteria, limit=limit, cursor=cursor)
+
     async def list(self, caller: Identity, *, limit: int, cursor: str | None) -> tuple[list[Thread], str | None]:
-        return await self._threads.list_threads(caller, limit=limit, cursor=cursor)
+        """The sidebar: unarchived threads, pinned first, then the most recent (``thread_search.LISTING``)."""
+        return await self._threads.search_threads(caller, LISTING, limit=limit, cursor=cursor)
 
     async def audit(self, caller: Identity, thread_id: str, *, limit: int) -> ThreadAudit:
         """Everything recorded on the thread, hidden runs included: only for callers with the audit scope."""

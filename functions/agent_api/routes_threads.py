@@ -8,13 +8,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from functions.agent_api.deps import Caller, Deadline, Threads
 from functions.agent_api.sse import SSE_HEADERS, frames
-from shared.models import PREVIOUS, Message, Run
+from shared.errors import InvalidRequest
+from shared.models import PREVIOUS, Feedback, Message, Run, Thread
 from shared.runs import intake
+from shared.thread_fields import METADATA_KEYS, check_changes, check_value
+from shared.thread_search import ThreadCriteria
 from shared.threads import HistoryPage
 
 router = APIRouter(prefix="/api/v1/threads", tags=["threads"])
@@ -43,11 +46,22 @@ def message_view(msg: Message, siblings: tuple[str, ...] = ()) -> dict[str, Any]
         view["parentId"] = msg.parent_id
     if siblings:
         view["siblingIds"] = list(siblings)
+    if msg.feedback is not None:
+        view["feedback"] = feedback_view(msg.feedback)
     if msg.flags.get("partial"):
         view["partial"] = True
         ended_by = msg.flags.get("ended_by")
         if isinstance(ended_by, str):
             view["endedBy"] = ended_by
+    return view
+
+
+def feedback_view(feedback: Feedback) -> dict[str, Any]:
+    view: dict[str, Any] = {"score": feedback.score, "createdAt": feedback.created_at.isoformat()}
+    if feedback.comment:
+        view["comment"] = feedback.comment
+    if feedback.tags:
+        view["tags"] = list(feedback.tags)
     return view
 
 
@@ -126,20 +140,104 @@ async def switch_branch(
     return history_view(await threads.switch_branch(caller, threadId, message_id, limit=limit, through=through))
 
 
+def thread_view(thread: Thread) -> dict[str, Any]:
+    """A thread as the list, ``GET /threads/{id}`` and ``PATCH`` return it; unset optional fields are omitted."""
+    view: dict[str, Any] = {
+        "threadId": thread.thread_id,
+        "createdAt": thread.created_at.isoformat(),
+        "updatedAt": thread.updated_at.isoformat(),
+        "metadata": thread.metadata,
+        "archived": thread.archived,
+        "pinned": thread.pinned,
+        "messageCount": thread.message_count,
+    }
+    if thread.title is not None:
+        view["title"] = thread.title
+    if thread.last_message is not None:
+        last = thread.last_message
+        view["lastMessage"] = {"role": last.role, "preview": last.preview, "createdAt": last.at.isoformat()}
+    return view
+
+
+@router.get("/{threadId}")
+async def get_thread(caller: Caller, threads: Threads, threadId: str) -> dict[str, Any]:
+    intake.check_id("threadId", threadId, where="path")
+    return thread_view(await threads.get(caller, threadId))
+
+
+@router.patch("/{threadId}")
+async def update_thread(caller: Caller, threads: Threads, threadId: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Any of ``title`` (null or empty: removed), ``metadata`` (merged; a null value removes the key), ``archived``
+    and ``pinned``; the thread as changed. Checked by ``shared.thread_fields.check_changes`` (422)."""
+    intake.check_id("threadId", threadId, where="path")
+    return thread_view(await threads.update(caller, threadId, check_changes(body)))
+
+
 @router.get("")
 async def list_threads(
     caller: Caller, threads: Threads, limit: Annotated[int, Query(ge=1, le=100)] = 20, cursor: str | None = None
 ) -> dict[str, Any]:
     items, next_cursor = await threads.list(caller, limit=limit, cursor=cursor)
-    body: dict[str, Any] = {
-        "items": [
-            {"threadId": t.thread_id, "createdAt": t.created_at.isoformat(), "updatedAt": t.updated_at.isoformat()}
-            for t in items
-        ]
-    }
+    body: dict[str, Any] = {"items": [thread_view(t) for t in items]}
     if next_cursor:
         body["nextCursor"] = next_cursor
     return body
+
+
+class ThreadSearch(BaseModel):
+    """The body of ``POST /threads/search`` (see api-endpoints.md §4)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str | None = Field(default=None, max_length=200)
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    archived: bool | None = None
+    pinned: bool | None = None
+    limit: int = Field(default=20, ge=1, le=100)
+    cursor: str | None = None
+
+
+@router.post("/search")
+async def search_threads(caller: Caller, threads: Threads, body: ThreadSearch) -> dict[str, Any]:
+    """The caller's threads matching every given criterion, most recent first; archived ones too unless
+    ``archived`` says otherwise. A page may hold fewer than ``limit`` threads and still have a ``nextCursor``."""
+    if len(body.metadata) > METADATA_KEYS:
+        raise InvalidRequest(f"metadata holds at most {METADATA_KEYS} pairs", code="invalid_metadata")
+    for value in body.metadata.values():
+        check_value(value)
+    criteria = ThreadCriteria(query=body.query, metadata=body.metadata, archived=body.archived, pinned=body.pinned)
+    items, next_cursor = await threads.search(caller, criteria, limit=body.limit, cursor=body.cursor)
+    return {"items": [thread_view(t) for t in items], **({"nextCursor": next_cursor} if next_cursor else {})}
+
+
+class FeedbackBody(BaseModel):
+    """The body of ``POST .../messages/{messageId}/feedback``: thumbs up (1) or down (-1), a comment, tags."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: Literal[1, -1]
+    comment: str | None = Field(default=None, max_length=2000)
+    tags: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(default_factory=list, max_length=10)
+
+
+@router.post("/{threadId}/messages/{messageId}/feedback")
+async def give_feedback(
+    caller: Caller, threads: Threads, threadId: str, messageId: str, body: FeedbackBody
+) -> dict[str, Any]:
+    """The caller's feedback on an answer of their thread; a new one replaces theirs. 200 with the feedback."""
+    intake.check_id("threadId", threadId, where="path")
+    intake.check_id("messageId", messageId, where="path")
+    feedback = Feedback(score=body.score, comment=body.comment or None, tags=tuple(body.tags), user_id=caller.user_id)
+    await threads.give_feedback(caller, threadId, messageId, feedback)
+    return {"messageId": messageId, "feedback": feedback_view(feedback)}
+
+
+@router.delete("/{threadId}/messages/{messageId}/feedback", status_code=204)
+async def remove_feedback(caller: Caller, threads: Threads, threadId: str, messageId: str) -> Response:
+    intake.check_id("threadId", threadId, where="path")
+    intake.check_id("messageId", messageId, where="path")
+    await threads.give_feedback(caller, threadId, messageId, None)
+    return Response(status_code=204)
 
 
 @router.get(

@@ -13,8 +13,9 @@ from shared.migrations.memory_index import ACTIVE_MEMORY_INDEX
 from shared.migrations.message_parents import MESSAGE_PARENTS
 from shared.migrations.model import Migration
 from shared.migrations.thread_list_index import THREAD_LIST_INDEX
+from shared.migrations.thread_previews import THREAD_PREVIEWS
 
-MIGRATIONS: tuple[Migration, ...] = (ACTIVE_MEMORY_INDEX, THREAD_LIST_INDEX, MESSAGE_PARENTS)
+MIGRATIONS: tuple[Migration, ...] = (ACTIVE_MEMORY_INDEX, THREAD_LIST_INDEX, MESSAGE_PARENTS, THREAD_PREVIEWS)
 
 
 def check_registry(migrations: Sequence[Migration]) -> None:

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
-from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover
+from shared.models import Feedback, Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover
+from shared.thread_fields import ThreadChanges
+from shared.thread_search import ThreadCriteria
 
 
 class MessageHistoryReader(Protocol):
@@ -48,6 +50,26 @@ class ConversationStore(MessageHistoryReader, Protocol):
 
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
         """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
+        ...
+
+    async def search_threads(
+        self, identity: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        """The caller's threads matching ``criteria`` in its order (``shared.thread_search``), a page at a time: a
+        page may hold fewer than ``limit`` threads (the cost of a call is bounded) and still have a next cursor."""
+        ...
+
+    async def set_feedback(
+        self, identity: Identity, thread_id: str, message_id: str, feedback: Feedback | None
+    ) -> Message:
+        """Store (replacing) or remove (None) the caller's feedback on an answer of their thread; the message as
+        changed. NotFound for another user's thread or an unknown or hidden message; ``not_an_answer`` (422) for a
+        message that is not an assistant's."""
+        ...
+
+    async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
+        """Apply ``changes`` (title, metadata merge, archived, pinned) to the caller's thread; the thread as changed.
+        NotFound when it is absent or not theirs; InvalidRequest when the merged metadata is over its bounds."""
         ...
 
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:

@@ -178,6 +178,12 @@ async def test_every_endpoint_answers_404_for_another_users_or_tenants_ids(
             # WHEN another user or tenant uses those ids on every endpoint
             responses = [
                 await client.get("/api/v1/threads/th-victim/history", headers=headers),
+                await client.get("/api/v1/threads/th-victim", headers=headers),
+                await client.patch("/api/v1/threads/th-victim", json={"title": "pwned"}, headers=headers),
+                await client.post(
+                    "/api/v1/threads/th-victim/messages/u-1/feedback", json={"score": 1}, headers=headers
+                ),
+                await client.delete("/api/v1/threads/th-victim/messages/u-1/feedback", headers=headers),
                 await client.get("/api/v1/threads/th-victim/audit", headers=headers),
                 await client.get("/api/v1/threads/th-victim/events", headers=headers),
                 await client.get("/api/v1/agent/runs/run-victim/events", headers=headers),

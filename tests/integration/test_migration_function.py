@@ -119,6 +119,7 @@ def test_status_and_dry_run_write_nothing_and_invoke_nothing(world: World) -> No
             {"migration": "0001-active-memory-index", "completed": False},
             {"migration": "0002-thread-list-index", "completed": False},
             {"migration": "0003-message-parents", "completed": False},
+            {"migration": "0004-thread-previews", "completed": False},
         ],
     }
     dry = lambda_handler({"action": "dry-run"}, context, world.services)
@@ -143,6 +144,7 @@ def test_the_command_line_lists_runs_and_reports(aws: Any, capsys: pytest.Captur
         "0001-active-memory-index",
         "0002-thread-list-index",
         "0003-message-parents",
+        "0004-thread-previews",
     ]
     assert cli.main(["status"], env=env) == 1  # pending
     capsys.readouterr()
@@ -151,10 +153,11 @@ def test_the_command_line_lists_runs_and_reports(aws: Any, capsys: pytest.Captur
     # THEN the run completed and the status says so
     assert ran["finished"] and ran["migrations"][0]["counts"]["changed"] == 2
     assert cli.main(["status"], env=env) == 0
-    memory_row, thread_row, message_row = json.loads(capsys.readouterr().out)
+    memory_row, thread_row, message_row, preview_row = json.loads(capsys.readouterr().out)
     assert memory_row["completed"] and memory_row["changed"] == 2
     assert thread_row["completed"] and thread_row["changed"] == 0  # no thread in this table
     assert message_row["completed"] and message_row["changed"] == 0  # nor a message
+    assert preview_row["completed"] and preview_row["changed"] == 0
 
 
 def test_the_command_line_refuses_an_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,6 +23,7 @@ from shared.migrations.model import CompletedMigration, ItemFilter, Migration, i
 from shared.migrations.registry import MIGRATIONS, check_registry, current_version
 from shared.migrations.status import PendingMigrations
 from shared.migrations.thread_list_index import THREAD_LIST_INDEX
+from shared.migrations.thread_previews import THREAD_PREVIEWS
 from shared.settings import Settings
 from shared.wiring import ServiceOverrides, Services
 
@@ -129,12 +130,14 @@ def test_versions_absent_mean_one_and_the_app_writes_the_newest_version_of_each_
     assert item_version(stored()) == 1
     assert item_version(stored(schema_v=Decimal(2))) == 2
     assert current_version("memory") == ACTIVE_MEMORY_INDEX.to_version == 2
-    assert current_version("thread") == THREAD_LIST_INDEX.to_version == 2
+    assert THREAD_LIST_INDEX.to_version == 2
+    assert current_version("thread") == THREAD_PREVIEWS.to_version == 3
     assert current_version("message") == MESSAGE_PARENTS.to_version == 2
     assert [m.label for m in MIGRATIONS] == [
         "0001-active-memory-index",
         "0002-thread-list-index",
         "0003-message-parents",
+        "0004-thread-previews",
     ]
 
 
@@ -171,13 +174,19 @@ async def test_the_status_is_read_at_most_once_per_ttl_and_never_again_once_noth
     pending = PendingMigrations(log, ttl_s=300, clock=clock)
     # WHEN it is asked many times within the lifetime
     answers = [(await pending.status()).pending for _ in range(10)]
-    # THEN the table was read once, and every answer lists migrations 1, 2 and 3
-    labels = ["0001-active-memory-index", "0002-thread-list-index", "0003-message-parents"]
+    # THEN the table was read once, and every answer lists migrations 1 to 4
+    labels = [
+        "0001-active-memory-index",
+        "0002-thread-list-index",
+        "0003-message-parents",
+        "0004-thread-previews",
+    ]
     assert log.reads == 1 and answers == [labels] * 10
     # WHEN the migrations complete and the lifetime passes
     await log.record_completed(CompletedMigration(1, "active-memory-index", AT, 3, 10))
     await log.record_completed(CompletedMigration(2, "thread-list-index", AT, 2, 5))
     await log.record_completed(CompletedMigration(3, "message-parents", AT, 5, 10))
+    await log.record_completed(CompletedMigration(4, "thread-previews", AT, 1, 5))
     clock.now += 301
     assert await pending.completed(1) and (await pending.status()).as_health() == {"pending": [], "checked": True}
     # THEN it is not read again, however long the process lives: a completed migration stays completed
@@ -191,7 +200,12 @@ async def test_a_failed_read_answers_at_once_counts_everything_pending_and_is_re
     log.fail_with = ConnectionError("table unreachable")
     pending = PendingMigrations(log, ttl_s=300, retry_s=30, clock=clock)
     status = await pending.status()
-    labels = ["0001-active-memory-index", "0002-thread-list-index", "0003-message-parents"]
+    labels = [
+        "0001-active-memory-index",
+        "0002-thread-list-index",
+        "0003-message-parents",
+        "0004-thread-previews",
+    ]
     assert status.as_health() == {"pending": labels, "checked": False}
     assert not await pending.completed(1)
     assert log.reads == 1  # not again before retry_s
@@ -232,7 +246,12 @@ def test_healthz_names_the_pending_migrations_and_stays_ok() -> None:
         assert response.json() == {
             "status": "ok",
             "migrations": {
-                "pending": ["0001-active-memory-index", "0002-thread-list-index", "0003-message-parents"],
+                "pending": [
+                    "0001-active-memory-index",
+                    "0002-thread-list-index",
+                    "0003-message-parents",
+                    "0004-thread-previews",
+                ],
                 "checked": True,
             },
         }
@@ -263,3 +282,19 @@ def test_item_sizes_follow_dynamodbs_rules() -> None:
     assert item_size({"m": {"M": {"a": {"BOOL": True}}}}) == 1 + 3 + (1 + 1 + 1)
     small, big = {"d": {"S": "x" * 1000}}, {"d": {"S": "x" * 3000}}
     assert write_units(small) == 1 and write_units(small, big) == 3
+
+
+def test_migration_4_gives_a_thread_the_preview_of_its_last_message_when_a_user_sees_it() -> None:
+    thread = {"PK": "T#t#TH#th", "SK": "META", "kind": "thread", "last_seq": Decimal(4)}
+    assert THREAD_PREVIEWS.neighbour is not None and THREAD_PREVIEWS.apply_beside is not None
+    assert THREAD_PREVIEWS.neighbour(thread) == {"PK": "T#t#TH#th", "SK": "M#000000000004"}
+    answer = {"role": "assistant", "content": "word " * 40, "created_at": "2026-01-01T00:00:00+00:00", "seq": 4}
+    migrated = THREAD_PREVIEWS.migrate(thread, lambda key: answer)
+    assert migrated is not None and migrated["last_message"]["role"] == "assistant"
+    assert migrated["last_message"]["count"] == 4 and len(migrated["last_message"]["preview"]) <= 120
+    # a tool result, a hidden run's message, a missing message, a thread with a preview or no message: nothing
+    hidden = {**answer, "meta": {"hidden_from_user": True}}
+    for last in ({**answer, "role": "tool"}, hidden, None):
+        assert THREAD_PREVIEWS.migrate(thread, lambda key, last=last: last) is None
+    assert THREAD_PREVIEWS.neighbour({**thread, "last_message": {}}) is None
+    assert THREAD_PREVIEWS.neighbour({**thread, "last_seq": Decimal(0)}) is None

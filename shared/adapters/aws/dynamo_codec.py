@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -14,6 +15,8 @@ from shared.models import (
     PREVIOUS,
     AuditRecord,
     ExecutionMeta,
+    Feedback,
+    LastMessage,
     Message,
     Role,
     Run,
@@ -158,6 +161,7 @@ def message_from_item(item: dict[str, Any]) -> Message:
         parent_id=decode_parent(data),
         created_at=datetime.fromisoformat(data["created_at"]),
         flags=json.loads(data["flags"]) if data.get("flags") else {},
+        feedback=Feedback.model_validate_json(data["feedback"]) if data.get("feedback") else None,
     )
 
 
@@ -173,7 +177,50 @@ def thread_from_item(item: dict[str, Any]) -> Thread:
         active_run_id=data.get("active_run_id"),
         leaf_id=data.get("leaf_id"),
         branched=bool(data.get("branched", False)),
+        **thread_fields_from_data(data),
     )
+
+
+def thread_fields_from_data(data: dict[str, Any]) -> dict[str, Any]:
+    """A thread item's product fields. ``title`` is one map (``text``, ``source``, ``metadata``): the thread-list
+    index projects ``title`` but not ``metadata`` and cannot change its projection, so what a user edits travels
+    in the one projected attribute. ``pending_last`` (written by each append, not projected) is fresher than
+    ``last_message`` (copied from it when a run releases the thread, so an append writes no index entry); a list
+    entry has only the latter."""
+    raw = data.get("title")
+    label: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    last = data.get("pending_last") or data.get("last_message") or {}
+    fields: dict[str, Any] = {
+        "title": label.get("text"),
+        "title_source": label.get("source"),
+        "metadata": {k: _scalar(v) for k, v in (label.get("metadata") or {}).items()},
+        "archived": bool(data.get("archived", False)),
+        "pinned": bool(data.get("pinned", False)),
+    }
+    if last.get("preview") is not None:
+        fields["last_message"] = LastMessage(
+            role=last["role"], preview=last["preview"], at=datetime.fromisoformat(last["at"])
+        )
+        fields["message_count"] = int(last.get("count", 0))
+    return fields
+
+
+def last_message_value(last: LastMessage, count: int) -> dict[str, Any]:
+    """The ``pending_last`` / ``last_message`` map of a thread item."""
+    return {"role": last.role, "preview": last.preview, "at": _iso(last.at), "count": count}
+
+
+def label_value(title: str | None, source: str | None, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The ``title`` map of a thread item (see :func:`thread_fields_from_data`)."""
+    stored = {k: Decimal(str(v)) if isinstance(v, float) else v for k, v in metadata.items()}  # no floats in boto3
+    return {k: v for k, v in {"text": title, "source": source, "metadata": stored}.items() if v is not None}
+
+
+def _scalar(value: Any) -> str | int | float | bool:
+    """A metadata value as stored (DynamoDB numbers come back as ``Decimal``)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value  # type: ignore[no-any-return]
 
 
 def run_to_item(run: Run, *, retention: timedelta | None = None) -> dict[str, Any]:

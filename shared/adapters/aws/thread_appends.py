@@ -22,6 +22,7 @@ from shared.errors import Conflict, InvalidRequest
 from shared.message_tree import branches_off, link_messages
 from shared.models import Identity, Message, Run, Thread
 from shared.ports.threads import AdmittedRun
+from shared.thread_fields import last_visible
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -174,6 +175,10 @@ class MessageAppends:
         if branched:
             update += ", branched = :true"
             values[":true"] = True
+        shown = last_visible(numbered)
+        if shown is not None:  # the list's preview: copied to the projected ``last_message`` at release
+            update += ", pending_last = :last"
+            values[":last"] = codec.last_message_value(*shown)
         same_leaf = "attribute_not_exists(leaf_id)"
         if old_leaf is not None:
             same_leaf = "leaf_id = :oldleaf"

@@ -27,6 +27,7 @@ from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.table_schema import THREAD_LIST_INDEX
 from shared.errors import InvalidRequest
 from shared.models import Identity, Thread
+from shared.thread_search import ThreadCriteria, decode_cursor, encode_cursor, walk
 
 _OLD_INDEX = ("GSI1", "GSI1PK", "GSI1SK")
 _INDEX = (THREAD_LIST_INDEX, "GSI3PK", "GSI3SK")
@@ -55,6 +56,26 @@ class ThreadList:
         more = len(chosen) == limit and any(len(page) == limit for page in pages)
         next_cursor = _encode_cursor(partition, chosen[-1][0]) if more else None
         return threads, next_cursor
+
+    async def search_threads(
+        self, identity: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        """The caller's threads matching ``criteria`` (``thread_search.walk``): Queries of their partition of this
+        index (and of the old one during the migration window), a batch at a time; no scan, no other partition."""
+        partition = codec.user_threads_gsi(identity.tenant_id, identity.user_id)
+        start = decode_cursor(cursor, partition, criteria) if cursor else None
+        both = self._list_complete is not None and not await self._list_complete()
+        indexes = [_INDEX, _OLD_INDEX] if both else [_INDEX]  # OLD-SHAPE READER (see list_threads)
+
+        async def fetch(before: str | None, n: int) -> tuple[list[tuple[str, Thread]], bool]:
+            pages = await asyncio.gather(*(self._page(index, partition, before, n) for index in indexes))
+            unique = dict(entry for page in pages for entry in page)
+            chosen = sorted(unique.items(), key=lambda entry: entry[0], reverse=True)[:n]
+            more = any(len(page) == n for page in pages)
+            return [(key, codec.thread_from_item(item)) for key, item in chosen], more
+
+        threads, position = await walk(fetch, criteria, limit=limit, start=start)
+        return _distinct(threads), encode_cursor(partition, position) if position else None
 
     async def _page(
         self, index: tuple[str, str, str], partition: str, before: str | None, limit: int

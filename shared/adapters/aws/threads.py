@@ -22,19 +22,23 @@ from shared.adapters.aws.runs import DynamoDBRunLedger
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.thread_appends import MessageAppends
 from shared.adapters.aws.thread_branches import set_leaf
+from shared.adapters.aws.thread_feedback import set_feedback
+from shared.adapters.aws.thread_labels import update_thread
 from shared.adapters.aws.thread_list import ThreadList
 from shared.errors import Conflict, NotFound
 from shared.migrations.model import SCHEMA_VERSION
 from shared.migrations.registry import current_version
-from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
+from shared.models import Feedback, Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports.threads import AdmittedRun
+from shared.thread_fields import ThreadChanges
+from shared.thread_search import ThreadCriteria
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 _MAX_DELETE_ATTEMPTS = 8
 THREAD_VERSION = current_version("thread")
-"""The thread item's schema version this code writes (2: in the thread-list index, not in ``GSI1``)."""
+"""The thread item's schema version this code writes (2: in ``GSI3``, not ``GSI1``; 3: with its list preview)."""
 _OPEN_AND_CLAIM = (
     "SET active_run_id = :r, active_run_at = :now, #k = if_not_exists(#k, :kind), "
     "tenant_id = if_not_exists(tenant_id, :t), thread_id = if_not_exists(thread_id, :tid), "
@@ -271,16 +275,22 @@ class DynamoDBThreads(TableAdapter):
         return ThreadTakeover(previous_run_id=holder, previous=previous)
 
     async def release_thread(self, tenant_id: str, thread_id: str, run_id: str) -> None:
-        """Give the thread back; the run's end is the thread's update: its one move in the thread list a turn."""
+        """Give the thread back; the run's end is the thread's update: its one move in the thread list a turn, which
+        also carries the turn's last visible message (``pending_last``) into the list's projected ``last_message``."""
         now = utc_now().isoformat()
         try:
             await self._call(
                 lambda: self.client.update_item(
                     TableName=self._table,
                     Key=codec.to_item({"PK": codec.thread_pk(tenant_id, thread_id), "SK": codec.META}),
-                    UpdateExpression="REMOVE active_run_id, active_run_at SET updated_at = :now, GSI3SK = :g",
+                    UpdateExpression=(
+                        "REMOVE active_run_id, active_run_at SET updated_at = :now, GSI3SK = :g,"
+                        " last_message = if_not_exists(pending_last, :none)"
+                    ),
                     ConditionExpression="active_run_id = :r",
-                    ExpressionAttributeValues=codec.to_item({":r": run_id, ":now": now, ":g": f"{now}#{thread_id}"}),
+                    ExpressionAttributeValues=codec.to_item(
+                        {":r": run_id, ":now": now, ":g": f"{now}#{thread_id}", ":none": {}}
+                    ),
                 )
             )
         except ClientError as exc:
@@ -422,7 +432,19 @@ class DynamoDBThreads(TableAdapter):
             identity, thread_id, messages, run, last_seq=last_seq, last_leaf=last_leaf, leaf_after=leaf_after
         )
 
+    async def search_threads(
+        self, identity: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        return await self._list.search_threads(identity, criteria, limit=limit, cursor=cursor)  # ``thread_list``
+
+    async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
+        """Change the caller's thread's title, metadata, archived or pinned (``thread_labels.update_thread``)."""
+        return await update_thread(self, await self.get_thread(identity, thread_id), identity, changes)
+
+    async def set_feedback(self, identity: Identity, thread_id: str, message_id: str, fb: Feedback | None) -> Message:
+        await self.get_thread(identity, thread_id)  # NotFound when not the caller's (``thread_feedback``)
+        return await set_feedback(self, identity, thread_id, message_id, fb)
+
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
         """Make the branch ending at ``leaf_id`` current (``thread_branches.set_leaf``)."""
         return await set_leaf(self, identity, thread_id, leaf_id, holder=holder)
-

@@ -20,12 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from shared import thread_search
 from shared.adapters.in_memory.meter import RequestMeter
 from shared.adapters.in_memory.runs import InMemoryRunLedger
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.message_tree import branches_off, link_messages
-from shared.models import Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
+from shared.models import Feedback, Identity, LastMessage, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports.threads import AdmittedRun
+from shared.thread_fields import ThreadChanges, apply_changes, check_answer, last_visible
 
 # Same cap as the DynamoDB codec (``dynamo_codec.MAX_CONTENT_CHARS``); the contract suite checks both against it.
 MAX_CONTENT_CHARS = 100_000
@@ -43,6 +45,8 @@ class _ThreadState:
     active_run_at: datetime | None = None
     messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
     seq_by_id: dict[str, int] = field(default_factory=dict)
+    listed_last: tuple[LastMessage | None, int] = (None, 0)
+    """The preview and count the list shows: the thread's as of the last release (DynamoDB's ``last_message``)."""
 
 
 def _listing_key(thread: Thread) -> str:
@@ -140,7 +144,11 @@ class InMemoryThreads:
         more = len(mine) > limit
         cursor_out = _encode_cursor(partition, _listing_key(page[-1])) if more and page else None
         # As the thread-list index projects them: the counter and the claim are not part of a listing.
-        return [t.model_copy(update={"last_seq": 0, "active_run_id": None}) for t in page], cursor_out
+        listed = [self._threads[(t.tenant_id, t.thread_id)].listed_last for t in page]
+        return [
+            t.model_copy(update={"last_seq": 0, "active_run_id": None, "last_message": last, "message_count": count})
+            for t, (last, count) in zip(page, listed, strict=True)
+        ], cursor_out
 
     async def claim_thread(self, identity: Identity, thread_id: str, run_id: str, *, stale_before: datetime) -> bool:
         """Mark ``run_id`` as the thread's active run; False when another live run holds it."""
@@ -237,6 +245,7 @@ class InMemoryThreads:
             return
         state.thread = state.thread.model_copy(update={"active_run_id": None, "updated_at": utc_now()})
         state.active_run_at = None
+        state.listed_last = (state.thread.last_message, state.thread.message_count)
 
     # ---- messages ------------------------------------------------------------------------------------------
 
@@ -287,8 +296,52 @@ class InMemoryThreads:
         update: dict[str, object] = {"last_seq": base + len(numbered), "leaf_id": numbered[-1].id}
         if branches_off(new):
             update["branched"] = True
+        shown = last_visible(numbered)
+        if shown is not None:
+            update |= {"last_message": shown[0], "message_count": shown[1]}
         state.thread = state.thread.model_copy(update=update)
         return [m.model_copy(deep=True) for m in numbered]
+
+    async def search_threads(
+        self, identity: Identity, criteria: thread_search.ThreadCriteria, *, limit: int, cursor: str | None
+    ) -> tuple[list[Thread], str | None]:
+        """As the DynamoDB adapter: a walk over the caller's threads in list order, one request per batch, each
+        thread as its list entry shows it."""
+        partition = _partition(identity)
+        start = thread_search.decode_cursor(cursor, partition, criteria) if cursor else None
+
+        async def fetch(before: str | None, n: int) -> tuple[list[tuple[str, Thread]], bool]:
+            everything, _ = await self.list_threads(identity, limit=10**9, cursor=None)
+            below = [t for t in everything if before is None or _listing_key(t) < before]
+            return [(_listing_key(t), t) for t in below[:n]], len(below) > n
+
+        threads, position = await thread_search.walk(fetch, criteria, limit=limit, start=start)
+        return threads, thread_search.encode_cursor(partition, position) if position else None
+
+    async def set_feedback(
+        self, identity: Identity, thread_id: str, message_id: str, feedback: Feedback | None
+    ) -> Message:
+        """As the DynamoDB adapter (``thread_feedback``): four requests, the feedback on the message."""
+        await self._meter.request()
+        state = self._owned(identity, thread_id)
+        await self._meter.request()
+        seq = state.seq_by_id.get(message_id)
+        if seq is None:
+            raise NotFound("message not found")
+        await self._meter.request()
+        check_answer(state.messages[seq - 1])
+        await self._meter.request()
+        state.messages[seq - 1] = state.messages[seq - 1].model_copy(update={"feedback": feedback})
+        return state.messages[seq - 1].model_copy(deep=True)
+
+    async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
+        """Change the thread's title, metadata, archived or pinned (see ``thread_labels``): a read, an update."""
+        await self._meter.request()
+        state = self._owned(identity, thread_id)
+        changed = apply_changes(state.thread, changes)
+        await self._meter.request()
+        state.thread = changed
+        return changed
 
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
         """Make the branch ending at ``leaf_id`` current (see the DynamoDB adapter)."""

@@ -1,0 +1,125 @@
+"""Contract of a thread's product fields (issue 45) on ``ThreadStore``: the last visible message's preview and the
+message count kept on the write path, and ``update_thread`` (title, metadata merge, archived, pinned), against
+``InMemoryThreads`` and ``DynamoDBThreads`` (moto) alike."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from shared.adapters.aws.dynamodb_store import DynamoDBStore
+from shared.adapters.in_memory.store import InMemoryStore
+from shared.errors import InvalidRequest, NotFound
+from shared.models import ExecutionMeta, Role, utc_now
+from shared.thread_fields import METADATA_KEYS, PREVIEW_CHARS, check_changes
+from tests.support.table_stores import (
+    ALICE,
+    ALICE_ELSEWHERE,
+    BOB,
+    msg,
+    table_store_fixture,  # noqa: F401  (the `store` fixture)
+)
+
+Store = InMemoryStore | DynamoDBStore
+
+
+async def _turn(store: Store, run_id: str, *messages: object) -> None:
+    """A run's turn: claim, append, release (the release is the thread list's one move a turn)."""
+    assert await store.threads.claim_thread(ALICE, "t1", run_id, stale_before=utc_now() - timedelta(minutes=15))
+    await store.threads.append_messages(ALICE, "t1", list(messages))  # type: ignore[arg-type]
+    await store.threads.release_thread("tenant-a", "t1", run_id)
+
+
+async def test_a_turn_leaves_the_last_visible_message_and_the_count_on_the_thread_and_its_list_entry(
+    store: Store,
+) -> None:
+    # GIVEN a thread with one exchange, the answer long, then a tool result after it
+    await store.threads.open_thread(ALICE, "t1")
+    answer = "word " * 60
+    await _turn(
+        store,
+        "r1",
+        msg("m1", content="hello there"),
+        msg("m2", content=answer, role=Role.ASSISTANT),
+        msg("m3", content="tool output", role=Role.TOOL).model_copy(update={"tool_call_id": "c1"}),
+    )
+    # THEN the thread and its list entry show the answer as the last visible message, cut to the preview size
+    thread = await store.threads.get_thread(ALICE, "t1")
+    listed, _ = await store.threads.list_threads(ALICE, limit=10, cursor=None)
+    for shown in (thread, listed[0]):
+        assert shown.last_message is not None
+        assert shown.last_message.role == "assistant"
+        assert shown.last_message.preview.startswith("word word")
+        assert len(shown.last_message.preview) <= PREVIEW_CHARS
+        assert shown.message_count == 2
+
+
+async def test_a_hidden_message_is_never_the_preview(store: Store) -> None:
+    # GIVEN a visible question, then a message of a hidden run
+    await store.threads.open_thread(ALICE, "t1")
+    hidden = msg("m2", content="secret", role=Role.ASSISTANT).model_copy(
+        update={"meta": ExecutionMeta(hidden_from_user=True)}
+    )
+    await _turn(store, "r1", msg("m1", content="visible question"), hidden)
+    # THEN the preview is the visible question
+    thread = await store.threads.get_thread(ALICE, "t1")
+    assert thread.last_message is not None and thread.last_message.preview == "visible question"
+
+
+async def test_a_thread_with_no_message_has_no_preview(store: Store) -> None:
+    await store.threads.open_thread(ALICE, "t1")
+    listed, _ = await store.threads.list_threads(ALICE, limit=10, cursor=None)
+    assert listed[0].last_message is None and listed[0].message_count == 0
+    assert listed[0].title is None and listed[0].metadata == {} and not listed[0].archived and not listed[0].pinned
+
+
+async def test_update_sets_title_flags_and_merges_metadata_with_null_removing_a_key(store: Store) -> None:
+    # GIVEN a thread with two metadata keys
+    await store.threads.open_thread(ALICE, "t1")
+    await store.threads.update_thread(ALICE, "t1", check_changes({"metadata": {"team": "blue", "n": 3}}))
+    # WHEN a second change sets the title and the flags, removes one key and adds another
+    changes = check_changes(
+        {"title": "Trip plans", "metadata": {"n": None, "ratio": 0.5}, "archived": True, "pinned": True}
+    )
+    changed = await store.threads.update_thread(ALICE, "t1", changes)
+    # THEN both the returned thread, a read and the list entry show the result, the title as the client's
+    for thread in (changed, await store.threads.get_thread(ALICE, "t1")):
+        assert thread.title == "Trip plans" and thread.title_source == "client"
+        assert thread.metadata == {"team": "blue", "ratio": 0.5}
+        assert thread.archived and thread.pinned
+    listed, _ = await store.threads.list_threads(ALICE, limit=10, cursor=None)
+    assert listed[0].title == "Trip plans" and listed[0].metadata == {"team": "blue", "ratio": 0.5}
+    assert listed[0].archived and listed[0].pinned
+    # AND a null title removes it, leaving the rest
+    cleared = await store.threads.update_thread(ALICE, "t1", check_changes({"title": None}))
+    assert cleared.title is None and cleared.metadata == {"team": "blue", "ratio": 0.5}
+    assert (await store.threads.get_thread(ALICE, "t1")).title is None
+
+
+async def test_update_keeps_the_preview_and_a_later_turn_keeps_the_title(store: Store) -> None:
+    await store.threads.open_thread(ALICE, "t1")
+    await _turn(store, "r1", msg("m1", content="first"))
+    await store.threads.update_thread(ALICE, "t1", check_changes({"title": "Named"}))
+    await _turn(store, "r2", msg("m2", content="second"))
+    thread = await store.threads.get_thread(ALICE, "t1")
+    assert thread.title == "Named"
+    assert thread.last_message is not None and thread.last_message.preview == "second"
+    assert thread.message_count == 2
+
+
+async def test_another_users_or_tenants_thread_cannot_be_updated(store: Store) -> None:
+    await store.threads.open_thread(ALICE, "t1")
+    for other in (BOB, ALICE_ELSEWHERE):
+        with pytest.raises(NotFound):
+            await store.threads.update_thread(other, "t1", check_changes({"title": "mine now"}))
+    assert (await store.threads.get_thread(ALICE, "t1")).title is None
+
+
+async def test_metadata_merged_over_its_key_bound_is_refused_and_nothing_changes(store: Store) -> None:
+    await store.threads.open_thread(ALICE, "t1")
+    full = {f"k{i}": i for i in range(METADATA_KEYS)}
+    await store.threads.update_thread(ALICE, "t1", check_changes({"metadata": full}))
+    with pytest.raises(InvalidRequest):
+        await store.threads.update_thread(ALICE, "t1", check_changes({"metadata": {"one-more": "x"}}))
+    assert (await store.threads.get_thread(ALICE, "t1")).metadata == full
