@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -86,14 +86,17 @@ class ThreadService:
         audit: AuditLog,
         tailer: StreamTailer,
         states: ThreadStateStore | None = None,
+        on_branch_switched: Callable[[Identity, str, str], Awaitable[object]] | None = None,
     ) -> None:
         """``threads``, ``runs`` and ``audit``: the main table's three aggregates, read only; ``tailer``: the run
-        service, which follows a thread's live events."""
+        service, which follows a thread's live events; ``on_branch_switched``: told (caller, thread, new leaf) after
+        a switch (the memory trigger: docs/memory.md, "Memories and branches"); it must not raise."""
         self._threads = threads
         self._runs = runs
         self._audit = audit
         self._tailer = tailer
         self._states = states
+        self._on_branch_switched = on_branch_switched
 
     async def history(
         self, caller: Identity, thread_id: str, *, limit: int, cursor: str | None, leaf: str | None = None
@@ -138,6 +141,8 @@ class ThreadService:
                 details={"from_leaf_id": thread.leaf_id, "to_leaf_id": leaf_id},
             )
         )
+        if self._on_branch_switched is not None and leaf_id != thread.leaf_id:
+            await self._on_branch_switched(caller, thread_id, leaf_id)
         return await self.history(caller, thread_id, limit=limit, cursor=None)
 
     async def get(self, caller: Identity, thread_id: str) -> Thread:

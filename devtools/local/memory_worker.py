@@ -1,5 +1,5 @@
-"""The memory worker of the local runner: "run completed" events go to an in-process queue instead of
-EventBridge/SQS, and the same :class:`~shared.memory.coalescing.ExtractionCoalescer` the memory Lambda uses
+"""The memory worker of the local runner: "run completed" and "branch switched" events go to an in-process queue
+instead of EventBridge/SQS, and the same :class:`~shared.memory.coalescing.ExtractionCoalescer` the memory Lambda uses
 consumes them in the background. Delayed "extraction due" messages are in-process timers standing in for SQS
 ``DelaySeconds``; ``MEMORY_IDLE_S`` shortens the quiet period (the local runner defaults it to a few seconds)."""
 
@@ -11,8 +11,9 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
-from shared.memory.job import ExtractionReport, MemoryRunFailed, RunCompleted
+from shared.memory.job import BranchSwitched, ExtractionReport, MemoryRunFailed, RunCompleted
 from shared.memory.models import BusEvent, PublishFailure
+from shared.memory.trigger import BRANCH_SWITCHED
 
 if TYPE_CHECKING:
     from shared.wiring import Services
@@ -37,6 +38,10 @@ class InProcessMemoryWorker:
 
     async def publish(self, events: Sequence[BusEvent]) -> list[PublishFailure]:
         for event in events:
+            if event.detail_type == BRANCH_SWITCHED:
+                switch = BranchSwitched.model_validate(event.detail)
+                self._spawn(self.coalescer.on_branch_switched(switch), switch.thread_id)
+                continue
             detail = RunCompleted.model_validate(event.detail)
             self._spawn(self.coalescer.on_run_completed(detail), detail.thread_id)
         return []

@@ -1,9 +1,10 @@
 """SQS batch handler for memory extraction (``template.yaml``: ``MemoryFunction``).
 
-The queue carries two kinds of record: ``agent.run.completed`` events (from the EventBridge rule) and the
-delayed ``memory.extraction.due`` messages that :class:`shared.memory.coalescing.ExtractionCoalescer` sends to
-this same queue. The first are noted (and extracted at once only when enough user messages wait); the second
-fire one coalesced extraction per quiet period.
+The queue carries three kinds of record: ``agent.run.completed`` and ``agent.branch.switched`` events (from the
+EventBridge rule) and the delayed ``memory.extraction.due`` messages that
+:class:`shared.memory.coalescing.ExtractionCoalescer` sends to this same queue. The events are noted (a run's
+extracted at once only when enough user messages wait); the due messages fire one coalesced extraction per quiet
+period.
 
 - **Batch**: Powertools ``BatchProcessor`` with a Parser model of an SQS record wrapping an EventBridge event;
   the response lists exactly the records that failed (``ReportBatchItemFailures``), including records that do
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.idempotency import (
@@ -37,8 +38,8 @@ from pydantic import Field
 
 from shared.container import container_loop, init_container
 from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
-from shared.memory.job import RunCompleted
-from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
+from shared.memory.job import BranchSwitched, RunCompleted
+from shared.memory.trigger import EVENT_SOURCE
 from shared.runs.deadline import deadline_from_context
 from shared.tracing.api import tracer
 from shared.wiring import Services
@@ -54,12 +55,20 @@ class RunCompletedEvent(EventBridgeModel):
     """An ``agent.run.completed`` event as EventBridge delivers it to SQS."""
 
     account: str | None = None  # type: ignore[assignment]  # routed events may lack it (moto does)
-    detail_type: str = Field(alias="detail-type")
+    detail_type: Literal["agent.run.completed"] = Field(alias="detail-type")
     detail: RunCompleted
 
 
+class BranchSwitchedEvent(EventBridgeModel):
+    """An ``agent.branch.switched`` event as EventBridge delivers it to SQS."""
+
+    account: str | None = None  # type: ignore[assignment]  # routed events may lack it (moto does)
+    detail_type: Literal["agent.branch.switched"] = Field(alias="detail-type")
+    detail: BranchSwitched
+
+
 class MemoryQueueRecord(SqsRecordModel):
-    body: Json[RunCompletedEvent | ExtractionDue]
+    body: Json[RunCompletedEvent | BranchSwitchedEvent | ExtractionDue]
 
 
 class UnexpectedEvent(ValueError):
@@ -118,9 +127,10 @@ class MemoryExtractHandler:
         if isinstance(body, ExtractionDue):
             event = {"id": body.id, "due": body.model_dump(by_alias=True), "attempt": attempt}
         else:
-            if body.source != EVENT_SOURCE or body.detail_type != RUN_COMPLETED:
+            if body.source != EVENT_SOURCE:
                 raise UnexpectedEvent(f"unexpected event {body.source}/{body.detail_type}")
-            event = {"id": body.id, "detail": body.detail.model_dump(by_alias=True), "attempt": attempt}
+            kind = "switch" if isinstance(body, BranchSwitchedEvent) else "detail"
+            event = {"id": body.id, kind: body.detail.model_dump(by_alias=True), "attempt": attempt}
         result: dict[str, Any] = self._process_once(event=event, deadline=deadline)
         return result
 
@@ -131,6 +141,8 @@ class MemoryExtractHandler:
         if "due" in event:
             due = ExtractionDue.model_validate(event["due"])
             work = self._coalescer.on_due(due, attempt=int(event.get("attempt", 1)), deadline=deadline)
+        elif "switch" in event:
+            work = self._coalescer.on_branch_switched(BranchSwitched.model_validate(event["switch"]))
         else:
             work = self._coalescer.on_run_completed(RunCompleted.model_validate(event["detail"]), deadline=deadline)
         report = self._loop.run_until_complete(work)

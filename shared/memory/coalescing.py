@@ -9,6 +9,11 @@ A worker run's ``agent.run.completed`` event no longer starts a memory run by it
 3. otherwise sends an :class:`ExtractionDue` message for that generation with a delay of ``memory_policy.idle_s``
    (T) (production: SQS ``DelaySeconds`` on the memory queue; ``make dev``: an in-process timer).
 
+A branch switch (``agent.branch.switched``, :meth:`ExtractionCoalescer.on_branch_switched`) is noted the same way
+and always waits the quiet period: it starts no run of its own, and the extraction that follows retracts the
+memories whose only evidence is on a branch no longer current (``shared.memory.branch_retraction``). Switching back
+within the quiet period moves the generation again, so only the branch current at the end counts.
+
 When a due message arrives (:meth:`ExtractionCoalescer.on_due`), it fires only if its generation is still the
 thread's current one, i.e. no turn finished in the T seconds since: of a burst of turns, only the last turn's
 message extracts, and that one run reads every message since the cursor. A due message for a thread whose marker
@@ -38,7 +43,7 @@ from datetime import datetime, timedelta
 
 from shared.errors import TooManyRequests
 from shared.limits.metrics import MEMORY_EXTRACTIONS_DEFERRED, emit_limit_metric
-from shared.memory.job import MEMORY_PROFILE, ExtractionReport, MemoryExtraction, RunCompleted
+from shared.memory.job import MEMORY_PROFILE, BranchSwitched, ExtractionReport, MemoryExtraction, RunCompleted
 from shared.memory.models import ExtractionDue as ExtractionDue  # the message body this module sends; re-exported
 from shared.memory.ports import DueQueue, PendingExtractions
 from shared.models import ExecutorKind, Identity, digest, utc_now
@@ -103,6 +108,20 @@ class ExtractionCoalescer:
             return await self._run(due, attempt=1, policy=policy, deadline=deadline)
         await self._queue.send(due, delay_s=policy.idle_s)
         return ExtractionReport("scheduled", f"due_in_{policy.idle_s}s", decisions={"pending": waiting})
+
+    async def on_branch_switched(self, event: BranchSwitched) -> ExtractionReport:
+        """Note the switch on the thread's marker and send its due message after the quiet period: the branch left
+        must stay non-current that long before its memories are retracted (docs/memory.md)."""
+        identity = Identity(tenant_id=event.tenant_id, user_id=event.user_id)
+        if not await self._extraction.owns_thread(identity, event.thread_id):
+            return ExtractionReport("skipped", "thread_not_found")
+        generation = await self._pending.note(event.tenant_id, event.user_id, event.thread_id, now=self._clock())
+        policy = self.policy(event.tenant_id, event.user_id)
+        due = ExtractionDue(
+            tenant_id=event.tenant_id, user_id=event.user_id, thread_id=event.thread_id, generation=generation
+        )
+        await self._queue.send(due, delay_s=policy.idle_s)
+        return ExtractionReport("scheduled", f"branch_switched_due_in_{policy.idle_s}s")
 
     async def on_due(
         self, due: ExtractionDue, *, attempt: int = 1, deadline: float | None = None

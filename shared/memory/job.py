@@ -52,6 +52,17 @@ class RunCompleted(BaseModel):
     status: str | None = None
 
 
+class BranchSwitched(BaseModel):
+    """The ``detail`` of an ``agent.branch.switched`` event (see :mod:`shared.memory.trigger`)."""
+
+    model_config = ConfigDict(populate_by_name=True, frozen=True)
+
+    tenant_id: str = Field(alias="tenantId", min_length=1)
+    user_id: str = Field(alias="userId", min_length=1)
+    thread_id: str = Field(alias="threadId", min_length=1)
+    leaf_message_id: str = Field(alias="leafMessageId", min_length=1)
+
+
 class MemoryRunFailed(AgentError):
     """The memory run did not succeed; the caller reports the message as failed so it is delivered again."""
 

@@ -1,6 +1,8 @@
-"""The trigger path's first hop: after a worker run, publish ``agent.run.completed`` to the event bus.
+"""The trigger path's first hop: after a worker run, publish ``agent.run.completed`` to the event bus; after a
+branch switch, ``agent.branch.switched`` (docs/memory.md, "Memories and branches": a branch that stops being current
+for the quiet period has its only-evidence memories retracted, with no run needed to notice).
 
-A rule on the bus sends the event to the memory queue (``template.yaml``: ``RunCompletedRule`` ->
+A rule on the bus sends the events to the memory queue (``template.yaml``: ``RunCompletedRule`` ->
 ``MemoryQueue``), which ``functions/memory_extract`` consumes. Publishing must never break the user's run:
 ``put_events`` reports failures per entry (``FailedEntryCount``) without raising, so each result is checked;
 failed entries (and calls that raise) are retried with exponential backoff, :data:`ATTEMPTS` times in all,
@@ -17,13 +19,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from shared.executors.context import RunContext
 from shared.memory.models import BusEvent, PublishFailure
 from shared.memory.ports import EventPublisher
-from shared.models import ExecutorKind, RunStatus
+from shared.models import ExecutorKind, Identity, RunStatus
 from shared.run_results import ExecutionResult
 
 logger = logging.getLogger(__name__)
 
 EVENT_SOURCE = "agent-backend"
 RUN_COMPLETED = "agent.run.completed"
+BRANCH_SWITCHED = "agent.branch.switched"
+MEMORY_DETAIL_TYPES = (RUN_COMPLETED, BRANCH_SWITCHED)
+"""The detail types the memory queue's rule routes (``template.yaml``: ``RunCompletedRule``; a test compares)."""
 ATTEMPTS = 3
 BASE_DELAY_S = 0.2
 
@@ -42,6 +47,14 @@ def run_completed_event(
             "executor": executor,
             "status": status,
         },
+    )
+
+
+def branch_switched_event(*, tenant_id: str, user_id: str, thread_id: str, leaf_id: str) -> BusEvent:
+    return BusEvent(
+        source=EVENT_SOURCE,
+        detail_type=BRANCH_SWITCHED,
+        detail={"tenantId": tenant_id, "userId": user_id, "threadId": thread_id, "leafMessageId": leaf_id},
     )
 
 
@@ -107,6 +120,17 @@ class RunCompletedPublisher:
             return await self.publish([event])
         except Exception:  # pragma: no cover - publish() already contains every failure
             logger.exception("event publish failed unexpectedly", extra={"run_id": ctx.run_id})
+            return False
+
+    async def branch_switched(self, identity: Identity, thread_id: str, leaf_id: str) -> bool:
+        """Publish ``agent.branch.switched`` after ``PUT /threads/{id}/branch`` (never raises)."""
+        event = branch_switched_event(
+            tenant_id=identity.tenant_id, user_id=identity.user_id, thread_id=thread_id, leaf_id=leaf_id
+        )
+        try:
+            return await self.publish([event])
+        except Exception:  # pragma: no cover - publish() already contains every failure
+            logger.exception("event publish failed unexpectedly", extra={"thread_id": thread_id})
             return False
 
     def hook(self) -> Callable[[RunContext, RunStatus, ExecutionResult], Awaitable[None]]:

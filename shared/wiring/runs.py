@@ -32,8 +32,8 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
 
     def use_run_completed_publisher(self, publisher: RunCompletedPublisher) -> None:
         """Install the run-completed publisher of a process whose consumer needs these services itself (the local
-        runner's in-process memory worker); before the run service is built, so its hook sees this one."""
-        if "runs" in vars(self) or "run_completed_publisher" in vars(self):
+        runner's in-process memory worker); before the run and thread services are built, so they see this one."""
+        if any(name in vars(self) for name in ("runs", "threads", "run_completed_publisher")):
             raise RuntimeError("the run-completed publisher is already in use; install it before the first run")
         self.overrides = dataclasses.replace(self.overrides, run_completed_publisher=publisher)
 
@@ -114,7 +114,15 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
         """What a caller may read of a thread: history, list, audit view, live events."""
         from shared.threads import ThreadService
 
-        return ThreadService(self.thread_store, self.run_ledger, self.audit_log, self.runs, self.thread_states)
+        publisher = self.run_completed_publisher
+        return ThreadService(
+            self.thread_store,
+            self.run_ledger,
+            self.audit_log,
+            self.runs,
+            self.thread_states,
+            on_branch_switched=publisher.branch_switched if publisher is not None else None,
+        )
 
     async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
         """After every run, before its terminal event: its metrics; after a worker run, the "run completed" event

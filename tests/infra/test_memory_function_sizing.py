@@ -80,3 +80,13 @@ def test_the_memory_function_settings_are_read_from_the_template() -> None:
     # The LLM settings the sizing relies on are the function's own, not only the defaults.
     settings = memory_function_settings(template())
     assert (settings.llm_timeout_s, settings.llm_max_retries) == (30.0, 1)
+
+
+def test_the_memory_rule_routes_every_event_the_memory_handler_reads() -> None:
+    """A detail type published for memory (run completed, branch switched) and missing from the rule would be
+    dropped by EventBridge without a word: the rule's pattern is the publisher's list."""
+    from shared.memory.trigger import EVENT_SOURCE, MEMORY_DETAIL_TYPES
+
+    pattern = template()["Resources"]["RunCompletedRule"]["Properties"]["EventPattern"]
+    assert pattern["source"] == [EVENT_SOURCE]
+    assert tuple(pattern["detail-type"]) == MEMORY_DETAIL_TYPES

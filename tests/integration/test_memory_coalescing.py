@@ -29,7 +29,7 @@ from shared.adapters.aws.memory_store import DynamoDBMemoryStore
 from shared.llm.types import ChatRequest
 from shared.memory.coalescing import memory_run_id
 from shared.memory.executor import SYSTEM_PROMPT
-from shared.memory.trigger import RunCompletedPublisher
+from shared.memory.trigger import MEMORY_DETAIL_TYPES, RunCompletedPublisher
 from shared.models import utc_now
 from shared.wiring import ServiceOverrides, Services
 from tests.support.memory_extract_events import NEW_USER_MESSAGE, FakeLambdaContext, memory_model
@@ -101,7 +101,7 @@ def memory_queue(aws: Any) -> str:
     events.put_rule(
         Name="run-completed",
         EventBusName=BUS,
-        EventPattern=json.dumps({"source": ["agent-backend"], "detail-type": ["agent.run.completed"]}),
+        EventPattern=json.dumps({"source": ["agent-backend"], "detail-type": list(MEMORY_DETAIL_TYPES)}),
     )
     events.put_targets(Rule="run-completed", EventBusName=BUS, Targets=[{"Id": "memory", "Arn": arn}])
     return str(url)
@@ -369,6 +369,52 @@ async def test_at_most_one_memory_run_in_flight_per_thread(deployment: Deploymen
     assert extraction_calls(deployment.model) == [["th-busy-u1"]]
 
 
+def memory_statuses() -> dict[str, str]:
+    store = DynamoDBMemoryStore(TABLE, client_factory("dynamodb", region=REGION))
+    found = asyncio.run(store.list_memories(TENANT, USER, include_inactive=True))
+    return {m.content: m.status.value for m in found}
+
+
+async def test_a_branch_switch_alone_retracts_the_left_branchs_memories_after_the_quiet_period(
+    deployment: Deployment, asgi_client: Any
+) -> None:
+    """docs/memory.md, "Memories and branches": the switch publishes ``agent.branch.switched``; the memory Lambda
+    retracts once the left branch has stayed non-current for the quiet period, with no run on the thread."""
+    async with asgi_client(deployment.api) as client:
+        # GIVEN a thread whose first message was edited, each branch's fact extracted after its quiet period
+        await deployment.turn(client, "th-br", 1, "I live in Paris")
+        await deployment.drain()
+        await deployment.drain_after_quiet_period()
+        edit = {
+            "threadId": "th-br",
+            "runId": "th-br-run-2",
+            "messages": [{"id": "th-br-u1b", "role": "user", "content": "I live in Rome"}],
+            "forwardedProps": {"parentMessageId": None},
+        }
+        assert (await client.post("/api/v1/agent", json=edit, headers=bearer(USER, TENANT))).status_code == 200
+        await deployment.api.runs.wait_idle()
+        await deployment.drain()
+        await deployment.drain_after_quiet_period()
+        assert await asyncio.to_thread(memory_statuses) == {"I live in Paris": "retracted", "I live in Rome": "active"}
+        worker_calls = [r for r in deployment.model.requests if not is_memory_request(r)]
+        # WHEN the user switches back to the first branch, and writes nothing more
+        resp = await client.put(
+            "/api/v1/threads/th-br/branch", json={"throughMessageId": "th-br-u1"}, headers=bearer(USER, TENANT)
+        )
+        assert resp.status_code == 200
+        await deployment.drain()
+        # THEN nothing changes before the quiet period is over
+        assert await asyncio.to_thread(memory_statuses) == {"I live in Paris": "retracted", "I live in Rome": "active"}
+        assert deployment.delayed() == 1
+        # WHEN the quiet period passes THEN the memory drawn only from the branch left is retracted; the one
+        # retracted before stays so (switching back resurrects nothing); no model was called for it
+        await deployment.drain_after_quiet_period()
+    assert await asyncio.to_thread(memory_statuses) == {"I live in Paris": "retracted", "I live in Rome": "retracted"}
+    assert [r for r in deployment.model.requests if not is_memory_request(r)] == worker_calls
+    assert extraction_calls(deployment.model) == [["th-br-u1"], ["th-br-u1b"]]
+    assert deployment.failures == [] and deployment.delayed() == 0
+
+
 async def test_make_dev_coalesces_the_same_way_with_a_shortened_quiet_period(
     store: DynamoDBStore, redis_stream: Any, asgi_client: Any
 ) -> None:
@@ -401,3 +447,48 @@ async def test_make_dev_coalesces_the_same_way_with_a_shortened_quiet_period(
     finally:
         worker.close()
     assert extraction_calls(model) == [["th-dev-u1", "th-dev-u2", "th-dev-u3"]]
+
+
+async def test_make_dev_retracts_after_a_branch_switch_too(
+    store: DynamoDBStore, redis_stream: Any, asgi_client: Any
+) -> None:
+    """The local runner's in-process worker takes ``agent.branch.switched`` like the memory Lambda does."""
+    from devtools.local.memory_worker import InProcessMemoryWorker
+
+    model = ScriptedModel(fallback=answer)
+    services = Services(
+        make_settings(memory_idle_s=1), overrides=ServiceOverrides(store=store, stream=redis_stream, model=model)
+    )
+    worker = InProcessMemoryWorker(services)
+    services.use_run_completed_publisher(RunCompletedPublisher(worker))
+    headers = bearer(USER, TENANT)
+    try:
+        async with asgi_client(services) as client:
+            for run, msg, text, parent in (
+                ("r1", "dv-u1", "I live in Oslo", {}),
+                ("r2", "dv-u1b", "I live in Bergen", {"parentMessageId": None}),
+            ):
+                body = {
+                    "threadId": "th-dev-br",
+                    "runId": run,
+                    "messages": [{"id": msg, "role": "user", "content": text}],
+                    "forwardedProps": parent,
+                }
+                assert (await client.post("/api/v1/agent", json=body, headers=headers)).status_code == 200
+                await services.runs.wait_idle()
+                await asyncio.sleep(1.5)
+                await worker.drain()
+            assert await asyncio.to_thread(memory_statuses) == {
+                "I live in Oslo": "retracted",
+                "I live in Bergen": "active",
+            }
+            put = await client.put(
+                "/api/v1/threads/th-dev-br/branch", json={"throughMessageId": "dv-u1"}, headers=headers
+            )
+            assert put.status_code == 200
+            await worker.drain()
+            await asyncio.sleep(1.5)
+            await worker.drain()
+    finally:
+        worker.close()
+    assert await asyncio.to_thread(memory_statuses) == {"I live in Oslo": "retracted", "I live in Bergen": "retracted"}

@@ -17,7 +17,7 @@ from shared.adapters.aws.eventbridge import EventBridgePublisher
 from shared.executors.context import RunContext
 from shared.executors.worker import ExecutionResult
 from shared.memory.models import BusEvent, PublishFailure
-from shared.memory.trigger import RunCompletedPublisher, run_completed_event
+from shared.memory.trigger import MEMORY_DETAIL_TYPES, RunCompletedPublisher, run_completed_event
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, RunStatus
 from shared.profiles import default_catalog
 from tests.support.settings import REGION
@@ -37,7 +37,7 @@ def bus_to_queue() -> Iterator[tuple[Any, str]]:
         events.put_rule(
             Name="run-completed",
             EventBusName=BUS,
-            EventPattern=json.dumps({"source": ["agent-backend"], "detail-type": ["agent.run.completed"]}),
+            EventPattern=json.dumps({"source": ["agent-backend"], "detail-type": list(MEMORY_DETAIL_TYPES)}),
         )
         events.put_targets(Rule="run-completed", EventBusName=BUS, Targets=[{"Id": "memory", "Arn": queue_arn}])
         yield sqs, queue_url
