@@ -234,6 +234,9 @@ class ThreadClaim:
     """The claim created the thread (it did not exist)."""
     leaf_id: str | None = None
     """The thread's current leaf when it was claimed (``Thread.leaf_id``)."""
+    user_digest: str | None = None
+    """The digest of the user messages of the last chat admission's request (``shared.runs.known_ids``); None when
+    none was kept, or the branch was switched since."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,12 @@ class ConversationStore(MessageHistoryReader, Protocol):
 
     async def known_message_ids(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> set[str]: ...
 
+    async def stored_messages(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> list[Message]:
+        """The stored messages of ``ids`` the thread has, in no particular order (an unknown id is left out): what
+        admission compares a client's older messages with when its digest of them does not match
+        (``shared.runs.known_ids``). Two batch reads: the id markers, then the bodies."""
+        ...
+
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
         """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
         ...
@@ -114,10 +120,12 @@ class ThreadStore(ConversationStore, Protocol):
         last_seq: int,
         last_leaf: str | None = None,
         leaf_after: str | None = None,
+        user_digest: str | None = None,
     ) -> AdmittedRun:
         """``last_seq`` and ``last_leaf``: the counter and the leaf as the caller last saw them (the claim's), so the
         first attempt reads nothing; ``leaf_after``: the thread's current leaf once admitted (a regenerate's
-        question), else the last message stored (or the leaf as it was)."""
+        question), else the last message stored (or the leaf as it was); ``user_digest``: kept on the thread with
+        the messages (the next claim returns it; None: left as it is)."""
         ...
 
 

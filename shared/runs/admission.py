@@ -40,7 +40,14 @@ from shared.message_tree import link_messages
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
 from shared.runs.branching import branch_audit, check_referenced, referenced_ids, retried_run, running_run
-from shared.runs.known_ids import no_messages, recent_is_stale, sort_by_page
+from shared.runs.known_ids import (
+    needs_reading,
+    no_messages,
+    placed_by_order,
+    recent_is_stale,
+    sort_by_page,
+    user_digest,
+)
 from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
 from shared.runs.run_estimate import first_request_estimate, refused_for_tokens
 from shared.runs.slots import StaleSlots
@@ -75,6 +82,8 @@ class _Attempt:
         self.claim: ThreadClaim | None = None
         self.reservation: ReserveRequest | None = None
         self.retry_of: str | None = None  # a request that brings nothing new: the run that stored its message
+        self.older: list[Message] = []  # the caller's stored messages read beside the page, to compare (known_ids)
+        self.user_digest: str | None = None  # kept on the thread with the messages (chat runs: known_ids)
 
     @property
     def holds_new_claim(self) -> bool:
@@ -100,6 +109,11 @@ class Claim:
         self.claimed = claimed
         self.fresh = fresh
         self.recent = recent
+
+    @property
+    def compared(self) -> list[Message]:
+        """The stored messages the caller's are compared with: the newest page, and any older ones read for it."""
+        return [*(self.recent or []), *self.attempt.older]
 
     def with_messages(self, messages: list[Message]) -> Claim:
         """This claim, storing ``messages`` instead (the new messages reconciled with ``recent``)."""
@@ -232,6 +246,7 @@ class Admitter:
                 last_seq=claimed.last_seq,
                 last_leaf=claimed.leaf_id,
                 leaf_after=ctx.leaf_id,
+                user_digest=attempt.user_digest,
             )
         if created:
             if self._limits is not None and attempt.reservation is not None:
@@ -283,14 +298,22 @@ class Admitter:
             # The thread moved between the read and the claim (a run ended just then): read it again.
             recent = await self._recent(ctx)
         fresh, check = sort_by_page(new_messages, recent, read_limit=RECENT_LOOKBACK)
+        if not check and placed_by_order(new_messages, recent, fresh):
+            # Placed by order, not seen: read when the thread's digest does not vouch for them (known_ids).
+            check = needs_reading(new_messages, recent, fresh, claimed.user_digest)
+            attempt.user_digest = user_digest(new_messages)
         if check:
-            # None of the client's messages is in the page: its ids are checked (rare: shared.runs.known_ids).
-            known_ids = await self._known(ctx, check)
-            fresh = [m for m in new_messages if m.id in check and m.id not in known_ids]
+            # Messages the page cannot tell about are read, to store the new ones and compare the others' text.
+            attempt.older = await self._stored(ctx, check)
+            held = {m.id for m in recent} | {m.id for m in attempt.older}
+            fresh = [m for m in new_messages if m.id not in held]
         if refine:
             estimate = await first_request_estimate(ctx, claimed, recent, fresh, read_limit=RECENT_LOOKBACK)
             await self._reserve(attempt, estimate=estimate)
         return claimed, fresh, recent
+
+    async def _stored(self, ctx: RunContext, ids: Sequence[str]) -> list[Message]:
+        return await self._threads.stored_messages(ctx.identity.tenant_id, ctx.thread_id, ids)
 
     async def _known(self, ctx: RunContext, ids: Sequence[str]) -> set[str]:
         """The ids of ``ids`` the thread holds; no request for none."""

@@ -20,14 +20,28 @@ client lists its messages in answers for the rest:
   or one far behind), the page says nothing: the ids are checked as before, after the page (:attr:`Sorted.check`).
 
 So a plain turn reads no id at all, and the ids checked never grow with the thread.
+
+**Edits of messages older than the page.** A user message placed by order is never compared with the page, so a
+client that re-sent an old message with other text (an edit under the same id) would see it silently dropped. The
+thread keeps the digest of the user messages (ids and texts, in order) of the last chat request it admitted
+(``ThreadClaim.user_digest``, written with that request's messages). A client that appends sends those same user
+messages again, so its digest of the stored part matches and nothing is read. When it does not match (an edit under
+the same id, a second device, a client that trims its list, a branch switch since, or a thread admitted before the
+digest existed), the user messages placed by order are read (:func:`needs_reading`, the store's
+``stored_messages``: two batch reads) and compared like the page's: other text is ``409 message_edit_conflict``; an
+id the store lacks after all is new. The digest then written is the request's, so the next turn of the same client
+matches again. Only a request that sends user messages older than the page writes it (a client whose list fits
+in the page needs none, and the thread item is written no larger for it).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from shared.models import Message
+from shared.models import Message, Role
 
 
 class Sorted(NamedTuple):
@@ -61,3 +75,34 @@ def recent_is_stale(recent: Sequence[Message], last_seq: int) -> bool:
     """Whether the newest messages read beside the claim miss some: the counter the claim saw is further on."""
     newest = recent[0].seq if recent else 0
     return (newest or 0) < last_seq
+
+
+def user_digest(messages: Sequence[Message]) -> str:
+    """The digest of ``messages``' user messages, in order: their ids and texts (the module docstring)."""
+    digest = hashlib.sha256()
+    for msg in messages:
+        if msg.role is Role.USER:
+            digest.update(json.dumps([msg.id, msg.content], ensure_ascii=False).encode())
+            digest.update(b"\n")
+    return digest.hexdigest()[:32]
+
+
+def placed_by_order(
+    new_messages: Sequence[Message], recent: Sequence[Message], fresh: Sequence[Message]
+) -> list[Message]:
+    """The user messages :func:`sort_by_page` took as stored by order alone: not in the page, not new."""
+    in_page = {m.id for m in recent}
+    new_ids = {m.id for m in fresh}
+    return [m for m in new_messages if m.id not in in_page and m.id not in new_ids and m.role is Role.USER]
+
+
+def needs_reading(
+    new_messages: Sequence[Message], recent: Sequence[Message], fresh: Sequence[Message], kept: str | None
+) -> list[str]:
+    """The ids of the messages :func:`placed_by_order`, when the digest the thread kept (``kept``) is not the
+    request's digest of its stored part; none otherwise."""
+    placed = placed_by_order(new_messages, recent, fresh)
+    new_ids = {m.id for m in fresh}
+    if not placed or kept == user_digest([m for m in new_messages if m.id not in new_ids]):
+        return []
+    return list(dict.fromkeys(m.id for m in placed))

@@ -174,7 +174,7 @@ class RunService:
                 return claim
             if reconcile_at is not None and claim.recent is not None:
                 try:
-                    check_new_input(ctx, new_messages, claim.fresh, claim.recent)
+                    check_new_input(ctx, new_messages, claim.fresh, claim.compared)
                     # Pending calls and open approvals are those of the current branch, not of one left behind.
                     branch = on_branch(claim.recent, claim.claimed.leaf_id)
                     claim = claim.with_messages(reconcile_with_thread(ctx, claim.fresh, branch, now=reconcile_at))

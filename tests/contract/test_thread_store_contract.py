@@ -229,6 +229,22 @@ async def test_known_message_ids_reports_only_ids_stored_in_that_thread(store: S
     assert await store.threads.known_message_ids("tenant-b", "t1", ["m1"]) == set()
 
 
+async def test_stored_messages_returns_the_bodies_of_the_ids_stored_in_that_thread(store: Store) -> None:
+    # GIVEN 150 messages stored in alice's t1 (more than one batch read)
+    await store.threads.open_thread(ALICE, "t1")
+    await store.threads.append_messages(ALICE, "t1", [msg(f"m{i}", content=f"text {i}") for i in range(1, 151)])
+    # WHEN asking for some of them, an unknown id and a repeated one
+    found = await store.threads.stored_messages(
+        "tenant-a", "t1", ["m2", "nope", "m2", *[f"m{i}" for i in range(40, 151)]]
+    )
+    # THEN each stored one comes back once, with its text and number; nothing of another thread or tenant
+    assert sorted((m.id, m.content, m.seq) for m in found) == sorted(
+        [("m2", "text 2", 2)] + [(f"m{i}", f"text {i}", i) for i in range(40, 151)]
+    )
+    assert await store.threads.stored_messages("tenant-a", "t2", ["m1"]) == []
+    assert await store.threads.stored_messages("tenant-b", "t1", ["m1"]) == []
+
+
 async def test_appending_to_someone_elses_thread_is_not_found(store: Store) -> None:
     # GIVEN alice's thread  WHEN bob appends to it  THEN NotFound and nothing is stored
     await store.threads.open_thread(ALICE, "t1")
@@ -357,11 +373,21 @@ async def test_messages_round_trip_with_every_field(store: Store) -> None:
 async def test_open_approval_interrupts_are_kept_on_the_thread_until_their_call_is_answered(store: Store) -> None:
     # GIVEN an assistant message holding a call for approval (shared.executors.approvals), stored and read back
     await store.threads.open_thread(ALICE, "t1")
-    request = ApprovalRequest("int_1", "c1", "send_email", utc_now() + timedelta(hours=24),
-                              {"type": "object", "properties": {"to": {"type": "string"}}})
-    held = Message(id="m1", thread_id="t1", role=Role.ASSISTANT, content="",
-                   tool_calls=(ToolCall(id="c1", name="send_email", arguments='{"to": "a"}'),),
-                   flags={APPROVAL_FLAG: [request.to_flag()]})
+    request = ApprovalRequest(
+        "int_1",
+        "c1",
+        "send_email",
+        utc_now() + timedelta(hours=24),
+        {"type": "object", "properties": {"to": {"type": "string"}}},
+    )
+    held = Message(
+        id="m1",
+        thread_id="t1",
+        role=Role.ASSISTANT,
+        content="",
+        tool_calls=(ToolCall(id="c1", name="send_email", arguments='{"to": "a"}'),),
+        flags={APPROVAL_FLAG: [request.to_flag()]},
+    )
     await store.threads.append_messages(ALICE, "t1", [msg("u1", role=Role.USER), held])
     newest = await store.threads.read_back("tenant-a", "t1", before_seq=None, limit=10)
     # THEN the interrupt is open, exactly as it was raised (its expiry to the microsecond, its schema)

@@ -118,3 +118,24 @@ async def test_set_leaf_refuses_unknown_foreign_and_busy(store: Store) -> None:
     with pytest.raises(Conflict):
         await store.threads.set_leaf(ALICE, "t1", "u1", holder=None)
     assert (await store.threads.set_leaf(ALICE, "t1", "u1", holder="r1")).leaf_id == "u1"
+
+
+async def test_the_user_digest_is_kept_with_an_admission_and_dropped_by_a_branch_switch(store: Store) -> None:
+    """Admission's digest of the client's user messages (shared.runs.known_ids): written in the admission's
+    transaction, returned by the next claim, and removed when another branch is made current."""
+    stale = a_run("x").created_at
+    first = await store.threads.open_and_claim(ALICE, "t1", "r1", stale_before=stale)
+    assert first is not None and first.user_digest is None
+    await store.threads.admit_messages(ALICE, "t1", [msg("u1")], a_run("r1"), last_seq=0, user_digest="d-1")
+    await store.threads.release_thread("tenant-a", "t1", "r1")
+    second = await store.threads.open_and_claim(ALICE, "t1", "r2", stale_before=stale)
+    assert second is not None and second.user_digest == "d-1"
+    # A run that keeps none (an automation run) leaves it as it was
+    await store.threads.admit_messages(ALICE, "t1", [msg("u2")], a_run("r2"), last_seq=1, last_leaf="u1")
+    await store.threads.release_thread("tenant-a", "t1", "r2")
+    third = await store.threads.open_and_claim(ALICE, "t1", "r3", stale_before=stale)
+    assert third is not None and third.user_digest == "d-1"
+    await store.threads.release_thread("tenant-a", "t1", "r3")
+    await store.threads.set_leaf(ALICE, "t1", "u1", holder=None)
+    fourth = await store.threads.open_and_claim(ALICE, "t1", "r4", stale_before=stale)
+    assert fourth is not None and fourth.user_digest is None

@@ -266,3 +266,77 @@ async def test_a_regenerate_refuses_a_new_or_unknown_question(make_services: Any
     assert unknown_parent[1][0]["error"]["details"][0]["loc"] == ["body", "forwardedProps", "parentMessageId"]
     assert [i["id"] for i in page["items"]] == ["u1", page["items"][1]["id"]]  # nothing stored
     assert len(model.requests) == 1
+
+
+async def seeded_long_thread(store: Any, thread: str, turns: int) -> list[dict[str, Any]]:
+    """A thread of ``turns`` questions and answers (more than admission's newest page of 50), as the client holds
+    it: every message, oldest first."""
+    from shared.models import Identity, Message, Role
+
+    caller = Identity(tenant_id="tenant-1", user_id="user-1")
+    await store.threads.open_thread(caller, thread)
+    held: list[dict[str, Any]] = []
+    stored: list[Message] = []
+    for i in range(turns):
+        stored += [
+            Message(id=f"{thread}-u{i}", thread_id=thread, role=Role.USER, content=f"question {i}"),
+            Message(id=f"{thread}-a{i}", thread_id=thread, role=Role.ASSISTANT, content=f"answer {i}"),
+        ]
+        held += [
+            user(f"{thread}-u{i}", f"question {i}"),
+            {"id": f"{thread}-a{i}", "role": "assistant", "content": f"answer {i}"},
+        ]
+    await store.threads.append_messages(caller, thread, stored)
+    return held
+
+
+async def test_a_same_id_edit_older_than_the_newest_page_is_a_409_too(
+    make_services: Any, asgi_client: Any, store: Any
+) -> None:
+    # GIVEN a thread of 30 turns (60 messages: its first question is older than the 50 admission reads)
+    held = await seeded_long_thread(store, "th-old", 30)
+    model = ScriptedModel()
+    edited = [user("th-old-u0", "question 0, edited"), *held[1:]]
+    async with asgi_client(make_services(model)) as client:
+        # WHEN the client re-sends the whole conversation with the first question's text changed, and a new one
+        status, body = await post_run(client, run_body("th-old", "r1", [*edited, user("th-old-u30", "next")]))
+        page = await history(client, "th-old", limit="100")
+    # THEN the edit is refused as it is on a short thread, saying how to edit; no model call, nothing stored
+    assert status == 409
+    assert body[0]["error"]["code"] == "message_edit_conflict"
+    assert body[0]["error"]["details"]["messageId"] == "th-old-u0"
+    assert model.requests == []
+    assert [i["content"] for i in page["items"]][:1] == ["question 0"] and len(page["items"]) == 60
+
+
+async def test_a_client_that_appends_is_vouched_for_by_the_digest_and_reads_no_older_message(
+    make_services: Any, asgi_client: Any, store: Any
+) -> None:
+    # GIVEN a thread of 30 turns, and a count of the reads of messages older than the newest page
+    held = await seeded_long_thread(store, "th-dig", 30)
+    reads: list[list[str]] = []
+    stored_messages = store.threads.stored_messages
+
+    async def counted(tenant_id: str, thread_id: str, ids: Any) -> Any:
+        reads.append(list(ids))
+        return await stored_messages(tenant_id, thread_id, ids)
+
+    store.threads.stored_messages = counted
+    model = ScriptedModel(Turn(text=["A30"]), Turn(text=["A31"]), Turn(text=["A32"]))
+    async with asgi_client(make_services(model)) as client:
+        # WHEN the first turn after (the thread kept no digest yet): its older user messages are read and compared
+        first = [*held, user("th-dig-u30", "q30")]
+        assert (await post_run(client, run_body("th-dig", "r30", first)))[0] == 200
+        assert len(reads) == 1 and "th-dig-u0" in reads[0] and all("-u" in i for i in reads[0])
+        # WHEN the same client appends its next question THEN the digest vouches for them: nothing more is read
+        assert (await post_run(client, run_body("th-dig", "r31", [*first, user("th-dig-u31", "q31")])))[0] == 200
+        assert len(reads) == 1
+        # WHEN the branch is switched (and back) THEN the digest is dropped, and the next turn reads them once more
+        leaf = (await history(client, "th-dig", limit="100"))["items"][-1]["id"]
+        for target in ("th-dig-a29", leaf):
+            resp = await client.put("/api/v1/threads/th-dig/branch", json={"leafMessageId": target}, headers=bearer())
+            assert resp.status_code == 200
+        third = [*first, user("th-dig-u31", "q31"), user("th-dig-u32", "q32")]
+        assert (await post_run(client, run_body("th-dig", "r32", third)))[0] == 200
+    assert len(reads) == 2
+    assert [seen(r)[-1] for r in model.requests] == ["q30", "q31", "q32"]

@@ -19,7 +19,8 @@ from tests.support.metered_table import message, metered_store, plain_turn, seed
 
 
 class CountingKnownIds:
-    """Wraps a store's threads, recording every ``known_message_ids`` call."""
+    """Wraps a store's threads, recording every lookup of ids: ``known_message_ids`` and ``stored_messages`` (the
+    ids the page could not place are read whole, to compare a user message's text too)."""
 
     def __init__(self, threads: Any) -> None:
         self._threads = threads
@@ -32,6 +33,11 @@ class CountingKnownIds:
         self.asked.append(list(ids))
         known: set[str] = await self._threads.known_message_ids(tenant_id, thread_id, ids)
         return known
+
+    async def stored_messages(self, tenant_id: str, thread_id: str, ids: Any) -> list[Message]:
+        self.asked.append(list(ids))
+        found: list[Message] = await self._threads.stored_messages(tenant_id, thread_id, ids)
+        return found
 
 
 async def test_a_plain_turn_reads_no_message_id_on_dynamodb(aws: Any) -> None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from shared.models import Message, Role
-from shared.runs.known_ids import sort_by_page
+from shared.runs.known_ids import needs_reading, sort_by_page, user_digest
 
 
 def m(mid: str, seq: int = 0) -> Message:
@@ -30,3 +30,23 @@ def test_ids_before_the_first_held_one_are_older_than_the_page_and_those_after_a
 def test_ids_the_page_cannot_place_are_checked() -> None:
     fresh, check = sort_by_page([m("m5"), m("new"), m("new")], page(11, 13), read_limit=3)
     assert (fresh, check) == ([], ["m5", "new"])
+
+
+def test_messages_placed_by_order_are_read_unless_the_kept_digest_vouches_for_them() -> None:
+    sent = [m("m5"), Message(id="a6", thread_id="th", role=Role.ASSISTANT, content="x"), m("m12"), m("new")]
+    recent = page(11, 13)
+    fresh, _ = sort_by_page(sent, recent, read_limit=3)
+    stored_part = [x for x in sent if x.id != "new"]
+    # the thread kept the digest of exactly these user messages: nothing to read
+    assert needs_reading(sent, recent, fresh, user_digest(stored_part)) == []
+    # no digest kept, or another: the user message placed by order (not the assistant one, not the page's) is read
+    assert needs_reading(sent, recent, fresh, None) == ["m5"]
+    assert needs_reading(sent, recent, fresh, user_digest([m("m12")])) == ["m5"]
+
+
+def test_the_digest_covers_ids_and_texts_in_order_and_only_user_messages() -> None:
+    one, two = m("m1"), m("m2")
+    edited = one.model_copy(update={"content": "m1, edited"})
+    assistant = Message(id="a1", thread_id="th", role=Role.ASSISTANT, content="anything")
+    assert user_digest([one, two]) == user_digest([one, assistant, two])
+    assert len({user_digest([one, two]), user_digest([two, one]), user_digest([edited, two])}) == 3

@@ -69,12 +69,14 @@ class MessageAppends:
         last_seq: int,
         last_leaf: str | None = None,
         leaf_after: str | None = None,
+        user_digest: str | None = None,
     ) -> AdmittedRun:
         """Append ``messages`` and create ``run`` in the same transaction (the last one, beyond 40 messages).
 
         ``last_seq`` and ``last_leaf`` are the counter and the current leaf as the caller last saw them
         (``open_and_claim`` returns them), so the first attempt reads nothing; ``leaf_after`` (a regenerate's
-        question) becomes the current leaf in the same transaction. A run that exists already cancels the
+        question) becomes the current leaf in the same transaction, and ``user_digest`` (when given) is kept on the
+        thread item in it. A run that exists already cancels the
         transaction: nothing is stored, and the
         stored run comes back with ``False`` (the caller attaches to it or refuses a conflicting body).
         """
@@ -91,7 +93,13 @@ class MessageAppends:
         try:
             last = chunks[-1] if chunks else []
             stored += await self._append_chunk(
-                identity, thread_id, last, base=base, run_item=run_item, leaf_after=leaf_after
+                identity,
+                thread_id,
+                last,
+                base=base,
+                run_item=run_item,
+                leaf_after=leaf_after,
+                user_digest=user_digest,
             )
         except RunExists:
             existing = await self._runs.get_run(run.tenant_id, run.run_id)
@@ -109,6 +117,7 @@ class MessageAppends:
         base: tuple[int, str | None] | None = None,
         run_item: dict[str, Any] | None = None,
         leaf_after: str | None = None,
+        user_digest: str | None = None,
     ) -> list[Message]:
         """One transaction: counter and leaf update (conditioned on their values), an id marker and the body per
         message, and ``run_item`` when given (conditioned on its absence: ``RunExists`` when it is there).
@@ -135,7 +144,13 @@ class MessageAppends:
             new_leaf = leaf_after or (numbered[-1].id if numbered else leaf)
             branched = leaf_after is not None or branches_off(chunk)
             items = self._append_items(
-                identity, thread_id, numbered, base=base, run_item=run_item, leaf=(new_leaf, branched)
+                identity,
+                thread_id,
+                numbered,
+                base=base,
+                run_item=run_item,
+                leaf=(new_leaf, branched),
+                user_digest=user_digest,
             )
             try:
                 await self._call(lambda items=items: self.client.transact_write_items(TransactItems=items))  # type: ignore[misc]
@@ -158,6 +173,7 @@ class MessageAppends:
         base: tuple[int, str | None],
         run_item: dict[str, Any] | None,
         leaf: tuple[str | None, bool],
+        user_digest: str | None = None,
     ) -> list[dict[str, Any]]:
         """The items of one append transaction, in the order :func:`_cancelled_duplicates` reads them back: the
         counter update (with the new leaf, and ``branched`` when it branches off), then the id marker and the body
@@ -175,6 +191,9 @@ class MessageAppends:
         if branched:
             update += ", branched = :true"
             values[":true"] = True
+        if user_digest is not None:
+            update += ", user_digest = :ud"
+            values[":ud"] = user_digest
         shown = last_visible(numbered)
         if shown is not None:  # the list's preview: copied to the projected ``last_message`` at release
             update += ", pending_last = :last"

@@ -39,7 +39,8 @@ async def set_leaf(
             lambda: threads.client.update_item(
                 TableName=table,
                 Key=codec.to_item({"PK": pk, "SK": codec.META}),
-                UpdateExpression="SET leaf_id = :leaf, branched = :true",
+                # Another branch holds other user messages: admission's digest of them is dropped with the switch.
+                UpdateExpression="SET leaf_id = :leaf, branched = :true REMOVE user_digest",
                 ConditionExpression=condition,
                 ExpressionAttributeValues=codec.to_item(values),
                 ReturnValues="ALL_NEW",

@@ -211,6 +211,7 @@ class DynamoDBThreads(TableAdapter):
             newly_claimed=old.get("active_run_id") != run_id,
             created=not old,
             leaf_id=old.get("leaf_id"),
+            user_digest=old.get("user_digest"),
         )
 
     async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None:
@@ -313,6 +314,25 @@ class DynamoDBThreads(TableAdapter):
                     known.add(codec.from_item(item)["SK"].removeprefix("MID#"))
                 request = resp.get("UnprocessedKeys") or {}
         return known
+
+    async def stored_messages(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> list[Message]:
+        pk = codec.thread_pk(tenant_id, thread_id)
+        markers = await self._batch_get([{"PK": pk, "SK": codec.msg_id_sk(mid)} for mid in dict.fromkeys(ids)])
+        seqs = [int(codec.from_item(marker)["seq"]) for marker in markers]
+        bodies = await self._batch_get([{"PK": pk, "SK": codec.msg_sk(seq)} for seq in seqs])
+        return [codec.message_from_item(item) for item in bodies]
+
+    async def _batch_get(self, keys: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Strongly consistent ``BatchGetItem`` of ``keys`` (100 a call, unprocessed keys asked again), as stored."""
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            chunk = [codec.to_item(key) for key in keys[start : start + 100]]
+            request: dict[str, Any] = {self._table: {"Keys": chunk, "ConsistentRead": True}}
+            while request:
+                resp = await self._call(lambda req=request: self.client.batch_get_item(RequestItems=req))  # type: ignore[misc]
+                found += resp.get("Responses", {}).get(self._table, [])
+                request = resp.get("UnprocessedKeys") or {}
+        return found
 
     async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
         if before_seq is not None and before_seq <= 1:
@@ -426,10 +446,18 @@ class DynamoDBThreads(TableAdapter):
         last_seq: int,
         last_leaf: str | None = None,
         leaf_after: str | None = None,
+        user_digest: str | None = None,
     ) -> AdmittedRun:
         """Append ``messages`` and create ``run`` in the same transaction (``MessageAppends.admit_messages``)."""
         return await self._appends.admit_messages(
-            identity, thread_id, messages, run, last_seq=last_seq, last_leaf=last_leaf, leaf_after=leaf_after
+            identity,
+            thread_id,
+            messages,
+            run,
+            last_seq=last_seq,
+            last_leaf=last_leaf,
+            leaf_after=leaf_after,
+            user_digest=user_digest,
         )
 
     async def search_threads(

@@ -46,6 +46,8 @@ class _ThreadState:
     messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
     seq_by_id: dict[str, int] = field(default_factory=dict)
     listed_last: tuple[LastMessage | None, int] = (None, 0)
+    user_digest: str | None = None
+    """Admission's digest of the client's user messages (DynamoDB's ``user_digest``; ``ThreadClaim.user_digest``)."""
     """The preview and count the list shows: the thread's as of the last release (DynamoDB's ``last_message``)."""
 
 
@@ -197,6 +199,7 @@ class InMemoryThreads:
             newly_claimed=holder != run_id,
             created=created,
             leaf_id=state.thread.leaf_id,
+            user_digest=state.user_digest,
         )
 
     async def forget_thread(self, identity: Identity, thread_id: str, run_id: str) -> None:
@@ -257,6 +260,18 @@ class InMemoryThreads:
         if state is None:
             return set()
         return {mid for mid in unique if mid in state.seq_by_id}
+
+    async def stored_messages(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> list[Message]:
+        unique = list(dict.fromkeys(ids))
+        state = self._threads.get((tenant_id, thread_id))
+        known = [mid for mid in unique if state is not None and mid in state.seq_by_id]
+        for _ in range(0, len(unique), _IDS_PER_BATCH_GET):
+            await self._meter.request()  # the id markers
+        for _ in range(0, len(known), _IDS_PER_BATCH_GET):
+            await self._meter.request()  # the bodies
+        if state is None:
+            return []
+        return [state.messages[state.seq_by_id[mid] - 1].model_copy(deep=True) for mid in known]
 
     async def append_messages(self, identity: Identity, thread_id: str, messages: Sequence[Message]) -> list[Message]:
         for msg in messages:
@@ -353,6 +368,7 @@ class InMemoryThreads:
         if state.thread.active_run_id != holder:
             raise Conflict("a run is active on this thread; switch branches when it has ended", code="thread_busy")
         state.thread = state.thread.model_copy(update={"leaf_id": leaf_id, "branched": True})
+        state.user_digest = None
         return state.thread
 
     async def admit_messages(
@@ -365,6 +381,7 @@ class InMemoryThreads:
         last_seq: int,
         last_leaf: str | None = None,
         leaf_after: str | None = None,
+        user_digest: str | None = None,
     ) -> AdmittedRun:
         """Append ``messages`` and create ``run`` in one transaction; see the DynamoDB adapter."""
         for msg in messages:
@@ -390,6 +407,8 @@ class InMemoryThreads:
             stored += self._store_numbered(state, new)
         if leaf_after is not None:
             state.thread = state.thread.model_copy(update={"leaf_id": leaf_after, "branched": True})
+        if user_digest is not None and (chunks or leaf_after is not None):  # as DynamoDB: with the thread's update
+            state.user_digest = user_digest
         self._ledger._runs[key] = run.model_copy(deep=True)
         return AdmittedRun(run, True, stored)
 
