@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from shared.adapters.in_memory.store import InMemoryStore
-from shared.models import Message
+from shared.models import Message, Role
 from tests.support.metered_table import message, metered_store, plain_turn, seed, units_on
 
 
@@ -128,3 +128,28 @@ def _store(request: pytest.FixtureRequest) -> Any:
     from tests.support.table_stores import store_on
 
     return store_on(str(request.param), request)
+
+
+async def test_a_client_resending_its_whole_long_history_reads_its_older_questions_once_then_none(aws: Any) -> None:
+    # GIVEN a thread of 30 turns on DynamoDB (moto), metered; a client that holds the whole conversation
+    store, meter = metered_store(aws)
+    meter.enabled = False
+    users = await seed(store, 30)
+    meter.enabled = True
+    held: list[Message] = []
+    for i, user in enumerate(users):
+        held += [user, message(f"a{i}", Role.ASSISTANT)]
+    turns = []
+    # WHEN it sends everything with each of three new questions (its answers in the list as they come)
+    for i in range(3):
+        before = meter.snapshot()
+        new = message(f"new-{i}")
+        await plain_turn(store, f"r{i}", held, new)
+        turns.append(meter.snapshot().minus(before))
+        held += [new, message(f"answer-r{i}", Role.ASSISTANT)]
+    # THEN the first turn (no digest kept yet) reads the questions older than the page, two batch reads; the
+    # next ones are vouched for by the digest and read none, as a plain turn
+    batch_units = [t.units_by_op.get("BatchGetItem", 0.0) for t in turns]
+    assert turns[0].requests["BatchGetItem"] == 2 and batch_units[0] > 0
+    assert [t.requests["BatchGetItem"] for t in turns[1:]] == [0, 0] and batch_units[1:] == [0.0, 0.0]
+    assert all(t.rru <= 20 for t in turns[1:]), [t.rru for t in turns]
