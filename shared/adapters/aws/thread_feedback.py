@@ -20,6 +20,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.runs import DynamoDBRunLedger
 from shared.adapters.aws.table_adapter import TableAdapter
@@ -118,9 +120,15 @@ async def set_feedback(
             model=answering_model(run),
         )
         second = {"Put": {"TableName": table, "Item": _feedback_item(identity.tenant_id, entry)}}
-    await threads._call(
-        lambda: threads.client.transact_write_items(TransactItems=[{"Update": update}, second])  # type: ignore[list-item,typeddict-item]
-    )
+    try:
+        await threads._call(
+            lambda: threads.client.transact_write_items(TransactItems=[{"Update": update}, second])  # type: ignore[list-item,typeddict-item]
+        )
+    except ClientError as exc:
+        reasons = exc.response.get("CancellationReasons") or [{}]
+        if reasons[0].get("Code") == "ConditionalCheckFailed":  # the thread was deleted meanwhile
+            raise NotFound("message not found") from exc
+        raise
     return message.model_copy(update={"feedback": feedback})
 
 
