@@ -106,6 +106,29 @@ class Feedback(BaseModel):
     created_at: datetime = Field(default_factory=utc_now)
 
 
+@dataclass(frozen=True, slots=True)
+class FeedbackEntry:
+    """One feedback as a tenant's export lists it: the feedback, the answer it judges and what produced the answer
+    (its run, execution profile and model), as they were when the feedback was given."""
+
+    thread_id: str
+    message_id: str
+    feedback: Feedback
+    run_id: str | None
+    execution_profile_name: str
+    model: str | None
+    """The logical model id of the answer's run (``answering_model``); None when the run had no usage recorded or
+    its record had expired when the feedback was given."""
+
+
+def answering_model(run: "Run | None") -> str | None:
+    """The model that produced a run's answer: the last model its usage names (usage is kept per model in order of
+    first use, so a fallback model that answered after the first one failed comes last)."""
+    if run is None or not run.usage:
+        return None
+    return run.usage[-1].model
+
+
 class Message(BaseModel):
     """One stored message of a thread. ``seq`` is assigned by the store and orders the thread; ``parent_id`` makes
     the thread a tree (the message this one follows; None for a first message), so an edit or a regenerate adds a

@@ -10,13 +10,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from shared.auth import AUDIT_SCOPE
+from shared import feedback_export
+from shared.auth import ADMIN_SCOPE, AUDIT_SCOPE
 from shared.branch_history import BranchPage, branch_page, read_tree
 from shared.context_window import BranchReader
 from shared.errors import Forbidden, InvalidRequest, NotFound
 from shared.message_snapshot import SNAPSHOT_MESSAGES, messages_snapshot
 from shared.message_tree import newest_leaf_under
-from shared.models import AuditRecord, Feedback, Identity, Message, Role, Run, Thread
+from shared.models import AuditRecord, Feedback, FeedbackEntry, Identity, Message, Role, Run, Thread, utc_now
 from shared.ports import AuditLog, ConversationStore, RunLedger, StreamEntry
 from shared.ports.thread_state import ThreadStateStore
 from shared.runs.intake import check_stream_id
@@ -192,6 +193,25 @@ class ThreadService:
             )
         )
         return message
+
+    async def export_feedback(
+        self, admin: Identity, since: str | None, until: str | None, *, limit: int, cursor: str | None
+    ) -> tuple[list[FeedbackEntry], str | None]:
+        """The feedback of the administrator's tenant given between ``since`` and ``until`` (``export_range``),
+        oldest first, a page at a time (the next page's cursor, or None on the last). Only for callers with the
+        admin scope (checked before anything else), and only their tenant's."""
+        if not admin.has_scope(ADMIN_SCOPE):
+            raise Forbidden(f"this endpoint needs the {ADMIN_SCOPE} scope", code="missing_scope")
+        span_of = feedback_export.export_range(since, until, utc_now())
+        after = feedback_export.decode_cursor(cursor) if cursor else None
+        low, high = feedback_export.time_key(span_of.since), feedback_export.time_key(span_of.until)
+        if after is not None and not low <= after <= high:
+            # A start outside the range would be refused by DynamoDB: the cursor was not made for this range.
+            raise InvalidRequest("the cursor is not one of this export's", code="invalid_cursor")
+        entries, last = await self._threads.list_feedback(
+            admin.tenant_id, since=span_of.since, until=span_of.until, limit=limit, after=after
+        )
+        return entries, feedback_export.encode_cursor(last) if last else None
 
     async def search(
         self, caller: Identity, criteria: ThreadCriteria, *, limit: int, cursor: str | None

@@ -19,6 +19,7 @@ from functions.agent_api.errors import install_error_handlers
 from functions.agent_api.playground import page_router as playground_router
 from functions.agent_api.routes_automations import router as automations_router
 from functions.agent_api.routes_erasure import router as erasure_router
+from functions.agent_api.routes_feedback_export import router as feedback_export_router
 from functions.agent_api.routes_memories import router as memories_router
 from functions.agent_api.routes_runs import router as runs_router
 from functions.agent_api.routes_threads import router as threads_router
@@ -154,7 +155,8 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
     install_cors(app, svc.settings.cors_allowed_origins)
     app.add_middleware(TraceRequests)  # outermost: the request span covers CORS and the error handlers too
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
-    for router in (runs_router, threads_router, automations_router, memories_router, erasure_router, usage_router):
+    routers = (runs_router, threads_router, automations_router, memories_router, erasure_router, usage_router)
+    for router in (*routers, feedback_export_router):
         app.include_router(router)
     if svc.settings.playground_enabled:
         app.include_router(playground_router)

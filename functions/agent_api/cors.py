@@ -15,6 +15,8 @@ from fastapi.middleware.cors import CORSMiddleware
 
 ALLOWED_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 ALLOWED_HEADERS = ("Authorization", "Content-Type", "Last-Event-ID")
+EXPOSED_HEADERS = ("Next-Cursor",)
+"""Response headers a page of a script may read: the next page's cursor of an export (``GET /admin/feedback``)."""
 PREFLIGHT_MAX_AGE_S = 600
 
 
@@ -28,5 +30,6 @@ def install_cors(app: FastAPI, origins: Sequence[str]) -> None:
         allow_methods=list(ALLOWED_METHODS),
         allow_headers=list(ALLOWED_HEADERS),
         allow_credentials=False,
+        expose_headers=list(EXPOSED_HEADERS),
         max_age=PREFLIGHT_MAX_AGE_S,
     )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
-from shared.models import Feedback, Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover
+from shared.models import Feedback, FeedbackEntry, Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover
 from shared.thread_fields import ThreadChanges
 from shared.thread_search import ThreadCriteria
 
@@ -71,6 +71,14 @@ class ConversationStore(MessageHistoryReader, Protocol):
         """Store (replacing) or remove (None) the caller's feedback on an answer of their thread; the message as
         changed. NotFound for another user's thread or an unknown or hidden message; ``not_an_answer`` (422) for a
         message that is not an assistant's."""
+        ...
+
+    async def list_feedback(
+        self, tenant_id: str, *, since: datetime, until: datetime, limit: int, after: str | None
+    ) -> tuple[list[FeedbackEntry], str | None]:
+        """The tenant's feedback given at or after ``since`` and before ``until``, oldest first, at most ``limit``
+        entries after the position ``after`` (a position this call returned); the position of the last entry when
+        more may follow, else None. Never a scan: one Query of the tenant's feedback, whatever its thread count."""
         ...
 
     async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:

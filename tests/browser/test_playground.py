@@ -186,7 +186,10 @@ def test_reload_shows_the_thread_from_history(playground: Serve, open_page: Open
         view.screenshot()
         # THEN the same thread is selected and its conversation is rebuilt from history, identical to the live one
         assert current_thread(view) == thread
-        assert view.page.locator("[data-testid=thread-list] button[aria-current=true]").text_content() == thread
+        assert (
+            view.page.locator("[data-testid=thread-list] button[aria-current=true]").get_attribute("data-thread-id")
+            == thread
+        )
         after = conversation(view)
         assert [(i["kind"], i["text"], i["name"], i["args"], i["result"]) for i in after] == [
             (i["kind"], i["text"], i["name"], i["args"], i["result"]) for i in before
@@ -457,7 +460,9 @@ def test_the_thread_picker_switches_between_threads(playground: Serve, open_page
         view.page.wait_for_selector("[data-testid=messages] .msg.assistant")
         view.screenshot()
         # THEN both threads are listed, and the conversation is the first thread's
-        listed = view.page.locator("[data-testid=thread-list] button").all_text_contents()
+        listed = view.page.eval_on_selector_all(
+            "[data-testid=thread-list] button[data-thread-id]", "(buttons) => buttons.map((b) => b.dataset.threadId)"
+        )
         assert set(listed) == {first, second}
         texts = [i["text"] for i in conversation(view) if i["kind"] in {"user", "assistant"}]
         assert texts[0] == "What time is it in Asia/Shanghai?" and "Asia/Shanghai" in texts[1]

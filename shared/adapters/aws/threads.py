@@ -22,7 +22,7 @@ from shared.adapters.aws.runs import DynamoDBRunLedger
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.thread_appends import MessageAppends
 from shared.adapters.aws.thread_branches import set_leaf
-from shared.adapters.aws.thread_feedback import set_feedback
+from shared.adapters.aws.thread_feedback import list_feedback, set_feedback
 from shared.adapters.aws.thread_labels import update_thread
 from shared.adapters.aws.thread_list import ThreadList
 from shared.errors import Conflict, NotFound
@@ -53,8 +53,7 @@ the release before (migration 2's change, made by the first run that touches it)
 
 class DynamoDBThreads(TableAdapter):
     """Threads and their messages; ``runs`` is the run ledger of the same table (admission, takeover, deletion);
-    ``list_complete`` whether migration 2 has completed (``thread_list``; None: the table never held the old shape).
-    """
+    ``list_complete`` whether migration 2 has completed (``thread_list``; None: the table never held the old shape)."""
 
     def __init__(
         self,
@@ -470,8 +469,9 @@ class DynamoDBThreads(TableAdapter):
         return await update_thread(self, await self.get_thread(identity, thread_id), identity, changes)
 
     async def set_feedback(self, identity: Identity, thread_id: str, message_id: str, fb: Feedback | None) -> Message:
-        await self.get_thread(identity, thread_id)  # NotFound when not the caller's (``thread_feedback``)
-        return await set_feedback(self, identity, thread_id, message_id, fb)
+        return await set_feedback(self, self._runs, self.get_thread, identity, thread_id, message_id, fb)
+
+    list_feedback = list_feedback  # the tenant's feedback of a time range: one Query of GSI1 (``thread_feedback``)
 
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
         """Make the branch ending at ``leaf_id`` current (``thread_branches.set_leaf``)."""

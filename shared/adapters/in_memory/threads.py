@@ -23,9 +23,21 @@ from datetime import datetime
 from shared import thread_search
 from shared.adapters.in_memory.meter import RequestMeter
 from shared.adapters.in_memory.runs import InMemoryRunLedger
+from shared.adapters.in_memory.thread_feedback import entry_for, page_of
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.message_tree import branches_off, link_messages
-from shared.models import Feedback, Identity, LastMessage, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
+from shared.models import (
+    Feedback,
+    FeedbackEntry,
+    Identity,
+    LastMessage,
+    Message,
+    Run,
+    Thread,
+    ThreadClaim,
+    ThreadTakeover,
+    utc_now,
+)
 from shared.ports.threads import AdmittedRun
 from shared.thread_fields import ThreadChanges, apply_changes, check_answer, last_visible
 
@@ -49,6 +61,7 @@ class _ThreadState:
     user_digest: str | None = None
     """Admission's digest of the client's user messages (DynamoDB's ``user_digest``; ``ThreadClaim.user_digest``)."""
     """The preview and count the list shows: the thread's as of the last release (DynamoDB's ``last_message``)."""
+    feedback: dict[str, FeedbackEntry] = field(default_factory=dict)  # the export's entries (DynamoDB's FB# items)
 
 
 def _listing_key(thread: Thread) -> str:
@@ -336,7 +349,7 @@ class InMemoryThreads:
     async def set_feedback(
         self, identity: Identity, thread_id: str, message_id: str, feedback: Feedback | None
     ) -> Message:
-        """As the DynamoDB adapter (``thread_feedback``): four requests, the feedback on the message."""
+        """As the DynamoDB adapter (``thread_feedback``): on the message and as the export's entry (``feedback``)."""
         await self._meter.request()
         state = self._owned(identity, thread_id)
         await self._meter.request()
@@ -344,10 +357,22 @@ class InMemoryThreads:
         if seq is None:
             raise NotFound("message not found")
         await self._meter.request()
-        check_answer(state.messages[seq - 1])
+        check_answer(message := state.messages[seq - 1])
+        run = await self._ledger.get_run(identity.tenant_id, message.run_id) if feedback and message.run_id else None
         await self._meter.request()
-        state.messages[seq - 1] = state.messages[seq - 1].model_copy(update={"feedback": feedback})
+        state = self._owned(identity, thread_id)  # as the transaction's condition: the thread is still there
+        state.feedback.pop(message_id, None)
+        state.feedback.update({message_id: entry_for(message, feedback, run)} if feedback else {})
+        state.messages[seq - 1] = message.model_copy(update={"feedback": feedback})
         return state.messages[seq - 1].model_copy(deep=True)
+
+    async def list_feedback(
+        self, tenant_id: str, *, since: datetime, until: datetime, limit: int, after: str | None
+    ) -> tuple[list[FeedbackEntry], str | None]:
+        """As the DynamoDB adapter: one request, the tenant's entries (``thread_feedback.page_of``)."""
+        await self._meter.request()
+        tenants = [state.feedback.values() for (tenant, _), state in self._threads.items() if tenant == tenant_id]
+        return page_of(tenants, since=since, until=until, limit=limit, after=after)
 
     async def update_thread(self, identity: Identity, thread_id: str, changes: ThreadChanges) -> Thread:
         """Change the thread's title, metadata, archived or pinned (see ``thread_labels``): a read, an update."""

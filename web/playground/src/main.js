@@ -135,27 +135,69 @@ async function loadThreads() {
   }
   const known = new Set(items.map((t) => t.threadId));
   for (const id of state.freshThreads) if (known.has(id)) state.freshThreads.delete(id);
-  const shown = [...[...state.freshThreads].map((threadId) => ({ threadId, updatedAt: "" })), ...items];
-  list.replaceChildren(
-    ...shown.map((t) =>
-      h(
-        "li",
-        {},
-        h(
-          "button",
-          {
-            type: "button",
-            "aria-current": t.threadId === state.threadId ? "true" : "false",
-            title: t.updatedAt ? `updated ${t.updatedAt}` : "new thread",
-            dataset: { threadId: t.threadId },
-            onclick: () => selectThread(t.threadId),
-          },
-          t.threadId,
-        ),
-      ),
-    ),
-  );
+  const fresh = [...state.freshThreads].map((threadId) => ({ threadId, updatedAt: "", fresh: true }));
+  // The API lists unarchived threads, pinned ones first (docs/protocols/agent/api-endpoints.md §4).
+  list.replaceChildren(...[...fresh, ...items].map(threadEntry));
   return items;
+}
+
+/** A thread of the sidebar: its title ("Untitled" without one) and last message; rename and archive once stored. */
+function threadEntry(t) {
+  const pick = h(
+    "button",
+    {
+      type: "button",
+      class: "pick",
+      "aria-current": t.threadId === state.threadId ? "true" : "false",
+      title: `${t.threadId}${t.updatedAt ? `, updated ${t.updatedAt}` : " (new)"}`,
+      dataset: { threadId: t.threadId },
+      onclick: () => selectThread(t.threadId),
+    },
+    h("span", { class: "title", "data-testid": "thread-title" }, t.title || "Untitled"),
+    t.lastMessage ? h("span", { class: "preview", "data-testid": "thread-preview" }, t.lastMessage.preview) : null,
+  );
+  const item = h("li", { class: t.pinned ? "pinned" : null, dataset: { threadId: t.threadId } }, pick);
+  if (!t.fresh) {
+    item.append(
+      h(
+        "span",
+        { class: "thread-actions" },
+        control("rename-thread", "rename", () => startRename(item, t)),
+        control("archive-thread", "archive", () => patchThread(t.threadId, { archived: true }, "Archive")),
+      ),
+    );
+  }
+  return item;
+}
+
+function startRename(item, t) {
+  const field = h("input", { "data-testid": "rename-input", "aria-label": "thread title", value: t.title || "" });
+  let finished = false; // removing the focused field fires its blur: finish once
+  const done = (save) => {
+    if (finished) return;
+    finished = true;
+    field.remove();
+    item.classList.remove("renaming");
+    if (save && field.value.trim() !== (t.title || "")) patchThread(t.threadId, { title: field.value.trim() || null }, "Rename");
+  };
+  field.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") done(true);
+    else if (event.key === "Escape") done(false);
+  });
+  field.addEventListener("blur", () => done(false));
+  item.classList.add("renaming");
+  item.prepend(field);
+  field.focus();
+  field.select();
+}
+
+async function patchThread(threadId, changes, context) {
+  try {
+    await api(`/api/v1/threads/${encodeURIComponent(threadId)}`, { method: "PATCH", body: changes });
+  } catch (error) {
+    showError(error, context);
+  }
+  await loadThreads();
 }
 
 async function readHistory(threadId) {
@@ -261,8 +303,29 @@ function decorateConversation(history) {
     if (m.role === "user") controls.append(control("edit-message", "edit", () => startEdit(m)));
     const question = history.slice(0, index).reverse().find((q) => q.role === "user");
     if (m.role === "assistant" && question) controls.append(control("regenerate", "regenerate", () => regenerate(question.id)));
+    if (m.role === "assistant" && !m.partial) controls.append(...thumbs(m));
     if (controls.childElementCount) bubble.append(controls);
   });
+}
+
+/** Thumbs up and down on an answer, pressed as its stored feedback says; pressing the pressed one removes it. */
+function thumbs(m) {
+  const score = m.feedback?.score ?? 0;
+  return [[1, "thumb-up", "good answer"], [-1, "thumb-down", "bad answer"]].map(([value, testid, label]) => {
+    const button = control(testid, label, () => giveFeedback(m.id, score === value ? null : value));
+    button.setAttribute("aria-pressed", score === value ? "true" : "false");
+    return button;
+  });
+}
+
+async function giveFeedback(messageId, score) {
+  const path = `/api/v1/threads/${encodeURIComponent(state.threadId)}/messages/${encodeURIComponent(messageId)}/feedback`;
+  try {
+    await api(path, score === null ? { method: "DELETE" } : { method: "POST", body: { score } });
+  } catch (error) {
+    showError(error, "Feedback");
+  }
+  await refreshHistory();
 }
 
 /** The messages the agent holds for a branch cut back to ``lastId`` (inclusive; null: none). */
@@ -443,7 +506,7 @@ async function selectThread(threadId) {
   clearError();
   showConnection("");
   $("thread-id").textContent = threadId;
-  for (const button of $("thread-list").querySelectorAll("button")) {
+  for (const button of $("thread-list").querySelectorAll("button.pick")) {
     button.setAttribute("aria-current", button.dataset.threadId === threadId ? "true" : "false");
   }
   $("runs").replaceChildren();
