@@ -48,7 +48,7 @@ from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.event_json import dumps
 from shared.llm.types import ChatChunk, ChatRequest
 from shared.models import Identity, Message, Role
-from shared.runs.admission import Admission
+from shared.runs.claims import Admission
 from shared.wiring import ServiceOverrides, Services
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.settings import make_settings

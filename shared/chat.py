@@ -17,8 +17,8 @@ from shared.ports.run_queue import RunQueue
 from shared.profiles import ProfileChoice, Profiles
 from shared.run_results import INTERRUPTED
 from shared.runs import intake
-from shared.runs.admission import Admission
 from shared.runs.branching import with_branch
+from shared.runs.claims import Admission
 from shared.runs.execution import Executor
 from shared.runs.intake import RunRequest
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, strategy_of

@@ -26,29 +26,21 @@ given back when the admission fails later or attaches to a run admitted before.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any
 
-from shared.context_window import PAGE_SIZE, KnownHistory
+from shared.context_window import KnownHistory
 from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.limits.gate import LimitGate, estimate_tokens
-from shared.limits.models import ReserveRequest
-from shared.message_tree import link_messages
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
 from shared.runs.branching import branch_audit, check_referenced, referenced_ids, retried_run, running_run
-from shared.runs.known_ids import (
-    needs_reading,
-    no_messages,
-    placed_by_order,
-    recent_is_stale,
-    sort_by_page,
-    user_digest,
-)
-from shared.runs.pending_calls import LOOKBACK as PENDING_LOOKBACK
+from shared.runs.claims import RECENT_LOOKBACK, Admission, Attempt, Claim
+from shared.runs.known_ids import no_messages, place_messages, recent_is_stale
 from shared.runs.run_estimate import first_request_estimate, refused_for_tokens
 from shared.runs.slots import StaleSlots
 from shared.tracing.api import span
@@ -59,79 +51,6 @@ LEASE_S = 30.0
 """How long a thread stays with a run whose heartbeat stopped (its process froze or died)."""
 STALE_CLAIM_AFTER = timedelta(minutes=15)
 """A backstop for claims the lease check cannot judge: the longest a Lambda function runs."""
-RECENT_LOOKBACK = max(PAGE_SIZE, PENDING_LOOKBACK)
-"""How many of the thread's newest messages admission reads (``read_recent``): the pending front-end calls a tool
-result may answer are among them, and so is the first page of the run's context window (``KnownHistory``)."""
-
-
-class Admission(NamedTuple):
-    """The admitted run; ``created`` is False when the request attached to a run admitted before (a retry).
-    ``history``: the thread's newest messages as admission left them, when it read them (chat runs)."""
-
-    run: Run
-    created: bool
-    history: KnownHistory | None = None
-
-
-class _Attempt:
-    """One admission as it goes: what it claimed, so a refusal can give it back."""
-
-    def __init__(self, ctx: RunContext, claim_thread: bool) -> None:
-        self.ctx = ctx
-        self.claim_thread = claim_thread
-        self.claim: ThreadClaim | None = None
-        self.reservation: ReserveRequest | None = None
-        self.retry_of: str | None = None  # a request that brings nothing new: the run that stored its message
-        self.older: list[Message] = []  # the caller's stored messages read beside the page, to compare (known_ids)
-        self.user_digest: str | None = None  # kept on the thread with the messages (chat runs: known_ids)
-
-    @property
-    def holds_new_claim(self) -> bool:
-        return self.claim is not None and self.claim.newly_claimed and self.claim_thread
-
-
-class Claim:
-    """A claimed thread with what was read beside the claim: the value admission's first step returns and its
-    second step stores. ``fresh``: the messages to store (the caller's messages the thread does not have yet, or what
-    the caller reconciled them into: :meth:`with_messages`); ``recent``: the thread's newest messages, newest first,
-    when read (``read_recent``)."""
-
-    def __init__(
-        self,
-        attempt: _Attempt,
-        body_digest: str,
-        claimed: ThreadClaim,
-        fresh: list[Message],
-        recent: list[Message] | None,
-    ) -> None:
-        self.attempt = attempt
-        self.body_digest = body_digest
-        self.claimed = claimed
-        self.fresh = fresh
-        self.recent = recent
-
-    @property
-    def compared(self) -> list[Message]:
-        """The stored messages the caller's are compared with: the newest page, and any older ones read for it."""
-        return [*(self.recent or []), *self.attempt.older]
-
-    def with_messages(self, messages: list[Message]) -> Claim:
-        """This claim, storing ``messages`` instead (the new messages reconciled with ``recent``)."""
-        return Claim(self.attempt, self.body_digest, self.claimed, messages, self.recent)
-
-    def history_once_stored(self) -> KnownHistory | None:
-        """The thread as the run will find it once :meth:`Admitter.store` has stored it (numbered as the store
-        numbers messages, content not capped); None when it cannot be known, or when storing would add nothing
-        to a thread this attempt did not claim (a retry: of a stored run, it brings nothing new; of a run being
-        admitted, the same request twice at once, the thread was claimed for the other copy)."""
-        if self.recent is None or not self.fresh or not self.claimed.newly_claimed:
-            return None
-        last = self.claimed.last_seq
-        linked = link_messages(self.fresh, leaf_id=self.claimed.leaf_id, last_seq=last)  # as the store links them
-        numbered = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(linked, start=1)]
-        return KnownHistory.after_admission(self.recent, read_limit=RECENT_LOOKBACK, last_seq=last, stored=numbered)
-
-
 class Admitter:
     """Stores a run, or refuses it with nothing stored (the module docstring says how)."""
 
@@ -185,7 +104,7 @@ class Admitter:
         the thread and never make it busy. ``read_recent`` reads the thread's newest messages beside the claim
         (``Claim.recent``), for the caller to reconcile the new messages with (``Claim.with_messages``) and for the
         run's first context window."""
-        attempt = _Attempt(ctx, claim_thread)
+        attempt = Attempt(ctx, claim_thread)
         try:
             with span("agent.admission.claim"):
                 claimed, fresh, recent = await self._claim_and_read(attempt, new_messages, read_recent)
@@ -206,7 +125,7 @@ class Admitter:
         and ``exc`` raised (or the run stored before under the same id attached to, for a retry)."""
         return await self._refused(claim.attempt, claim.body_digest, exc)
 
-    async def _refused(self, attempt: _Attempt, body_digest: str, exc: Exception) -> Admission:
+    async def _refused(self, attempt: Attempt, body_digest: str, exc: Exception) -> Admission:
         """A failed step: what it claimed is given back; the run stored before under the same id is attached to,
         else ``exc`` is raised (an unexpected failure as ``503 service_unavailable``)."""
         ctx = attempt.ctx
@@ -265,7 +184,7 @@ class Admitter:
         return self._attach(stored_run, ctx, claim.body_digest)
 
     async def _claim_and_read(
-        self, attempt: _Attempt, new_messages: Sequence[Message], read_recent: bool
+        self, attempt: Attempt, new_messages: Sequence[Message], read_recent: bool
     ) -> tuple[ThreadClaim, list[Message], list[Message] | None]:
         """Round trip 1: the claim (recorded on ``attempt`` even when another part fails), the new messages, and
         (``read_recent``) the thread's newest messages up to the claim's counter, newest first."""
@@ -297,23 +216,16 @@ class Admitter:
         if recent_is_stale(recent, claimed.last_seq):
             # The thread moved between the read and the claim (a run ended just then): read it again.
             recent = await self._recent(ctx)
-        fresh, check = sort_by_page(new_messages, recent, read_limit=RECENT_LOOKBACK)
-        if not check and placed_by_order(new_messages, recent, fresh):
-            # Placed by order, not seen: read when the thread's digest does not vouch for them (known_ids).
-            check = needs_reading(new_messages, recent, fresh, claimed.user_digest)
-            attempt.user_digest = user_digest(new_messages)
-        if check:
-            # Messages the page cannot tell about are read, to store the new ones and compare the others' text.
-            attempt.older = await self._stored(ctx, check)
-            held = {m.id for m in recent} | {m.id for m in attempt.older}
-            fresh = [m for m in new_messages if m.id not in held]
+        fresh, attempt.older, attempt.user_digest = await place_messages(
+            new_messages, recent, claimed.user_digest, read_limit=RECENT_LOOKBACK, read=self._stored(ctx)
+        )
         if refine:
             estimate = await first_request_estimate(ctx, claimed, recent, fresh, read_limit=RECENT_LOOKBACK)
             await self._reserve(attempt, estimate=estimate)
         return claimed, fresh, recent
 
-    async def _stored(self, ctx: RunContext, ids: Sequence[str]) -> list[Message]:
-        return await self._threads.stored_messages(ctx.identity.tenant_id, ctx.thread_id, ids)
+    def _stored(self, ctx: RunContext) -> Callable[[Sequence[str]], Awaitable[list[Message]]]:
+        return functools.partial(self._threads.stored_messages, ctx.identity.tenant_id, ctx.thread_id)
 
     async def _known(self, ctx: RunContext, ids: Sequence[str]) -> set[str]:
         """The ids of ``ids`` the thread holds; no request for none."""
@@ -321,7 +233,7 @@ class Admitter:
             return set()
         return await self._threads.known_message_ids(ctx.identity.tenant_id, ctx.thread_id, ids)
 
-    async def _reserve(self, attempt: _Attempt, *, estimate: int | None = None) -> None:
+    async def _reserve(self, attempt: Attempt, *, estimate: int | None = None) -> None:
         """The run's reservation (``shared.limits``) of ``estimate`` tokens (None: the worst case), on ``attempt``;
         refused for want of a slot, the slots of runs no longer running are freed (``runs.slots``), asked again."""
         if self._limits is None or self._stale_slots is None:
@@ -340,7 +252,7 @@ class Admitter:
                 ctx.identity, ctx.run_id, interactive=interactive, estimate=estimate
             )
 
-    async def _release_reservation(self, attempt: _Attempt, existing: Run | None) -> None:
+    async def _release_reservation(self, attempt: Attempt, existing: Run | None) -> None:
         """Give back the reservation of a run that will not run from this admission; a retry that attaches to its
         running run leaves the slot they share with that run."""
         if self._limits is None or attempt.reservation is None:
@@ -350,7 +262,7 @@ class Admitter:
         reservation, attempt.reservation = attempt.reservation, None
         await self._limits.release(reservation, keep_slot=keep_slot)
 
-    async def _give_back(self, attempt: _Attempt) -> None:
+    async def _give_back(self, attempt: Attempt) -> None:
         """After a refused admission: a thread it created (the claim runs beside the stream probe) is deleted,
         so a refused request stores nothing; a thread it claimed is released."""
         if not attempt.holds_new_claim:

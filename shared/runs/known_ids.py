@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import NamedTuple
 
 from shared.models import Message, Role
@@ -106,3 +106,35 @@ def needs_reading(
     if not placed or kept == user_digest([m for m in new_messages if m.id not in new_ids]):
         return []
     return list(dict.fromkeys(m.id for m in placed))
+
+
+class Placed(NamedTuple):
+    """``fresh``: the messages to store; ``older``: stored messages read to compare the client's with (beside the
+    page); ``digest``: the request's digest to keep on the thread (None: keep what it has)."""
+
+    fresh: list[Message]
+    older: list[Message]
+    digest: str | None
+
+
+async def place_messages(
+    new_messages: Sequence[Message],
+    recent: Sequence[Message],
+    kept: str | None,
+    *,
+    read_limit: int,
+    read: Callable[[Sequence[str]], Awaitable[list[Message]]],
+) -> Placed:
+    """Admission's placing of the client's messages (the module docstring): by the page ``recent`` (read with
+    ``read_limit``), by order, vouched for by the digest the thread ``kept``, or read with ``read`` (the store's
+    ``stored_messages``) when neither tells."""
+    fresh, check = sort_by_page(new_messages, recent, read_limit=read_limit)
+    digest = None
+    if not check and placed_by_order(new_messages, recent, fresh):
+        check = needs_reading(new_messages, recent, fresh, kept)
+        digest = user_digest(new_messages)
+    if not check:
+        return Placed(fresh, [], digest)
+    older = await read(check)
+    held = {m.id for m in recent} | {m.id for m in older}
+    return Placed([m for m in new_messages if m.id not in held], older, digest)

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.models import AuditRecord, Identity, Run, Thread
 from shared.ports import AuditLog
-from shared.runs.admission import Admission
+from shared.runs.claims import Admission
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from shared.models import Identity, Run, Thread, utc_now
 from shared.ports import StreamEntry
 from shared.ports.run_queue import QueuedRun, QueuedRunRef, RunQueue
 from shared.run_events.emitter import event_to_dict
-from shared.runs.admission import Admission
+from shared.runs.claims import Admission
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,8 @@ from shared.message_tree import on_branch
 from shared.models import Identity, Message, Run, utc_now
 from shared.ports import AuditLog, EventStream, RetainedStream, RunLedger, StreamEntry, ThreadStore
 from shared.run_events.coalescing import Coalescing
-from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admission, Admitter
+from shared.runs.admission import LEASE_S, STALE_CLAIM_AFTER, Admitter
+from shared.runs.claims import Admission
 from shared.runs.dead_runs import DeadRuns
 from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, BackgroundRuns, Executor, HeadStarting
 from shared.runs.outcomes import RUN_STREAM_TTL_S

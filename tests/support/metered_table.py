@@ -19,7 +19,8 @@ from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.profiles import default_catalog
-from shared.runs.admission import Admitter, Claim
+from shared.runs.admission import Admitter
+from shared.runs.claims import Claim
 from tests.support.moto_lock import OneRequestAtATime
 from tests.support.settings import REGION, TABLE
 

@@ -12,7 +12,7 @@ from shared.adapters.in_memory.run_queue import InMemoryRunQueue
 from shared.errors import Conflict, NotFound
 from shared.models import ExecutionMeta, Identity, Run, Thread, utc_now
 from shared.ports.run_queue import QueuedRun
-from shared.runs.admission import Admission
+from shared.runs.claims import Admission
 from shared.runs.queueing import HAND_OVER_GRACE_S, Enqueuing
 
 ALICE = Identity(tenant_id="t", user_id="alice")

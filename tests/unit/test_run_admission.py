@@ -13,7 +13,8 @@ from shared.errors import Conflict, InvalidRequest, NotFound, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
 from shared.profiles import default_catalog
-from shared.runs.admission import Admitter, Claim
+from shared.runs.admission import Admitter
+from shared.runs.claims import Claim
 
 USER = Identity(tenant_id="t", user_id="u")
 META = ExecutionMeta(origin=Origin.CHAT, executor=ExecutorKind.WORKER)

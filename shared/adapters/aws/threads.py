@@ -2,8 +2,9 @@
 
 The thread item (``THREAD#<tenant>#<thread>`` / ``META``) holds the owner, the message counter and the run that holds
 the thread (its claim); the messages and their id markers share its partition (keys in ``dynamo_codec``). Appends
-are in ``thread_appends``. A run's record belongs to the run ledger: the takeover reads its lease there, the
-admission creates it in the messages' transaction, and a thread's deletion removes its runs with it.
+are in ``thread_appends``, reads of messages in ``message_reads``. A run's record belongs to the run ledger: the
+takeover reads its lease there, the admission creates it in the messages' transaction, and a thread's deletion
+removes its runs with it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from shared.adapters.aws import dynamo_codec as codec
+from shared.adapters.aws import message_reads
 from shared.adapters.aws.runs import DynamoDBRunLedger
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.thread_appends import MessageAppends
@@ -300,72 +302,16 @@ class DynamoDBThreads(TableAdapter):
     # ---- messages ------------------------------------------------------------------------------------------
 
     async def known_message_ids(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> set[str]:
-        unique = list(dict.fromkeys(ids))
-        known: set[str] = set()
-        pk = codec.thread_pk(tenant_id, thread_id)
-        for start in range(0, len(unique), 100):
-            chunk = unique[start : start + 100]
-            keys = [codec.to_item({"PK": pk, "SK": codec.msg_id_sk(mid)}) for mid in chunk]
-            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
-            while request:
-                resp = await self._call(lambda req=request: self.client.batch_get_item(RequestItems=req))  # type: ignore[misc]
-                for item in resp.get("Responses", {}).get(self._table, []):
-                    known.add(codec.from_item(item)["SK"].removeprefix("MID#"))
-                request = resp.get("UnprocessedKeys") or {}
-        return known
+        return await message_reads.known_message_ids(self, tenant_id, thread_id, ids)
 
     async def stored_messages(self, tenant_id: str, thread_id: str, ids: Sequence[str]) -> list[Message]:
-        pk = codec.thread_pk(tenant_id, thread_id)
-        markers = await self._batch_get([{"PK": pk, "SK": codec.msg_id_sk(mid)} for mid in dict.fromkeys(ids)])
-        seqs = [int(codec.from_item(marker)["seq"]) for marker in markers]
-        bodies = await self._batch_get([{"PK": pk, "SK": codec.msg_sk(seq)} for seq in seqs])
-        return [codec.message_from_item(item) for item in bodies]
-
-    async def _batch_get(self, keys: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Strongly consistent ``BatchGetItem`` of ``keys`` (100 a call, unprocessed keys asked again), as stored."""
-        found: list[dict[str, Any]] = []
-        for start in range(0, len(keys), 100):
-            chunk = [codec.to_item(key) for key in keys[start : start + 100]]
-            request: dict[str, Any] = {self._table: {"Keys": chunk, "ConsistentRead": True}}
-            while request:
-                resp = await self._call(lambda req=request: self.client.batch_get_item(RequestItems=req))  # type: ignore[misc]
-                found += resp.get("Responses", {}).get(self._table, [])
-                request = resp.get("UnprocessedKeys") or {}
-        return found
+        return await message_reads.stored_messages(self, tenant_id, thread_id, ids)
 
     async def read_back(self, tenant_id: str, thread_id: str, *, before_seq: int | None, limit: int) -> list[Message]:
-        if before_seq is not None and before_seq <= 1:
-            return []
-        # The upper bound excludes ``before_seq`` itself, so a page never reads an item it will not return.
-        upper = codec.msg_sk(before_seq - 1) if before_seq is not None else "M#~"
-        resp = await self._call(
-            lambda: self.client.query(
-                TableName=self._table,
-                KeyConditionExpression="PK = :pk AND SK BETWEEN :lo AND :hi",
-                ExpressionAttributeValues=codec.to_item(
-                    {":pk": codec.thread_pk(tenant_id, thread_id), ":lo": "M#", ":hi": upper}
-                ),
-                ScanIndexForward=False,
-                Limit=limit,
-                ConsistentRead=True,
-            )
-        )
-        return [codec.message_from_item(i) for i in resp.get("Items", [])]
+        return await message_reads.read_back(self, tenant_id, thread_id, before_seq=before_seq, limit=limit)
 
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
-        resp = await self._call(
-            lambda: self.client.query(
-                TableName=self._table,
-                KeyConditionExpression="PK = :pk AND SK BETWEEN :lo AND :hi",
-                ExpressionAttributeValues=codec.to_item(
-                    {":pk": codec.thread_pk(tenant_id, thread_id), ":lo": codec.msg_sk(after_seq + 1), ":hi": "M#~"}
-                ),
-                ScanIndexForward=True,
-                Limit=limit,
-                ConsistentRead=True,
-            )
-        )
-        return [codec.message_from_item(i) for i in resp.get("Items", [])]
+        return await message_reads.read_forward(self, tenant_id, thread_id, after_seq=after_seq, limit=limit)
 
     # ---- erasure -------------------------------------------------------------------------------------------
 

@@ -12,10 +12,7 @@ the work stands in for the network round trip and lets concurrent tasks interlea
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +21,7 @@ from shared import thread_search
 from shared.adapters.in_memory.meter import RequestMeter
 from shared.adapters.in_memory.runs import InMemoryRunLedger
 from shared.adapters.in_memory.thread_feedback import entry_for, page_of
+from shared.adapters.in_memory.thread_listing import decode_cursor, encode_cursor, listing_key, partition_of
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.message_tree import branches_off, link_messages
 from shared.models import (
@@ -58,36 +56,10 @@ class _ThreadState:
     messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
     seq_by_id: dict[str, int] = field(default_factory=dict)
     listed_last: tuple[LastMessage | None, int] = (None, 0)
+    """The preview and count the list shows: the thread's as of the last release (DynamoDB's ``last_message``)."""
     user_digest: str | None = None
     """Admission's digest of the client's user messages (DynamoDB's ``user_digest``; ``ThreadClaim.user_digest``)."""
-    """The preview and count the list shows: the thread's as of the last release (DynamoDB's ``last_message``)."""
     feedback: dict[str, FeedbackEntry] = field(default_factory=dict)  # the export's entries (DynamoDB's FB# items)
-
-
-def _listing_key(thread: Thread) -> str:
-    """The order of ``list_threads``: most recently updated first, thread id breaking ties (as the GSI sort key)."""
-    return f"{thread.updated_at.isoformat()}#{thread.thread_id}"
-
-
-def _partition(identity: Identity) -> str:
-    return f"{identity.tenant_id}/{identity.user_id}"
-
-
-def _encode_cursor(partition: str, after: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"p": partition, "k": after}).encode()).decode()
-
-
-def _decode_cursor(cursor: str, partition: str) -> str:
-    try:
-        value = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, UnicodeDecodeError, binascii.Error) as exc:
-        raise InvalidRequest("malformed cursor", code="invalid_cursor") from exc
-    if not isinstance(value, dict) or not isinstance(value.get("k"), str):
-        raise InvalidRequest("malformed cursor", code="invalid_cursor")
-    # A cursor is opaque but client-held: it must point into the caller's own listing.
-    if value.get("p") != partition:
-        raise InvalidRequest("malformed cursor", code="invalid_cursor")
-    return str(value["k"])
 
 
 def _cap(msg: Message) -> Message:
@@ -141,8 +113,8 @@ class InMemoryThreads:
     async def list_threads(
         self, identity: Identity, *, limit: int, cursor: str | None
     ) -> tuple[list[Thread], str | None]:
-        partition = _partition(identity)
-        after = _decode_cursor(cursor, partition) if cursor else None
+        partition = partition_of(identity)
+        after = decode_cursor(cursor, partition) if cursor else None
         await self._meter.request()
         mine = sorted(
             (
@@ -150,14 +122,14 @@ class InMemoryThreads:
                 for (tenant, _), s in self._threads.items()
                 if tenant == identity.tenant_id and s.thread.owner_user_id == identity.user_id
             ),
-            key=_listing_key,
+            key=listing_key,
             reverse=True,
         )
         if after is not None:
-            mine = [t for t in mine if _listing_key(t) < after]
+            mine = [t for t in mine if listing_key(t) < after]
         page = mine[:limit]
         more = len(mine) > limit
-        cursor_out = _encode_cursor(partition, _listing_key(page[-1])) if more and page else None
+        cursor_out = encode_cursor(partition, listing_key(page[-1])) if more and page else None
         # As the thread-list index projects them: the counter and the claim are not part of a listing.
         listed = [self._threads[(t.tenant_id, t.thread_id)].listed_last for t in page]
         return [
@@ -335,13 +307,13 @@ class InMemoryThreads:
     ) -> tuple[list[Thread], str | None]:
         """As the DynamoDB adapter: a walk over the caller's threads in list order, one request per batch, each
         thread as its list entry shows it."""
-        partition = _partition(identity)
+        partition = partition_of(identity)
         start = thread_search.decode_cursor(cursor, partition, criteria) if cursor else None
 
         async def fetch(before: str | None, n: int) -> tuple[list[tuple[str, Thread]], bool]:
             everything, _ = await self.list_threads(identity, limit=10**9, cursor=None)
-            below = [t for t in everything if before is None or _listing_key(t) < before]
-            return [(_listing_key(t), t) for t in below[:n]], len(below) > n
+            below = [t for t in everything if before is None or listing_key(t) < before]
+            return [(listing_key(t), t) for t in below[:n]], len(below) > n
 
         threads, position = await thread_search.walk(fetch, criteria, limit=limit, start=start)
         return threads, thread_search.encode_cursor(partition, position) if position else None
