@@ -27,7 +27,14 @@ from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.message_tree import branches_off, link_messages
 from shared.models import Feedback, Identity, LastMessage, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports.threads import AdmittedRun
-from shared.thread_fields import ThreadChanges, apply_changes, check_answer, last_visible
+from shared.thread_fields import (
+    GENERATED_TITLE,
+    ThreadChanges,
+    apply_changes,
+    check_answer,
+    last_visible,
+    may_generate_title,
+)
 
 # Same cap as the DynamoDB codec (``dynamo_codec.MAX_CONTENT_CHARS``); the contract suite checks both against it.
 MAX_CONTENT_CHARS = 100_000
@@ -342,6 +349,17 @@ class InMemoryThreads:
         await self._meter.request()
         state.thread = changed
         return changed
+
+    async def set_generated_title(self, identity: Identity, thread_id: str, title: str) -> bool:
+        """Write a generated title unless the thread has one or its client set one (``thread_labels``): a read, a
+        conditional update."""
+        await self._meter.request()
+        state = self._owned(identity, thread_id)
+        if not may_generate_title(state.thread):
+            return False
+        await self._meter.request()
+        state.thread = state.thread.model_copy(update={"title": title, "title_source": GENERATED_TITLE})
+        return True
 
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
         """Make the branch ending at ``leaf_id`` current (see the DynamoDB adapter)."""
