@@ -203,9 +203,7 @@ def first_exchange(messages: list[Message]) -> FirstExchange | None:
     question = next((m for m in messages if is_human_message(m) and m.content.strip()), None)
     if question is None:
         return None
-    answers = [
-        m for m in messages if m.seq > question.seq and m.role is Role.ASSISTANT and not m.meta.hidden_from_user
-    ]
+    answers = [m for m in messages if m.seq > question.seq and m.role is Role.ASSISTANT and not m.meta.hidden_from_user]
     if not answers:
         return None
     return FirstExchange(question.content, next((m.content for m in answers if m.content.strip()), ""))

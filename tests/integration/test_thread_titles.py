@@ -135,6 +135,9 @@ def test_the_first_exchange_is_titled_once_in_the_users_language_and_its_followe
     assert titles == [
         {"type": "CUSTOM", "name": "thread_title", "value": {"threadId": "th-de", "title": "Pflanzen für dunkle Räume"}}
     ]
+    # AND the API shows it as a generated title
+    shown = api(store, redis_url, "u-de", "GET", "/api/v1/threads/th-de")
+    assert (shown["title"], shown["titleSource"]) == ("Pflanzen für dunkle Räume", "generated")
     # AND the call is the user's usage of the kind "title", on the usage counters in the table
     counters = Services(make_settings(limits=LIMITS), overrides=ServiceOverrides(store=store)).usage_counters
     usage = asyncio.run(counters.usage(TENANT, "u-de", utc_now().strftime("%Y-%m")))
@@ -142,20 +145,20 @@ def test_the_first_exchange_is_titled_once_in_the_users_language_and_its_followe
     assert (usage.tokens["qwen3.5-flash"].input, usage.tokens["qwen3.5-flash"].output) == (150, 7)
 
 
-def patch_title(store: DynamoDBStore, redis_url: str, user: str, thread: str, title: str) -> None:
-    """The client renames the thread through the API (``PATCH /api/v1/threads/{id}``)."""
+def api(store: DynamoDBStore, redis_url: str, user: str, method: str, path: str, **body: Any) -> dict[str, Any]:
+    """One call of the API (in-process, on the same table) as ``user``; its JSON answer."""
 
-    async def patch() -> None:
+    async def call() -> dict[str, Any]:
         services = Services(make_settings(redis_url=redis_url), overrides=ServiceOverrides(store=store))
         app = create_app(services)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
-            response = await client.patch(
-                f"/api/v1/threads/{thread}", json={"title": title}, headers=bearer(user=user, tenant=TENANT)
-            )
-            assert response.status_code == 200, response.text
+            response = await client.request(method, path, json=body or None, headers=bearer(user=user, tenant=TENANT))
         await services.stream.close()  # type: ignore[attr-defined]
+        assert response.status_code == 200, response.text
+        answer: dict[str, Any] = response.json()
+        return answer
 
-    asyncio.run(patch())
+    return asyncio.run(call())
 
 
 def test_a_title_the_client_set_through_the_api_is_kept_and_the_model_is_not_asked(
@@ -163,7 +166,7 @@ def test_a_title_the_client_set_through_the_api_is_kept_and_the_model_is_not_ask
 ) -> None:
     # GIVEN a finished first exchange that the client renamed before the title job ran
     first_exchange(store, "u-1", "th-named")
-    patch_title(store, redis_url, "u-1", "th-named", "Meine Pflanzen")
+    api(store, redis_url, "u-1", "PATCH", "/api/v1/threads/th-named", title="Meine Pflanzen")
     # WHEN the run's event arrives
     deliver(handler, run_completed("u-1", "th-named", "run-1"))
     # THEN the client's title stays, nothing was asked of the model, nothing was published
