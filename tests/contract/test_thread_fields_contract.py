@@ -4,7 +4,9 @@ message count kept on the write path, and ``update_thread`` (title, metadata mer
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -175,3 +177,46 @@ async def test_a_generated_title_on_another_users_or_tenants_thread_is_not_found
     with pytest.raises(NotFound):
         await store.threads.set_generated_title(ALICE, "no-such-thread", "Nothing")
     assert (await store.threads.get_thread(ALICE, "t1")).title is None
+
+
+def after_the_first_request(store: Store, action: Callable[[], Awaitable[object]]) -> None:
+    """Run ``action`` once, right after the store's next request (the title's read) and before the one after it."""
+    done = False
+    target: Any = store.threads if isinstance(store, DynamoDBStore) else store.threads._meter
+    name = "_call" if isinstance(store, DynamoDBStore) else "request"
+    original = getattr(target, name)
+
+    async def then_act(*args: Any) -> Any:
+        nonlocal done
+        result = await original(*args)
+        if not done:
+            done = True
+            await action()
+        return result
+
+    setattr(target, name, then_act)
+
+
+async def test_a_client_title_set_between_the_read_and_the_write_wins(store: Store) -> None:
+    # GIVEN a thread without a title, renamed by its client just after the generated title's read
+    await store.threads.open_thread(ALICE, "t1")
+    after_the_first_request(store, lambda: store.threads.update_thread(ALICE, "t1", check_changes({"title": "Client"})))
+    # WHEN the generated title is written
+    written = await store.threads.set_generated_title(ALICE, "t1", "Generated")
+    # THEN it is not: the client's title stays
+    assert not written
+    thread = await store.threads.get_thread(ALICE, "t1")
+    assert (thread.title, thread.title_source) == ("Client", "client")
+
+
+async def test_metadata_set_between_the_read_and_the_write_is_kept_with_the_generated_title(store: Store) -> None:
+    # GIVEN a thread never changed, whose client tags it (metadata only) just after the generated title's read
+    await store.threads.open_thread(ALICE, "t1")
+    after_the_first_request(
+        store, lambda: store.threads.update_thread(ALICE, "t1", check_changes({"metadata": {"team": "blue"}}))
+    )
+    # WHEN the generated title is written
+    # THEN it is (tried again on the map that appeared, on DynamoDB), and the client's metadata is kept
+    assert await store.threads.set_generated_title(ALICE, "t1", "Generated")
+    thread = await store.threads.get_thread(ALICE, "t1")
+    assert (thread.title, thread.title_source, thread.metadata) == ("Generated", "generated", {"team": "blue"})

@@ -354,10 +354,11 @@ class InMemoryThreads:
         """Write a generated title unless the thread has one or its client set one (``thread_labels``): a read, a
         conditional update."""
         await self._meter.request()
+        self._owned(identity, thread_id)
+        await self._meter.request()  # the update: its condition is checked as it is written, as DynamoDB's
         state = self._owned(identity, thread_id)
         if not may_generate_title(state.thread):
             return False
-        await self._meter.request()
         state.thread = state.thread.model_copy(update={"title": title, "title_source": GENERATED_TITLE})
         return True
 
