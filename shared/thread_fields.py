@@ -17,6 +17,10 @@ from shared.models import LastMessage, Message, Role, Thread
 
 PREVIEW_CHARS = 120
 TITLE_CHARS = 200
+CLIENT_TITLE = "client"
+"""``Thread.title_source`` of a title the client set (or removed): a generated title is never written after it."""
+GENERATED_TITLE = "generated"
+"""``Thread.title_source`` of a title written by the title job (``shared.titles``)."""
 METADATA_KEYS = 16
 METADATA_KEY_CHARS = 64
 METADATA_VALUE_CHARS = 512
@@ -133,17 +137,23 @@ def merge_metadata(current: dict[str, Scalar], changes: dict[str, Scalar | None]
 
 
 def apply_changes(thread: Thread, changes: ThreadChanges) -> Thread:
-    """``thread`` as ``changes`` leave it (a title set here is the client's: a generated one never replaces it)."""
+    """``thread`` as ``changes`` leave it. A title set here is the client's, and so is a title removed here (the
+    source stays ``client`` without a text): a generated one never replaces either."""
     update: dict[str, Any] = {"metadata": merge_metadata(thread.metadata, changes.metadata)}
     if changes.title is not None:
-        update |= {"title": changes.title, "title_source": "client"}
+        update |= {"title": changes.title, "title_source": CLIENT_TITLE}
     elif changes.clear_title:
-        update |= {"title": None, "title_source": None}
+        update |= {"title": None, "title_source": CLIENT_TITLE}
     if changes.archived is not None:
         update["archived"] = changes.archived
     if changes.pinned is not None:
         update["pinned"] = changes.pinned
     return thread.model_copy(update=update)
+
+
+def may_generate_title(thread: Thread) -> bool:
+    """Whether a generated title may be written: the thread has no title, and its client never set or removed one."""
+    return thread.title is None and thread.title_source is None
 
 
 def check_answer(message: Message) -> None:

@@ -1,7 +1,8 @@
 """The memory worker of the local runner: "run completed" and "branch switched" events go to an in-process queue
 instead of EventBridge/SQS, and the same :class:`~shared.memory.coalescing.ExtractionCoalescer` the memory Lambda uses
-consumes them in the background. Delayed "extraction due" messages are in-process timers standing in for SQS
-``DelaySeconds``; ``MEMORY_IDLE_S`` shortens the quiet period (the local runner defaults it to a few seconds)."""
+consumes them in the background, after the same title job (``shared.titles.job``). Delayed "extraction due"
+messages are in-process timers standing in for SQS ``DelaySeconds``; ``MEMORY_IDLE_S`` shortens the quiet period
+(the local runner defaults it to a few seconds)."""
 
 from __future__ import annotations
 
@@ -43,8 +44,14 @@ class InProcessMemoryWorker:
                 self._spawn(self.coalescer.on_branch_switched(switch), switch.thread_id)
                 continue
             detail = RunCompleted.model_validate(event.detail)
-            self._spawn(self.coalescer.on_run_completed(detail), detail.thread_id)
+            self._spawn(self._after_run(detail), detail.thread_id)
         return []
+
+    async def _after_run(self, detail: RunCompleted) -> ExtractionReport:
+        """As the memory function: the thread's title (first exchange only), then the extraction's bookkeeping."""
+        title = await self._services.titler.on_run_completed(detail)
+        logger.info("thread title %s: %s", title.status, title.reason, extra={"thread_id": detail.thread_id})
+        return await self.coalescer.on_run_completed(detail)
 
     async def send(self, due: ExtractionDue, *, delay_s: int) -> None:
         loop = asyncio.get_running_loop()

@@ -16,7 +16,7 @@ from functions.agent_api.sse import SSE_HEADERS, frames
 from shared.errors import InvalidRequest
 from shared.models import PREVIOUS, Feedback, Message, Run, Thread
 from shared.runs import intake
-from shared.thread_fields import METADATA_KEYS, check_changes, check_value
+from shared.thread_fields import CLIENT_TITLE, METADATA_KEYS, check_changes, check_value
 from shared.thread_search import ThreadCriteria
 from shared.threads import HistoryPage
 
@@ -153,6 +153,7 @@ def thread_view(thread: Thread) -> dict[str, Any]:
     }
     if thread.title is not None:
         view["title"] = thread.title
+        view["titleSource"] = thread.title_source or CLIENT_TITLE
     if thread.last_message is not None:
         last = thread.last_message
         view["lastMessage"] = {"role": last.role, "preview": last.preview, "createdAt": last.at.isoformat()}

@@ -14,7 +14,8 @@ period.
   or the due message's id (``DynamoDBPersistenceLayer`` on the idempotency table), so a redelivered message
   returns the stored result without running again. A failed record leaves no idempotency record and is retried
   by SQS (then the DLQ).
-- The work itself is :class:`shared.memory.coalescing.ExtractionCoalescer`. ``Services`` and the handler are
+- The work itself is :class:`shared.memory.coalescing.ExtractionCoalescer`, and for a run-completed event first
+  :class:`shared.titles.job.ThreadTitler` (a thread's title after its first exchange). ``Services`` and the handler are
   created during Lambda's INIT phase (at import, :func:`shared.container.init_container`), once per container,
   with one event loop for the container's life (the Redis client must not move between loops).
 """
@@ -144,7 +145,12 @@ class MemoryExtractHandler:
         elif "switch" in event:
             work = self._coalescer.on_branch_switched(BranchSwitched.model_validate(event["switch"]))
         else:
-            work = self._coalescer.on_run_completed(RunCompleted.model_validate(event["detail"]), deadline=deadline)
+            completed = RunCompleted.model_validate(event["detail"])
+            # First the title (a model call of a second or so, and the thread's followers are waiting for it), then
+            # the extraction's bookkeeping; the title job never raises, so it cannot fail the record.
+            title = self._loop.run_until_complete(self._services.titler.on_run_completed(completed))
+            logger.info("thread title", extra={"event_id": event["id"], **title.to_dict()})
+            work = self._coalescer.on_run_completed(completed, deadline=deadline)
         report = self._loop.run_until_complete(work)
         logger.info("memory extraction", extra={"event_id": event["id"], **report.to_dict()})
         return report.to_dict()

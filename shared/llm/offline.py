@@ -3,7 +3,8 @@
 It understands two things: questions about the time, which it answers by calling ``get_current_time`` (when it is
 offered) and reading the result; and requests to book something when the client offers the front-end tool
 ``confirm_booking`` (the /playground page does), which it calls and then reports the person's answer. Everything
-else is acknowledged, never invented.
+else is acknowledged, never invented. A thread-title request (``shared.titles``: the message inside
+``<user_message>``) is answered with the message's first words, so ``make dev`` shows titles without a model.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ LABEL = "[offline model]"
 _TIME_WORDS = re.compile(r"\b(time|clock|hour)\b|几点|时间", re.IGNORECASE)
 _BOOK_WORDS = re.compile(r"\b(book|booking|reserve|reservation)\b|预订|预约", re.IGNORECASE)
 BOOKING_TOOL = "confirm_booking"
+_TITLE_REQUEST = re.compile(r"<user_message>\n(.*?)\n</user_message>", re.S)
+TITLE_WORDS = 6
 _ZONE = re.compile(r"\b([A-Z][A-Za-z]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)\b")
 
 
@@ -41,6 +44,8 @@ class OfflineChatModel:
         text = without_run_notes(last.content or "") if last is not None else ""
         if last is not None and last.role == "tool":
             answer = self._answer_from_tool(last.content or "")
+        elif last is not None and last.role == "user" and (titled := _TITLE_REQUEST.search(text)):
+            answer = " ".join(titled.group(1).split()[:TITLE_WORDS])
         elif last is not None and last.role == "user" and BOOKING_TOOL in offered and _BOOK_WORDS.search(text):
             async for chunk in self._call(BOOKING_TOOL, {"what": text.strip()[:200]}, request, prompt):
                 yield chunk

@@ -86,6 +86,13 @@ class ConversationStore(MessageHistoryReader, Protocol):
         NotFound when it is absent or not theirs; InvalidRequest when the merged metadata is over its bounds."""
         ...
 
+    async def set_generated_title(self, identity: Identity, thread_id: str, title: str) -> bool:
+        """Write a generated title (``title_source`` ``generated``) on the caller's thread, on the condition that it
+        has no title and its client never set or removed one (``thread_fields.may_generate_title``), checked by the
+        write itself so a ``PATCH`` made meanwhile wins. True when written, False when that condition failed;
+        NotFound when the thread is absent or not theirs. Metadata, flags and the preview are left as they are."""
+        ...
+
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
         """Make the branch that ends at ``leaf_id`` the thread's current one. ``holder``: the run that holds the
         thread (None: no run may hold it, else ``Conflict`` ``thread_busy``); NotFound for an unknown message or

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from shared.memory.coalescing import ExtractionCoalescer
     from shared.memory.job import MemoryExtraction
     from shared.memory.ports import DueQueue
+    from shared.titles.job import ThreadTitler
 
 
 class MemoryProviders(RunProviders):
@@ -54,6 +55,16 @@ class MemoryProviders(RunProviders):
             confidence_threshold=self.settings.memory_confidence_threshold,
             tools=self.tools,
             embedder=self.embedder,
+        )
+
+    @cached_property
+    def titler(self) -> ThreadTitler:
+        """The title job the memory function runs on each run-completed event (docs/memory.md "Thread titles"):
+        the memory profile's model, the thread stream for its ``thread_title`` event, the limits for its usage."""
+        from shared.titles.job import ThreadTitler
+
+        return ThreadTitler(
+            threads=self.thread_store, model=self.model, profiles=self.profiles, stream=self.stream, limits=self.limits
         )
 
     @overridable("due_queue")

@@ -69,6 +69,7 @@ class Services(AutomationProviders, MigrationProviders):
                 "pending extractions": lambda: getattr(self.pending_extractions, "client", None),
                 "due queue": lambda: getattr(self.due_queue, "client", None),
                 "coalescer": self.coalescer,
+                "titler": lambda: self.titler,
             },
         }
 

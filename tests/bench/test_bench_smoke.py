@@ -21,6 +21,7 @@ from bench import (
     mechanisms,
     memory_tokens,
     server_overhead,
+    title_cost,
     turn_cpu,
 )
 
@@ -251,3 +252,10 @@ def test_turn_cpu_smoke_reads_the_cpu_of_a_fresh_instance_and_of_each_turn() -> 
     # the CPU before the model request is part of the turn's
     assert 0 < max(result.pre_model_cpu_s) < max(result.turn_cpu_s["plain"])
     assert result.peak_rss_mb[0] >= result.rss_ready_mb[0] > 0
+
+
+def test_title_cost_smoke_prices_a_bounded_title_and_one_read_per_later_event() -> None:
+    result = title_cost.main(["--smoke"])
+    assert [c.label for c in result.costs] == ["en", "de"]
+    assert all(0 < c.output_tokens <= 32 and 0 < c.input_tokens < 1_000 and c.usd > 0 for c in result.costs)
+    assert result.store.later_event == 1 and result.store.titling_event > 1

@@ -4,7 +4,9 @@ message count kept on the write path, and ``update_thread`` (title, metadata mer
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -123,3 +125,98 @@ async def test_metadata_merged_over_its_key_bound_is_refused_and_nothing_changes
     with pytest.raises(InvalidRequest):
         await store.threads.update_thread(ALICE, "t1", check_changes({"metadata": {"one-more": "x"}}))
     assert (await store.threads.get_thread(ALICE, "t1")).metadata == full
+
+
+async def test_a_generated_title_is_written_once_on_a_thread_without_one_and_keeps_its_metadata(store: Store) -> None:
+    # GIVEN a thread never changed, and one whose metadata (only) a client set
+    await store.threads.open_thread(ALICE, "t1")
+    await store.threads.open_thread(ALICE, "t2")
+    await store.threads.update_thread(ALICE, "t2", check_changes({"metadata": {"team": "blue"}}))
+    for thread_id in ("t1", "t2"):
+        # WHEN a generated title is written, then a second one
+        assert await store.threads.set_generated_title(ALICE, thread_id, "Reise nach Lissabon")
+        assert not await store.threads.set_generated_title(ALICE, thread_id, "Another title")
+        # THEN the first one stays, marked generated, on the thread and its list entry; the metadata is kept
+        thread = await store.threads.get_thread(ALICE, thread_id)
+        assert (thread.title, thread.title_source) == ("Reise nach Lissabon", "generated")
+    listed, _ = await store.threads.list_threads(ALICE, limit=10, cursor=None)
+    assert {t.thread_id: t.title for t in listed} == {"t1": "Reise nach Lissabon", "t2": "Reise nach Lissabon"}
+    assert (await store.threads.get_thread(ALICE, "t2")).metadata == {"team": "blue"}
+
+
+async def test_a_generated_title_never_replaces_a_title_the_client_set_or_removed(store: Store) -> None:
+    # GIVEN a thread the client titled, and one whose title the client removed (after a generated one)
+    await store.threads.open_thread(ALICE, "named")
+    await store.threads.update_thread(ALICE, "named", check_changes({"title": "Client title"}))
+    await store.threads.open_thread(ALICE, "cleared")
+    assert await store.threads.set_generated_title(ALICE, "cleared", "Generated")
+    await store.threads.update_thread(ALICE, "cleared", check_changes({"title": None}))
+    # WHEN a generated title is written on each
+    # THEN neither write happens: the client's title stays, the removed one stays removed
+    assert not await store.threads.set_generated_title(ALICE, "named", "Generated")
+    assert not await store.threads.set_generated_title(ALICE, "cleared", "Generated again")
+    named = await store.threads.get_thread(ALICE, "named")
+    assert (named.title, named.title_source) == ("Client title", "client")
+    cleared = await store.threads.get_thread(ALICE, "cleared")
+    assert (cleared.title, cleared.title_source) == (None, "client")
+
+
+async def test_a_client_title_replaces_a_generated_one(store: Store) -> None:
+    await store.threads.open_thread(ALICE, "t1")
+    assert await store.threads.set_generated_title(ALICE, "t1", "Generated")
+    await store.threads.update_thread(ALICE, "t1", check_changes({"title": "Mine"}))
+    thread = await store.threads.get_thread(ALICE, "t1")
+    assert (thread.title, thread.title_source) == ("Mine", "client")
+
+
+async def test_a_generated_title_on_another_users_or_tenants_thread_is_not_found(store: Store) -> None:
+    await store.threads.open_thread(ALICE, "t1")
+    for other in (BOB, ALICE_ELSEWHERE):
+        with pytest.raises(NotFound):
+            await store.threads.set_generated_title(other, "t1", "Stolen")
+    with pytest.raises(NotFound):
+        await store.threads.set_generated_title(ALICE, "no-such-thread", "Nothing")
+    assert (await store.threads.get_thread(ALICE, "t1")).title is None
+
+
+def after_the_first_request(store: Store, action: Callable[[], Awaitable[object]]) -> None:
+    """Run ``action`` once, right after the store's next request (the title's read) and before the one after it."""
+    done = False
+    target: Any = store.threads if isinstance(store, DynamoDBStore) else store.threads._meter
+    name = "_call" if isinstance(store, DynamoDBStore) else "request"
+    original = getattr(target, name)
+
+    async def then_act(*args: Any) -> Any:
+        nonlocal done
+        result = await original(*args)
+        if not done:
+            done = True
+            await action()
+        return result
+
+    setattr(target, name, then_act)
+
+
+async def test_a_client_title_set_between_the_read_and_the_write_wins(store: Store) -> None:
+    # GIVEN a thread without a title, renamed by its client just after the generated title's read
+    await store.threads.open_thread(ALICE, "t1")
+    after_the_first_request(store, lambda: store.threads.update_thread(ALICE, "t1", check_changes({"title": "Client"})))
+    # WHEN the generated title is written
+    written = await store.threads.set_generated_title(ALICE, "t1", "Generated")
+    # THEN it is not: the client's title stays
+    assert not written
+    thread = await store.threads.get_thread(ALICE, "t1")
+    assert (thread.title, thread.title_source) == ("Client", "client")
+
+
+async def test_metadata_set_between_the_read_and_the_write_is_kept_with_the_generated_title(store: Store) -> None:
+    # GIVEN a thread never changed, whose client tags it (metadata only) just after the generated title's read
+    await store.threads.open_thread(ALICE, "t1")
+    after_the_first_request(
+        store, lambda: store.threads.update_thread(ALICE, "t1", check_changes({"metadata": {"team": "blue"}}))
+    )
+    # WHEN the generated title is written
+    # THEN it is (tried again on the map that appeared, on DynamoDB), and the client's metadata is kept
+    assert await store.threads.set_generated_title(ALICE, "t1", "Generated")
+    thread = await store.threads.get_thread(ALICE, "t1")
+    assert (thread.title, thread.title_source, thread.metadata) == ("Generated", "generated", {"team": "blue"})

@@ -1,7 +1,8 @@
 """The memory function is sized to its worst batch, computed from template.yaml and the settings defaults.
 
 Worst case of one batch: every record's memory run takes every model turn it may take, each turn every attempt the
-client makes, each attempt the whole LLM timeout. The function's timeout must cover that plus the margin a run
+client makes, each attempt the whole LLM timeout, and every record's title call (``shared.titles``) takes its whole
+bound. The function's timeout must cover that plus the margin a run
 keeps before its deadline and the store's overhead; the queue's visibility timeout must stay at least 6x the
 function timeout plus the batching window, so SQS never redelivers a batch that is still being processed.
 Reads the raw template (no SAM tools needed).
@@ -17,6 +18,7 @@ import yaml
 from shared.memory.executor import MAX_MODEL_TURNS
 from shared.runs.execution import RUN_DEADLINE_MARGIN_S
 from shared.settings import Settings
+from shared.titles.job import TITLE_TIMEOUT_S
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 STORE_OVERHEAD_PER_RECORD_S = 10.0
@@ -61,7 +63,8 @@ def test_the_memory_function_timeout_covers_its_worst_batch() -> None:
     settings = memory_function_settings(tpl)
     attempts = 1 + settings.llm_max_retries
     worst_run_s = MAX_MODEL_TURNS * attempts * settings.llm_timeout_s
-    worst_batch_s = source["BatchSize"] * (worst_run_s + STORE_OVERHEAD_PER_RECORD_S) + RUN_DEADLINE_MARGIN_S
+    worst_record_s = worst_run_s + TITLE_TIMEOUT_S + STORE_OVERHEAD_PER_RECORD_S
+    worst_batch_s = source["BatchSize"] * worst_record_s + RUN_DEADLINE_MARGIN_S
     assert worst_batch_s <= function["Timeout"], (worst_batch_s, function["Timeout"])
     # AND the timeout is not wildly larger than the work (a stuck batch would hold its records that long)
     assert function["Timeout"] <= 2 * worst_batch_s

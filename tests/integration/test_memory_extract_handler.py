@@ -125,8 +125,15 @@ def test_batch_reports_exactly_the_failed_records_and_a_replay_writes_nothing(
     run_a = memory_run_id(TENANT, "th-a", 2, 1)  # generation 2: the second event (new id) superseded the first
     assert (nurse.run_id, nurse.thread_id, nurse.source_message_ids) == (run_a, "th-a", ("th-a-u1",))
 
+    # AND the thread stream opens with the thread's title (this test's memory model answers a title request with
+    # nothing, so it is the first message: the title job is tested in test_thread_titles.py), written once
+    title, *events = thread_events(redis_url, "th-a")
+    assert title == {
+        "type": "CUSTOM",
+        "name": "thread_title",
+        "value": {"threadId": "th-a", "title": "I am a nurse and I work night shifts."},
+    }
     # AND the memory run is a hidden automation run, seen on the thread stream only as a `memory` step
-    events = thread_events(redis_url, "th-a")
     assert [e["type"] for e in events] == ["RUN_STARTED", "STEP_STARTED", "STEP_FINISHED", "RUN_FINISHED"]
     assert {e["stepName"] for e in events if e["type"].startswith("STEP_")} == {"memory"}
     assert events[0]["metadata"] == {
@@ -216,13 +223,14 @@ def test_a_memory_run_that_would_outlive_the_invocation_ends_with_run_deadline_a
         noted = handler.handle(completed, FakeLambdaContext())  # type: ignore[arg-type]
         assert noted["batchItemFailures"] == []
         [due] = due_records()
+        asked = len(model.requests)  # the thread's title was asked for with the run-completed event
         model.turns.append(Turn(text=["thinking "] * 20, delay_s=0.5))
         # WHEN the due extraction is handled with 3 s left
         response = handler.handle({"Records": [due]}, AlmostOutOfTime())  # type: ignore[arg-type]
     finally:
         handler.close()
     # THEN the slow model was asked (the run reached it: the deadline stopped a running model, not the set-up)
-    assert model.turns == [] and len(model.requests) == 1
+    assert model.turns == [] and len(model.requests) == asked + 1
     # AND the memory run ended itself with run_deadline (not killed by the platform), and SQS retries the record
     assert len(response["batchItemFailures"]) == 1
     run = asyncio.run(store.runs.get_run(TENANT, memory_run_id(TENANT, "th-late", 1, 1)))

@@ -25,6 +25,8 @@ from shared.runs.outcomes import RUN_ERROR_MESSAGES, RUN_STREAM_TTL_S
 from shared.runs.queueing import RUN_NOT_STARTED
 from shared.runs.tailing import STREAM_UNAVAILABLE
 from shared.settings import Settings
+from shared.titles.job import THREAD_TITLE_EVENT
+from shared.titles.naming import TITLE_MAX_CHARS
 from shared.wiring import Services
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.settings import make_settings
@@ -208,6 +210,8 @@ def test_the_documented_page_sizes_are_the_ones_the_routes_accept() -> None:
         ("errors.md", f"({Settings().max_body_bytes:,} bytes)"),
         ("sse-events.md", f"after {Settings().sse_ping_interval_s:g} seconds without an event"),
         ("sse-events.md", f"expires {RUN_STREAM_TTL_S // 3600} hours after the run ends"),
+        ("sse-events.md", f"`title` is at most {TITLE_MAX_CHARS} characters"),
+        ("api-endpoints.md", f"first message, at most {TITLE_MAX_CHARS} characters"),
     ],
 )
 def test_the_limits_in_the_documents_are_the_code_constants(name: str, phrase: str) -> None:
@@ -215,6 +219,14 @@ def test_the_limits_in_the_documents_are_the_code_constants(name: str, phrase: s
 
 
 # ---- sse-events.md ----------------------------------------------------------------------------------------
+
+
+def test_the_documented_thread_title_event_is_the_custom_event_the_title_job_sends() -> None:
+    block = re.search(r"### 7\.2 .*?```json\n(.*?)```", doc("sse-events.md"), re.DOTALL)
+    assert block
+    example = json.loads(block.group(1))
+    assert set(example) == {"type", "name", "value"} and set(example["value"]) == {"threadId", "title"}
+    assert (example["type"], example["name"]) == ("CUSTOM", THREAD_TITLE_EVENT)
 
 
 def documented_fields() -> dict[str, set[str]]:

@@ -56,6 +56,7 @@ async def test_patch_changes_the_thread_returns_it_and_is_audited(make_services:
     assert second.status_code == 200
     for view in (second.json(), read):
         assert view["title"] == "Lisbon" and view["metadata"] == {"b": 2} and view["pinned"] is True
+        assert view["titleSource"] == "client"
         assert view["lastMessage"]["preview"] == "ok"
     # AND the change is in the thread's audit trail, by field name (not the title itself)
     decisions = [d for d in audit.json()["decisions"] if d["kind"] == "thread_updated"]

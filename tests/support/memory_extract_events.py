@@ -90,7 +90,9 @@ def sqs_record(body: str, *, receive_count: int = 1) -> dict[str, Any]:
     }
 
 
-def run_completed(user: str, thread: str, run: str, *, event_id: str | None = None) -> str:
+def run_completed(
+    user: str, thread: str, run: str, *, event_id: str | None = None, status: str = "succeeded"
+) -> str:
     """An EventBridge event as a rule delivers it to SQS (no ``account``, as moto delivers it)."""
     return json.dumps(
         {
@@ -107,7 +109,7 @@ def run_completed(user: str, thread: str, run: str, *, event_id: str | None = No
                 "threadId": thread,
                 "runId": run,
                 "executor": "worker",
-                "status": "succeeded",
+                "status": status,
             },
         }
     )

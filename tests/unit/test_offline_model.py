@@ -7,6 +7,7 @@ import json
 
 from shared.llm.offline import BOOKING_TOOL, LABEL, OfflineChatModel
 from shared.llm.types import ChatChunk, ChatMessage, ChatRequest, Finished, TextDelta, ToolCallDelta, ToolSpec
+from shared.titles.naming import clean_title, title_request
 from shared.tokens import estimate_tokens
 
 CLOCK = ToolSpec(name="get_current_time", description="", parameters={"type": "object"})
@@ -66,3 +67,9 @@ async def test_its_usage_is_the_shared_estimate_of_the_prompt_and_the_answer() -
     assert end.usage.input_tokens == estimate_tokens("You are helpful.你好 there")
     assert end.usage.output_tokens == estimate_tokens(text_of(chunks))
     assert end.usage.estimated is True
+
+
+async def test_a_thread_title_request_is_answered_with_the_first_words_of_the_users_message() -> None:
+    request = title_request("offline-model", "Wie lange dauert die Zugfahrt von Berlin nach Lissabon?", "Zwei Tage.")
+    chunks = [chunk async for chunk in OfflineChatModel().stream(request)]
+    assert clean_title(text_of(chunks)) == "Wie lange dauert die Zugfahrt von"

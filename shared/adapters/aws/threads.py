@@ -21,11 +21,10 @@ from botocore.exceptions import ClientError
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws import message_reads
 from shared.adapters.aws.runs import DynamoDBRunLedger
-from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.thread_appends import MessageAppends
 from shared.adapters.aws.thread_branches import set_leaf
 from shared.adapters.aws.thread_feedback import list_feedback, set_feedback
-from shared.adapters.aws.thread_labels import update_thread
+from shared.adapters.aws.thread_labels import GeneratedTitles, update_thread
 from shared.adapters.aws.thread_list import ThreadList
 from shared.errors import Conflict, NotFound
 from shared.migrations.model import SCHEMA_VERSION
@@ -53,7 +52,7 @@ _OPEN_AND_CLAIM = (
 the release before (migration 2's change, made by the first run that touches it)."""
 
 
-class DynamoDBThreads(TableAdapter):
+class DynamoDBThreads(GeneratedTitles):
     """Threads and their messages; ``runs`` is the run ledger of the same table (admission, takeover, deletion);
     ``list_complete`` whether migration 2 has completed (``thread_list``; None: the table never held the old shape)."""
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from shared.adapters.in_memory.audit import InMemoryAuditLog
 from shared.adapters.in_memory.meter import RequestMeter
 from shared.adapters.in_memory.runs import InMemoryRunLedger
-from shared.adapters.in_memory.threads import MAX_CONTENT_CHARS, InMemoryThreads
+from shared.adapters.in_memory.thread_records import MAX_CONTENT_CHARS
+from shared.adapters.in_memory.threads import InMemoryThreads
 
 __all__ = ["MAX_CONTENT_CHARS", "InMemoryStore"]
 

@@ -12,9 +12,7 @@ the work stands in for the network round trip and lets concurrent tasks interlea
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from shared import thread_search
@@ -22,13 +20,13 @@ from shared.adapters.in_memory.meter import RequestMeter
 from shared.adapters.in_memory.runs import InMemoryRunLedger
 from shared.adapters.in_memory.thread_feedback import entry_for, page_of
 from shared.adapters.in_memory.thread_listing import decode_cursor, encode_cursor, listing_key, partition_of
+from shared.adapters.in_memory.thread_records import ThreadRecord, capped
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.message_tree import branches_off, link_messages
 from shared.models import (
     Feedback,
     FeedbackEntry,
     Identity,
-    LastMessage,
     Message,
     Run,
     Thread,
@@ -37,10 +35,15 @@ from shared.models import (
     utc_now,
 )
 from shared.ports.threads import AdmittedRun
-from shared.thread_fields import ThreadChanges, apply_changes, check_answer, last_visible
+from shared.thread_fields import (
+    GENERATED_TITLE,
+    ThreadChanges,
+    apply_changes,
+    check_answer,
+    last_visible,
+    may_generate_title,
+)
 
-# Same cap as the DynamoDB codec (``dynamo_codec.MAX_CONTENT_CHARS``); the contract suite checks both against it.
-MAX_CONTENT_CHARS = 100_000
 # The DynamoDB adapter appends in transactions of this many messages, two requests each (read counter, write).
 _MESSAGES_PER_TRANSACTION = 40
 # One BatchGetItem reads at most this many keys.
@@ -49,32 +52,11 @@ _IDS_PER_BATCH_GET = 100
 ThreadKey = tuple[str, str]
 
 
-@dataclass
-class _ThreadState:
-    thread: Thread
-    active_run_at: datetime | None = None
-    messages: list[Message] = field(default_factory=list)  # index i holds seq i + 1
-    seq_by_id: dict[str, int] = field(default_factory=dict)
-    listed_last: tuple[LastMessage | None, int] = (None, 0)
-    """The preview and count the list shows: the thread's as of the last release (DynamoDB's ``last_message``)."""
-    user_digest: str | None = None
-    """Admission's digest of the client's user messages (DynamoDB's ``user_digest``; ``ThreadClaim.user_digest``)."""
-    feedback: dict[str, FeedbackEntry] = field(default_factory=dict)  # the export's entries (DynamoDB's FB# items)
-
-
-def _cap(msg: Message) -> Message:
-    if len(msg.content) <= MAX_CONTENT_CHARS:
-        return msg.model_copy(deep=True)
-    flags = copy.deepcopy(msg.flags)
-    flags["truncated_from_chars"] = len(msg.content)
-    return msg.model_copy(update={"content": msg.content[:MAX_CONTENT_CHARS], "flags": flags}, deep=True)
-
-
 class InMemoryThreads:
     """Threads and their messages keyed by tenant, in dictionaries; runs in ``ledger``."""
 
     def __init__(self, ledger: InMemoryRunLedger, meter: RequestMeter | None = None) -> None:
-        self._threads: dict[ThreadKey, _ThreadState] = {}
+        self._threads: dict[ThreadKey, ThreadRecord] = {}
         self._ledger = ledger
         self._meter = meter or RequestMeter()
 
@@ -96,11 +78,11 @@ class InMemoryThreads:
                 created_at=now,
                 updated_at=now,
             )
-            self._threads[key] = _ThreadState(thread=thread)
+            self._threads[key] = ThreadRecord(thread=thread)
             return thread
         return await self.get_thread(identity, thread_id)
 
-    def _owned(self, identity: Identity, thread_id: str) -> _ThreadState:
+    def _owned(self, identity: Identity, thread_id: str) -> ThreadRecord:
         state = self._threads.get((identity.tenant_id, thread_id))
         if state is None or state.thread.owner_user_id != identity.user_id:
             raise NotFound("thread not found")
@@ -168,7 +150,7 @@ class InMemoryThreads:
                 created_at=now,
                 updated_at=now,
             )
-            state = self._threads[key] = _ThreadState(thread=thread)
+            state = self._threads[key] = ThreadRecord(thread=thread)
         if state.thread.owner_user_id != identity.user_id:
             await self._meter.request()  # the adapter reads the thread to tell a refusal from a busy thread
             raise NotFound("thread not found")
@@ -283,12 +265,12 @@ class InMemoryThreads:
         return self._store_numbered(state, new)
 
     @staticmethod
-    def _store_numbered(state: _ThreadState, new: list[Message]) -> list[Message]:
+    def _store_numbered(state: ThreadRecord, new: list[Message]) -> list[Message]:
         if not new:
             return []
         base = state.thread.last_seq
         linked = link_messages(new, leaf_id=state.thread.leaf_id, last_seq=base)
-        numbered = [_cap(m.model_copy(update={"seq": base + i + 1})) for i, m in enumerate(linked)]
+        numbered = [capped(m.model_copy(update={"seq": base + i + 1})) for i, m in enumerate(linked)]
         for msg in numbered:
             state.messages.append(msg)
             state.seq_by_id[msg.id] = msg.seq
@@ -354,6 +336,18 @@ class InMemoryThreads:
         await self._meter.request()
         state.thread = changed
         return changed
+
+    async def set_generated_title(self, identity: Identity, thread_id: str, title: str) -> bool:
+        """Write a generated title unless the thread has one or its client set one (``thread_labels``): a read, a
+        conditional update."""
+        await self._meter.request()
+        self._owned(identity, thread_id)
+        await self._meter.request()  # the update: its condition is checked as it is written, as DynamoDB's
+        state = self._owned(identity, thread_id)
+        if not may_generate_title(state.thread):
+            return False
+        state.thread = state.thread.model_copy(update={"title": title, "title_source": GENERATED_TITLE})
+        return True
 
     async def set_leaf(self, identity: Identity, thread_id: str, leaf_id: str, *, holder: str | None) -> Thread:
         """Make the branch ending at ``leaf_id`` current (see the DynamoDB adapter)."""
