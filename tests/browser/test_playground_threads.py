@@ -117,3 +117,21 @@ def test_rename_thumbs_and_archive_in_the_sidebar(playground: Serve, open_page: 
             assert listed == [second]
             assert [t["threadId"] for t in api_get(view, "/api/v1/threads")["items"]] == [second]
             assert api_get(view, f"/api/v1/threads/{thread}")["archived"] is True
+
+
+def test_a_generated_title_reaches_the_sidebar_without_a_reload(
+    playground: Serve, open_page: Callable[[str], Any]
+) -> None:
+    """The title job (the in-process memory worker, the offline model) titles the thread after its first exchange;
+    the page follows the thread's stream and shows the ``thread_title`` event's title. The model streams slowly, so
+    the title comes well after the run's end, when the page has already listed its threads again."""
+    with playground(chunk_delay_s=0.2) as url:
+        view = open_page(f"{url}/playground")
+        send_and_wait(view, "Planning a trip to Lisbon in May", runs=1)
+        thread = view.page.locator("[data-testid=thread-list] .pick[aria-current=true]").get_attribute("data-thread-id")
+        title = view.page.locator("[data-testid=thread-list] .pick[aria-current=true] [data-testid=thread-title]")
+        title.filter(has_not_text="Untitled").wait_for(timeout=15_000)
+        shown = title.inner_text()
+        stored = api_get(view, f"/api/v1/threads/{thread}")
+    assert shown == stored["title"] and stored["titleSource"] == "generated"
+    assert shown.startswith("Planning a trip")

@@ -413,7 +413,8 @@ async function refreshUsage() {
     const tokens = (period) =>
       Object.entries(period.tokens).map(([model, t]) => `${model}: ${t.input} in, ${t.cachedInput} cached, ${t.output} out`);
     const rows = [
-      h("div", { "data-testid": "usage-day" }, `today: ${usage.day.totalTokens} tokens, ${Object.values(usage.day.runs).reduce((a, b) => a + b, 0)} runs, ~$${usage.day.estimatedCostUsd}`),
+      // Thread titles are usage of their own kind (runs.title), not runs: shown beside them.
+      h("div", { "data-testid": "usage-day" }, `today: ${usage.day.totalTokens} tokens, ${Object.entries(usage.day.runs).filter(([kind]) => kind !== "title").reduce((a, [, n]) => a + n, 0)} runs${usage.day.runs.title ? `, ${usage.day.runs.title} titles` : ""}, ~$${usage.day.estimatedCostUsd}`),
       ...tokens(usage.day).map((line) => h("div", { class: "muted" }, line)),
       h("div", { "data-testid": "usage-month" }, `this month: ${usage.month.totalTokens} tokens, ~$${usage.month.estimatedCostUsd}`),
     ];
@@ -580,6 +581,10 @@ async function followThread(threadId) {
 }
 
 function onThreadEvent(event) {
+  if (event.type === "CUSTOM" && event.name === "thread_title") {
+    loadThreads(); // a generated title arrived (sse-events.md §7.2): the sidebar shows it without a reload
+    return;
+  }
   const runId = event.metadata?.runId;
   if (!runId) return;
   let view = state.memoryRuns.get(runId);
