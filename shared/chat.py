@@ -10,9 +10,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable
 
+from shared.attachments.limits import AttachmentLimits
+from shared.attachments.storage import check_parts, store_parts
+from shared.errors import InvalidRequest
 from shared.executors.context import RunContext
-from shared.models import ExecutionMeta, ExecutorKind, Identity, Origin, Role, utc_now
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, utc_now
 from shared.ports import AuditLog, ConversationStore, RunLedger
+from shared.ports.attachments import AttachmentStore
 from shared.ports.run_queue import RunQueue
 from shared.profiles import ProfileChoice, Profiles
 from shared.run_results import INTERRUPTED
@@ -76,6 +80,8 @@ class ChatService:
         audit: AuditLog | None = None,
         lease_s: float = 30.0,
         queue: RunQueue | None = None,
+        attachments: AttachmentStore | None = None,
+        attachment_limits: AttachmentLimits | None = None,
     ) -> None:
         """``threads`` and ``audit``: what the ``interrupt`` strategy reads and audits; ``queue``, with ``threads``
         and ``ledger``: where the ``enqueue`` strategy keeps its queued runs and checks them (without them, those
@@ -83,6 +89,8 @@ class ChatService:
         self._profiles = profiles
         self._runs = runs
         self._executor = executor
+        self._attachments = attachments
+        self._attachment_limits = attachment_limits or AttachmentLimits()
         interrupt = functools.partial(runs.cancel, reason=INTERRUPTED)
         self._interrupting = (
             Interrupting(threads, audit, interrupt, wait_s=lease_s + WAIT_MARGIN_S)
@@ -102,6 +110,16 @@ class ChatService:
         assert isinstance(admitted, Admission)
         return admitted
 
+    async def _with_parts(self, caller: Identity, request: RunRequest, choice: ProfileChoice) -> tuple[Message, ...]:
+        """The request's messages, their images and files checked against the profile and stored (refused before
+        anything is stored); a retried request stores the same objects under the same keys."""
+        if not request.parts:
+            return request.messages
+        await check_parts(choice.profile, [item for items in request.parts.values() for item in items])
+        if self._attachments is None:
+            raise InvalidRequest("this deployment stores no images or files", code="unsupported_modality")
+        return tuple(await store_parts(self._attachments, caller, request.messages, request.parts))
+
     async def start(
         self, caller: Identity, body: bytes, *, deadline: float | None = None, strategy: str | None = None
     ) -> Admission | QueuedTurn:
@@ -110,8 +128,8 @@ class ChatService:
         invocation's (epoch seconds; None: the function timeout from now), which the run ends before and until which
         a queued run's request waits to start it."""
         choice = self._profiles.choose(CHAT_PROFILE, tenant_id=caller.tenant_id, user_id=caller.user_id)
-        request = intake.read_run_request(body, chat_meta(choice))
-        messages, leaf_id = with_branch(request.messages, request.branch)
+        request = intake.read_run_request(body, chat_meta(choice), self._attachment_limits)
+        messages, leaf_id = with_branch(await self._with_parts(caller, request, choice), request.branch)
         ctx = chat_context(caller, request, choice, leaf_id=leaf_id)
 
         def attempt() -> Awaitable[Admission]:

@@ -8,7 +8,8 @@ thread_busy``), and so is one whose memory run is in flight (the pending-extract
 
 1. the pending extraction is cancelled (the marker is deleted: a due message finds nothing and drops itself);
 2. the thread's shared state is deleted, then the store deletes the thread's messages (pending tool calls are
-   messages), message-id markers, memory cursor, runs, and the thread item last;
+   messages), message-id markers, memory cursor, runs, and the thread item last; then the thread's images and
+   files (its prefix of the attachment bucket);
 3. the thread's and its runs' Redis streams are deleted.
 
 Audit records are kept until their retention ends (``AUDIT_RETENTION_DAYS``, 400 days by default): they are the
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
+from shared.attachments.storage import thread_prefix
 from shared.errors import Conflict
 from shared.models import AuditRecord, Identity, utc_now
 from shared.ports import AuditLog, ThreadStore
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from shared.automation.ports import AutomationStore
     from shared.automation.service import AutomationService
     from shared.memory.ports import MemoryStore, PendingExtractions
+    from shared.ports.attachments import AttachmentStore
     from shared.ports.thread_state import ThreadStateStore
 
 logger = logging.getLogger(__name__)
@@ -73,10 +76,12 @@ class Erasure:
         tasks: AutomationStore,
         automations: Callable[[], AutomationService],
         states: ThreadStateStore | None = None,
+        attachments: AttachmentStore | None = None,
     ) -> None:
         self._threads = threads
         self._audit = audit
         self._states = states
+        self._attachments = attachments
         self._streams = streams
         self._pending = pending
         self._memories = memories
@@ -104,6 +109,9 @@ class Erasure:
             await self._states.delete(caller.tenant_id, thread_id)
         run_ids = await self._threads.delete_thread(caller, thread_id, holder=holder)
         tenant = caller.tenant_id
+        if self._attachments is not None:
+            # The thread's images and files: one prefix of the bucket (shared.attachments.storage).
+            await self._attachments.delete_prefix(thread_prefix(tenant, caller.user_id, thread_id))
         keys = [thread_stream_key(tenant, thread_id)]
         keys += [key for run_id in run_ids for key in (run_stream_key(tenant, run_id), run_control_key(tenant, run_id))]
         await self._streams.delete(keys)

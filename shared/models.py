@@ -129,6 +129,26 @@ def answering_model(run: "Run | None") -> str | None:
     return run.usage[-1].model
 
 
+class MessagePart(BaseModel):
+    """A non-text part of a user message (an image or a document), as stored: where its bytes are, never the bytes.
+
+    ``key``: the object in the stack's attachment bucket (``shared.attachments.storage``); ``url``: a client's
+    https URL source, passed to the model as it is and never fetched by the server. Exactly one is set.
+    ``text``: a document's extracted text (bounded), what the model reads of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["image", "document", "audio", "video"]
+    mime_type: str
+    key: str | None = None
+    url: str | None = None
+    filename: str | None = None
+    size: int | None = None
+    width: int | None = None
+    height: int | None = None
+    text: str | None = None
+
+
 class Message(BaseModel):
     """One stored message of a thread. ``seq`` is assigned by the store and orders the thread; ``parent_id`` makes
     the thread a tree (the message this one follows; None for a first message), so an edit or a regenerate adds a
@@ -150,6 +170,8 @@ class Message(BaseModel):
     # Free-form markers, e.g. {"partial": True} for text kept from a cancelled run or {"synthetic": True} for a
     # tool result written by a repair.
     flags: dict[str, Any] = Field(default_factory=dict)
+    parts: tuple[MessagePart, ...] = ()
+    """A user message's images and documents, in the order sent (its text is ``content``)."""
     feedback: Feedback | None = None
     """The thread owner's feedback on this answer (``POST .../messages/{id}/feedback``); None: none given."""
 

@@ -71,6 +71,9 @@ class ModelSettings(SettingsGroup):
     llm_provider: str | None = None
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 2
+    llm_image_urls: Literal["data", "presigned"] = "data"
+    """``LLM_IMAGE_URLS``: how a stored image reaches the provider: ``data`` (a data URL of the bytes, which every
+    local server takes) or ``presigned`` (a 15-minute presigned S3 GET URL the provider fetches)."""
     model_id_map: str | None = None
     """``MODEL_ID_MAP``: JSON ``{"<logical id>": "<provider id>"}`` (shared.llm.model_ids)."""
 
@@ -176,6 +179,25 @@ class HttpSettings(SettingsGroup):
         return value
 
 
+class AttachmentSettings(SettingsGroup):
+    """The images and files of user messages: the bucket they are stored in and the bounds of an intake
+    (shared.attachments.limits, docs/protocols/agent/errors.md)."""
+
+    attachments_bucket: str | None = None
+    """``ATTACHMENTS_BUCKET``: the stack's attachment bucket; unset: an in-memory store (tests, embedded use)."""
+    s3_endpoint_url: str | None = None
+    attachment_presigned_urls: bool = True
+    """History gives presigned S3 GET URLs; False: the API's own parts route (``make dev``'s in-process S3)."""
+    attachment_url_ttl_s: int = Field(default=900, ge=60, le=900)
+    """How long a part's read URL works: at most 15 minutes."""
+    attachment_max_part_bytes: int = Field(default=512 * 1024, ge=1)
+    attachment_max_message_bytes: int = Field(default=720 * 1024, ge=1)
+    attachment_max_parts: int = Field(default=8, ge=1, le=32)
+    attachment_max_image_pixels: int = Field(default=16_384 * 28 * 28, ge=1)
+    attachment_max_pdf_pages: int = Field(default=50, ge=1)
+    attachment_max_document_chars: int = Field(default=20_000, ge=1)
+
+
 class MigrationSettings(SettingsGroup):
     """A migration run's parallelism, page size and write rate."""
 
@@ -220,6 +242,7 @@ class Settings(
     SchedulerSettings,
     AuthSettings,
     HttpSettings,
+    AttachmentSettings,
     MigrationSettings,
     TracingSettings,
     ProcessSettings,

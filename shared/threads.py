@@ -19,6 +19,7 @@ from shared.message_snapshot import SNAPSHOT_MESSAGES, messages_snapshot
 from shared.message_tree import newest_leaf_under
 from shared.models import AuditRecord, Feedback, FeedbackEntry, Identity, Message, Role, Run, Thread, utc_now
 from shared.ports import AuditLog, ConversationStore, RunLedger, StreamEntry
+from shared.ports.attachments import AttachmentStore
 from shared.ports.thread_state import ThreadStateStore
 from shared.runs.intake import check_stream_id
 from shared.stream_keys import thread_stream_key
@@ -88,6 +89,7 @@ class ThreadService:
         tailer: StreamTailer,
         states: ThreadStateStore | None = None,
         on_branch_switched: Callable[[Identity, str, str], Awaitable[object]] | None = None,
+        attachments: AttachmentStore | None = None,
     ) -> None:
         """``threads``, ``runs`` and ``audit``: the main table's three aggregates, read only; ``tailer``: the run
         service, which follows a thread's live events; ``on_branch_switched``: told (caller, thread, new leaf) after
@@ -98,6 +100,7 @@ class ThreadService:
         self._tailer = tailer
         self._states = states
         self._on_branch_switched = on_branch_switched
+        self._attachments = attachments
 
     async def history(
         self, caller: Identity, thread_id: str, *, limit: int, cursor: str | None, leaf: str | None = None
@@ -118,6 +121,18 @@ class ThreadService:
         visible = [m for m in page.messages if not m.meta.hidden_from_user]
         next_cursor = encode_cursor(page.messages[-1].seq) if page.more and page.messages else None
         return HistoryPage(visible, next_cursor, state or EMPTY_STATE, page.leaf_id, page.siblings)
+
+    async def message_part(self, caller: Identity, thread_id: str, message_id: str, index: int) -> tuple[bytes, str]:
+        """The bytes and type of a stored part of a message of the caller's thread (``NotFound`` for another user's
+        thread, an unknown message or part, or a part whose source is a client's URL)."""
+        await self._threads.get_thread(caller, thread_id)
+        found = await self._threads.stored_messages(caller.tenant_id, thread_id, [message_id])
+        parts = found[0].parts if found else ()
+        key = parts[index].key if 0 <= index < len(parts) else None
+        stored = await self._attachments.get(key) if key is not None and self._attachments is not None else None
+        if stored is None:
+            raise NotFound("part not found")
+        return stored
 
     async def switch_branch(
         self, caller: Identity, thread_id: str, leaf_id: str, *, limit: int, through: bool = False

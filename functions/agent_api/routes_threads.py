@@ -46,6 +46,8 @@ def message_view(msg: Message, siblings: tuple[str, ...] = ()) -> dict[str, Any]
         view["parentId"] = msg.parent_id
     if siblings:
         view["siblingIds"] = list(siblings)
+    if msg.parts:
+        view["parts"] = [part_view(msg, n) for n in range(len(msg.parts))]
     if msg.feedback is not None:
         view["feedback"] = feedback_view(msg.feedback)
     if msg.flags.get("partial"):
@@ -53,6 +55,23 @@ def message_view(msg: Message, siblings: tuple[str, ...] = ()) -> dict[str, Any]
         ended_by = msg.flags.get("ended_by")
         if isinstance(ended_by, str):
             view["endedBy"] = ended_by
+    return view
+
+
+def part_view(msg: Message, n: int) -> dict[str, Any]:
+    """A stored image or file of a message: its type and name, and a URL to read it (a client's URL source is its
+    own; a stored part's is this API's parts route, behind the caller's token)."""
+    part = msg.parts[n]
+    url = part.url or f"/api/v1/threads/{msg.thread_id}/messages/{msg.id}/parts/{n}"
+    view: dict[str, Any] = {"type": part.kind, "mimeType": part.mime_type, "url": url}
+    for name, value in (
+        ("filename", part.filename),
+        ("size", part.size),
+        ("width", part.width),
+        ("height", part.height),
+    ):
+        if value is not None:
+            view[name] = value
     return view
 
 
@@ -231,6 +250,17 @@ async def give_feedback(
     feedback = Feedback(score=body.score, comment=body.comment or None, tags=tuple(body.tags), user_id=caller.user_id)
     await threads.give_feedback(caller, threadId, messageId, feedback)
     return {"messageId": messageId, "feedback": feedback_view(feedback)}
+
+
+@router.get("/{threadId}/messages/{messageId}/parts/{n}")
+async def message_part(caller: Caller, threads: Threads, threadId: str, messageId: str, n: int) -> Response:
+    """The bytes of a stored image or file of a message of the caller's thread (another user's: 404)."""
+    intake.check_id("threadId", threadId, where="path")
+    intake.check_id("messageId", messageId, where="path")
+    data, mime = await threads.message_part(caller, threadId, messageId, n)
+    return Response(
+        data, media_type=mime, headers={"Cache-Control": "private, max-age=900", "X-Content-Type-Options": "nosniff"}
+    )
 
 
 @router.delete("/{threadId}/messages/{messageId}/feedback", status_code=204)

@@ -5,7 +5,7 @@ and gets the request back (the shape of openai-agents-python's ``run_internal/tu
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -45,11 +45,17 @@ def run_notes(ctx: RunContext, memory_note: str | None, state_note: str) -> list
 
 
 def model_request(
-    ctx: RunContext, prompt: str, tools: Sequence[ToolSpec], history: Sequence[Message], notes: list[str]
+    ctx: RunContext,
+    prompt: str,
+    tools: Sequence[ToolSpec],
+    history: Sequence[Message],
+    notes: list[str],
+    images: Mapping[str, str] | None = None,
 ) -> ChatRequest:
     """The request of one model turn. Stable first (system prompt, tool specs, history), what changes per run inside
-    the newest user message: the provider's prefix cache then matches the history (see ``with_run_notes``)."""
-    messages = [ChatMessage(role="system", content=prompt), *to_chat_messages(list(history))]
+    the newest user message: the provider's prefix cache then matches the history (see ``with_run_notes``).
+    ``images``: the URL of each stored image of the history, by key (``shared.executors.images``)."""
+    messages = [ChatMessage(role="system", content=prompt), *to_chat_messages(list(history), images)]
     return ChatRequest(
         model=ctx.profile.model.name,
         messages=tuple(one_leading_system(with_run_notes(messages, notes))),

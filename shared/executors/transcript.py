@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from shared.llm.types import RUN_NOTES_BEGIN, RUN_NOTES_END, ChatMessage
-from shared.models import Message, Role
+from shared.models import Message, MessagePart, Role
 
 
-def to_chat_messages(messages: Iterable[Message]) -> list[ChatMessage]:
+def _part_text(part: MessagePart) -> str:
+    """What the model reads of a non-image part: a document's text labelled with its name, else a placeholder."""
+    name = part.filename or "unnamed"
+    if part.kind == "document" and part.text is not None:
+        return f"[document: {name} ({part.mime_type})]\n{part.text}\n[/document]"
+    return f"[{part.kind}: {name} ({part.mime_type}) not available]"
+
+
+def to_chat_messages(messages: Iterable[Message], images: Mapping[str, str] | None = None) -> list[ChatMessage]:
+    """The model's view of stored messages; ``images``: each stored image's URL for the provider, by object key
+    (a client's URL source is its own)."""
+    images = images or {}
     out: list[ChatMessage] = []
     for msg in messages:
         if msg.role is Role.ASSISTANT:
@@ -24,6 +35,16 @@ def to_chat_messages(messages: Iterable[Message]) -> list[ChatMessage]:
             out.append(ChatMessage(role="tool", content=msg.content, tool_call_id=msg.tool_call_id))
         elif msg.role is Role.SYSTEM:
             out.append(ChatMessage(role="system", content=msg.content))
+        elif msg.parts:
+            urls: list[str] = []
+            texts = [msg.content] if msg.content else []
+            for part in msg.parts:
+                url = part.url if part.url is not None else images.get(part.key or "")
+                if part.kind == "image" and url is not None:
+                    urls.append(url)
+                else:
+                    texts.append(_part_text(part))
+            out.append(ChatMessage(role="user", content="\n\n".join(texts), images=tuple(urls)))
         else:
             out.append(ChatMessage(role="user", content=msg.content))
     return out

@@ -22,6 +22,7 @@ from shared.errors import AgentError
 from shared.executors import approvals, request_builder
 from shared.executors.context import RunContext
 from shared.executors.head_start import HeadStart
+from shared.executors.images import has_images, image_urls
 from shared.executors.model_turn import ModelTurn, TurnResult
 from shared.executors.request_builder import MAX_CONTEXT_NOTE_CHARS as MAX_CONTEXT_NOTE_CHARS
 from shared.executors.run_state import RunState
@@ -29,6 +30,7 @@ from shared.executors.tool_step import ToolStep, gate_context, handed_to_client
 from shared.llm.types import ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
 from shared.ports import AuditLog, ConversationStore, MessageHistoryReader
+from shared.ports.attachments import AttachmentStore
 from shared.ports.model import ChatModel
 from shared.ports.thread_state import ThreadStateStore
 from shared.run_events.emitter import RunEmitter
@@ -73,6 +75,8 @@ class WorkerExecutor:
         memory_limit: int = 20,
         mcp: McpToolbox | None = None,
         states: ThreadStateStore | None = None,
+        attachments: Callable[[], AttachmentStore] | None = None,
+        presigned_images: bool = False,
     ) -> None:
         self._model = model
         self._store = store
@@ -84,6 +88,8 @@ class WorkerExecutor:
         self._memory_limit = memory_limit
         self._mcp = mcp
         self._states = states
+        self._attachments = attachments
+        self._presigned_images = presigned_images
         self._tool_step = ToolStep(store, audit)
 
     def head_start(self, ctx: RunContext) -> HeadStart:
@@ -295,7 +301,11 @@ class WorkerExecutor:
             await self._record_repairs(ctx, result, window.repairs)
         state_note = head.state.note() if head.state is not None else ""
         notes = request_builder.run_notes(ctx, result.memory_note, state_note)
-        return request_builder.model_request(ctx, prompt, tools, window.messages, notes)
+        # The store is built on first need (a window with an image), not with the worker: a function that never
+        # reads images (the memory function) neither builds it nor reads its settings.
+        store = self._attachments() if self._attachments is not None and has_images(window.messages) else None
+        images = await image_urls(store, window.messages, presigned=self._presigned_images)
+        return request_builder.model_request(ctx, prompt, tools, window.messages, notes, images)
 
     async def _record_repairs(
         self, ctx: RunContext, result: ExecutionResult, repairs: Sequence[Mapping[str, object]]

@@ -38,6 +38,8 @@ class ChatMessage:
     content: str | None = None
     tool_calls: tuple[tuple[str, str, str], ...] = ()  # (id, name, arguments json)
     tool_call_id: str | None = None
+    images: tuple[str, ...] = ()
+    """A user message's images, each a URL the provider reads (a ``data:`` URL of the stored bytes by default)."""
 
     def to_openai(self) -> dict[str, Any]:
         """The message in the shape every server we target accepts (docs/providers.md, "Message shapes").
@@ -50,6 +52,12 @@ class ChatMessage:
         same way, since the shape is decided here and not in the store.
         """
         data: dict[str, Any] = {"role": self.role, "content": self.content or ""}
+        if self.images:
+            # OpenAI's content parts, which vLLM, llama.cpp's server and DashScope take alike.
+            data["content"] = [
+                *([{"type": "text", "text": self.content}] if self.content else []),
+                *({"type": "image_url", "image_url": {"url": url}} for url in self.images),
+            ]
         if self.role == "assistant" and self.tool_calls:
             data["tool_calls"] = [
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": args or "{}"}}

@@ -35,6 +35,11 @@ class ModelConfig(BaseModel):
     thinking: Literal["off", "on"] = "off"
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, ge=1)
+    input_modalities: tuple[Literal["text", "image", "audio", "video"], ...] = ("text",)
+    """What the model reads besides text (docs/protocols/agent/run-agent-input.md §3.4): a part of a modality not
+    listed is refused with ``422 unsupported_modality`` before anything is stored. Documents are read as text."""
+    url_sources: bool = False
+    """Whether a client's https URL source may be passed to the provider as it is (never fetched by the server)."""
 
 
 class HistoryPolicy(BaseModel):

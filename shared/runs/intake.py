@@ -24,6 +24,8 @@ from typing import Any
 from ag_ui.core import RunAgentInput, ToolMessage
 from pydantic import ValidationError
 
+from shared.attachments.limits import AttachmentLimits
+from shared.attachments.parts import PendingPart, read_parts, upgrade_legacy_parts
 from shared.errors import InvalidRequest
 from shared.executors.context import ResumeDecision
 from shared.llm.types import ToolSpec
@@ -62,23 +64,27 @@ class RunRequest:
     """The answers to the thread's open approval interrupts (``shared.runs.approvals``), checked for shape only."""
     branch: BranchRequest = dataclasses.field(default_factory=BranchRequest)
     """A regenerate or an edit (``forwardedProps``; ``shared.runs.branching``)."""
+    parts: dict[str, tuple[PendingPart, ...]] = dataclasses.field(default_factory=dict)
+    """The images and files of each user message (by message id), checked but not yet stored
+    (``shared.attachments.storage``)."""
 
 
-def read_run_request(body: bytes, meta: ExecutionMeta) -> RunRequest:
+def read_run_request(body: bytes, meta: ExecutionMeta, limits: AttachmentLimits | None = None) -> RunRequest:
     """Parse and check a ``RunAgentInput`` body (``InvalidRequest`` on the first problem), its messages stamped with
     ``meta``.
 
     A pipeline: the body is parsed, this module's own checks build each part, and the checks that belong to other
     packages (the declared tools' schemas, ``shared.tools.arguments``; the client's state,
     ``shared.thread_state.limits``) run last, on the parts already built."""
-    run_input = parse_run_input(body)
+    run_input = parse_run_input(upgrade_legacy_parts(body))
     declared = client_tools(run_input)
     resume = resume_decisions(run_input)
+    parts: dict[str, tuple[PendingPart, ...]] = {}
     return RunRequest(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
         # AG-UI does not oblige a client to resend the conversation with a resume: its messages may be empty.
-        messages=tuple(run_messages(run_input, meta, required=not resume)),
+        messages=tuple(run_messages(run_input, meta, required=not resume, limits=limits, parts=parts)),
         context_notes=context_notes(run_input),
         body_digest=body_digest(run_input),
         forwarded_props=run_input.forwarded_props,
@@ -87,6 +93,7 @@ def read_run_request(body: bytes, meta: ExecutionMeta) -> RunRequest:
         branch=branch_request(run_input.forwarded_props),
         client_tools=check_declared_schemas(declared),
         client_state=check_client_state(run_input.state),
+        parts=parts,
     )
 
 
@@ -153,43 +160,38 @@ def body_digest(run_input: RunAgentInput) -> str:
     return digest(run_input.model_dump_json(by_alias=True, exclude_none=True))
 
 
-def _text_of(content: Any, index: int) -> str:
+def _text_of(
+    content: Any, index: int, limits: AttachmentLimits | None = None
+) -> tuple[str, tuple[PendingPart, ...]]:
+    """A user message's text and its images and files (``shared.attachments.parts``); it must have one or the other."""
+    pending: list[PendingPart] = []
     if isinstance(content, str):
         text = content
     else:
-        parts: list[str] = []
-        for position, part in enumerate(content or []):
-            kind = getattr(part, "type", None)
-            if kind != "text":
-                raise InvalidRequest(
-                    f"content parts of type {kind!r} are not supported; send text",
-                    code="invalid_request",
-                    details=[
-                        {
-                            "loc": ["body", "messages", index, "content", position, "type"],
-                            "msg": "only text parts are supported",
-                            "type": "value_error",
-                        }
-                    ],
-                )
-            parts.append(str(getattr(part, "text", "")))
-        text = "\n".join(parts)
-    if not text.strip():
+        text, pending = read_parts(list(content or []), index, limits or AttachmentLimits())
+    if not text.strip() and not pending:
         raise InvalidRequest(
             "a user message must have text",
             details=[{"loc": ["body", "messages", index, "content"], "msg": "empty content", "type": "value_error"}],
         )
-    return text
+    return text, tuple(pending)
 
 
-def run_messages(run_input: RunAgentInput, meta: ExecutionMeta, *, required: bool = True) -> list[Message]:
+def run_messages(
+    run_input: RunAgentInput,
+    meta: ExecutionMeta,
+    *,
+    required: bool = True,
+    limits: AttachmentLimits | None = None,
+    parts: dict[str, tuple[PendingPart, ...]] | None = None,
+) -> list[Message]:
     """The user messages and tool results of the input, in order (not yet filtered by the store).
 
     A run needs at least one of them (the user's message, or the result of a front-end tool call), unless it
     resumes (``required`` False).
     """
     tools = tool_results(run_input, meta)
-    users = user_messages(run_input, meta, required=required and not tools)
+    users = user_messages(run_input, meta, required=required and not tools, limits=limits, parts=parts)
     order = {getattr(getattr(m, "root", m), "id", None): i for i, m in enumerate(run_input.messages)}
     return sorted([*users, *tools], key=lambda m: order.get(m.id, 0))
 
@@ -238,15 +240,25 @@ def tool_results(run_input: RunAgentInput, meta: ExecutionMeta) -> list[Message]
     return out
 
 
-def user_messages(run_input: RunAgentInput, meta: ExecutionMeta, *, required: bool = True) -> list[Message]:
-    """The user messages of the input, in order, as messages of the thread (not yet filtered by the store)."""
+def user_messages(
+    run_input: RunAgentInput,
+    meta: ExecutionMeta,
+    *,
+    required: bool = True,
+    limits: AttachmentLimits | None = None,
+    parts: dict[str, tuple[PendingPart, ...]] | None = None,
+) -> list[Message]:
+    """The user messages of the input, in order, as messages of the thread (not yet filtered by the store); each
+    one's images and files go to ``parts``, by message id."""
     out: list[Message] = []
     for index, raw in enumerate(run_input.messages):
         msg = getattr(raw, "root", raw)
         if getattr(msg, "role", None) != "user":
             continue
         check_id("messages[].id", msg.id)
-        text = _text_of(msg.content, index)
+        text, pending = _text_of(msg.content, index, limits)
+        if pending and parts is not None:
+            parts[msg.id] = pending
         if len(text) > MAX_USER_MESSAGE_CHARS:
             raise InvalidRequest(
                 f"a user message is longer than {MAX_USER_MESSAGE_CHARS} characters",
@@ -259,6 +271,7 @@ def user_messages(run_input: RunAgentInput, meta: ExecutionMeta, *, required: bo
                 thread_id=run_input.thread_id,
                 role=Role.USER,
                 content=text,
+                parts=tuple(p.part for p in pending),
                 run_id=run_input.run_id,
                 meta=meta,
             )

@@ -66,6 +66,7 @@ class AutomationProviders(MemoryProviders):
             self.automation_store,
             lambda: self.automation_service,
             states=self.thread_states,
+            attachments=self.attachments,
         )
 
     @cached_property

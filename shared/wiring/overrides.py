@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from shared.memory.ports import DueQueue, Embedder, MemoryStore, PendingExtractions
     from shared.memory.trigger import RunCompletedPublisher
     from shared.migrations.ports import FunctionInvoker, MigrationLog
+    from shared.ports.attachments import AttachmentStore
     from shared.ports.config import ConfigSource
     from shared.ports.thread_state import ThreadStateStore
     from shared.tools.mcp_servers import McpToolbox
@@ -67,6 +68,7 @@ class ServiceOverrides:
     function_invoker: FunctionInvoker | None = None
     usage_counters: UsageCounters | None = None
     thread_states: ThreadStateStore | None = None
+    attachments: AttachmentStore | None = None
 
 
 class Overridable(Protocol):

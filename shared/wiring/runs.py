@@ -107,6 +107,8 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             audit=self.audit_log,
             lease_s=self.settings.run_lease_s,
             queue=self.run_queue,
+            attachments=self.attachments,
+            attachment_limits=self.attachment_limits,
         )
 
     @cached_property
@@ -122,6 +124,7 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             self.runs,
             self.thread_states,
             on_branch_switched=publisher.branch_switched if publisher is not None else None,
+            attachments=self.attachments,
         )
 
     async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
@@ -144,4 +147,6 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             memories=ActiveMemories(self.memories),
             mcp=self.mcp,
             states=self.thread_states,
+            attachments=lambda: self.attachments,
+            presigned_images=self.settings.llm_image_urls == "presigned",
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from shared.settings import (
+    AttachmentSettings,
     AuthSettings,
     CatalogSettings,
     HttpSettings,
@@ -50,6 +51,7 @@ class ApiSettings(
     AuthSettings,
     HttpSettings,
     SchedulerSettings,
+    AttachmentSettings,
 ):
     """The API (streaming and buffered): runs, threads, tasks' CRUD, token checks, HTTP."""
 
@@ -63,7 +65,7 @@ class MemoryFunctionSettings(
 
 class AutomationFunctionSettings(
     ProcessSettings, TracingSettings, TableSettings, StreamSettings, ModelSettings, CatalogSettings, RunSettings,
-    MemorySettings,
+    MemorySettings, AttachmentSettings,
 ):  # fmt: skip
     """The automation function: a fired task runs on the worker or the memory executor."""
 

@@ -12,12 +12,14 @@ from shared.wiring.overrides import MainTable, overridable
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
+    from shared.attachments.limits import AttachmentLimits
     from shared.automation.ports import AutomationStore
     from shared.limits.ports import UsageCounters
     from shared.memory.ports import MemoryStore, PendingExtractions
     from shared.migrations.ports import MigrationLog
     from shared.migrations.status import PendingMigrations
     from shared.ports import AuditLog, RunLedger, ThreadStore
+    from shared.ports.attachments import AttachmentStore
     from shared.ports.run_queue import RunQueue
     from shared.ports.thread_state import ThreadStateStore
 
@@ -78,6 +80,35 @@ class StoreProviders(ProviderBase):
         from shared.adapters.in_memory.thread_state import InMemoryThreadStates
 
         return InMemoryThreadStates()
+
+    @overridable("attachments")
+    def attachments(self) -> AttachmentStore:
+        """The images and files of user messages: the stack's S3 bucket (``ATTACHMENTS_BUCKET``); unset: in memory."""
+        settings = self.settings
+        if settings.attachments_bucket is None:
+            from shared.adapters.in_memory.attachments import InMemoryAttachments
+
+            return InMemoryAttachments()
+        from shared.adapters.aws.attachments import S3Attachments
+        from shared.adapters.aws.clients import client_factory
+
+        make = client_factory("s3", region=settings.aws_region, endpoint_url=settings.s3_endpoint_url)
+        return S3Attachments(make, settings.attachments_bucket, presign=settings.attachment_presigned_urls)
+
+    @cached_property
+    def attachment_limits(self) -> AttachmentLimits:
+        """The bounds of a message's images and files, from the ``ATTACHMENT_*`` settings."""
+        from shared.attachments.limits import AttachmentLimits
+
+        s = self.settings
+        return AttachmentLimits(
+            max_part_bytes=s.attachment_max_part_bytes,
+            max_message_bytes=s.attachment_max_message_bytes,
+            max_parts=s.attachment_max_parts,
+            max_image_pixels=s.attachment_max_image_pixels,
+            max_pdf_pages=s.attachment_max_pdf_pages,
+            max_document_chars=s.attachment_max_document_chars,
+        )
 
     @overridable("usage_counters")
     def usage_counters(self) -> UsageCounters:

@@ -11,6 +11,7 @@ from shared.adapters.in_memory.store import InMemoryStore
 from shared.adapters.in_memory.stream import InMemoryEventStream
 from shared.errors import ConfigurationError
 from shared.settings import (
+    AttachmentSettings,
     AuthSettings,
     CatalogSettings,
     HttpSettings,
@@ -40,9 +41,9 @@ from shared.wiring.settings import (
 COMMON = (ProcessSettings, TracingSettings, TableSettings)
 RUN_PATH = (*COMMON, StreamSettings, ModelSettings, CatalogSettings, RunSettings)
 GROUPS: dict[type[SettingsGroup], tuple[type[SettingsGroup], ...]] = {
-    ApiSettings: (*RUN_PATH, AuthSettings, HttpSettings, SchedulerSettings),
+    ApiSettings: (*RUN_PATH, AuthSettings, HttpSettings, SchedulerSettings, AttachmentSettings),
     MemoryFunctionSettings: (*RUN_PATH, MemorySettings),
-    AutomationFunctionSettings: (*RUN_PATH, MemorySettings),
+    AutomationFunctionSettings: (*RUN_PATH, MemorySettings, AttachmentSettings),
     SweeperSettings: (*COMMON, StreamSettings, RunSettings),
     MigrateSettings: (*COMMON, MigrationSettings),
 }

@@ -24,24 +24,18 @@ def test_schema_errors_name_the_field_as_the_client_wrote_it() -> None:
     assert all(loc[0] == "body" and "user" not in loc for loc in locs)
 
 
-def test_non_text_parts_are_refused_naming_the_part() -> None:
-    parsed = parse_run_input(
-        raw(
-            [
-                {
-                    "id": "m1",
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": "look"},
-                        {"type": "image", "source": {"type": "url", "value": "https://x.test/a.png"}},
-                    ],
-                }
-            ]
-        )
-    )
+def test_an_image_part_is_kept_beside_the_text_and_a_provider_file_handle_is_refused_naming_the_part() -> None:
+    def message(source: dict[str, Any]) -> Any:
+        content = [{"type": "text", "text": "look"}, {"type": "image", "source": source}]
+        return parse_run_input(raw([{"id": "m1", "role": "user", "content": content}]))
+
+    kept = user_messages(message({"type": "url", "value": "https://x.test/a.png"}), ExecutionMeta())[0]
+    assert kept.content == "look"
+    assert [(p.kind, p.url, p.key) for p in kept.parts] == [("image", "https://x.test/a.png", None)]
     with pytest.raises(InvalidRequest) as err:
-        user_messages(parsed, ExecutionMeta())
-    assert err.value.details[0]["loc"] == ["body", "messages", 0, "content", 1, "type"]
+        user_messages(message({"type": "file", "value": "file-abc"}), ExecutionMeta())
+    assert err.value.code == "unsupported_source"
+    assert err.value.details[0]["loc"] == ["body", "messages", 0, "content", 1, "source"]
 
 
 @pytest.mark.parametrize("content", ["", "   \n", [{"type": "text", "text": " "}]])

@@ -61,11 +61,17 @@ def serialised(client: Any) -> Any:
     return client if _one_call_at_a_time is None else OneCallAtATime(client, _one_call_at_a_time)
 
 
+# S3 signs with SigV4 (presigned URLs included: SigV2 is refused by newer regions and caps nothing).
+_SERVICE_CONFIG = {"s3": Config(signature_version="s3v4")}
+
+
 def client_factory(service: str, *, region: str, endpoint_url: str | None = None) -> Callable[[], Any]:
+    config = _RETRIES.merge(_SERVICE_CONFIG[service]) if service in _SERVICE_CONFIG else _RETRIES
+
     def make() -> Any:
         return serialised(
             boto3.client(  # type: ignore[call-overload]
-                service, region_name=region, endpoint_url=endpoint_url, config=_RETRIES
+                service, region_name=region, endpoint_url=endpoint_url, config=config
             )
         )
 

@@ -18,6 +18,7 @@ from shared.models import (
     Feedback,
     LastMessage,
     Message,
+    MessagePart,
     Role,
     Run,
     RunStatus,
@@ -122,6 +123,10 @@ def message_to_item(tenant_id: str, msg: Message) -> dict[str, Any]:
             "parent_id": encode_parent(msg.parent_id),
             "created_at": _iso(msg.created_at),
             "flags": json.dumps(flags) if flags else None,
+            # Where a part's bytes are (an object key or a URL), never the bytes: an item is capped at 400 KB.
+            "parts": json.dumps([p.model_dump(mode="json", exclude_none=True) for p in msg.parts])
+            if msg.parts
+            else None,
             SCHEMA_VERSION: current_version("message"),
         }
     )
@@ -161,6 +166,7 @@ def message_from_item(item: dict[str, Any]) -> Message:
         parent_id=decode_parent(data),
         created_at=datetime.fromisoformat(data["created_at"]),
         flags=json.loads(data["flags"]) if data.get("flags") else {},
+        parts=tuple(MessagePart(**p) for p in json.loads(data["parts"])) if data.get("parts") else (),
         feedback=Feedback.model_validate_json(data["feedback"]) if data.get("feedback") else None,
     )
 
