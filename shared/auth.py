@@ -15,6 +15,7 @@ import jwt
 from shared.errors import ConfigurationError, Unauthenticated
 from shared.models import Identity
 from shared.settings import Settings
+from shared.tenancy import ServedTenants
 
 AUDIT_SCOPE = "agent:audit"
 ERASE_SCOPE = "agent:erase"
@@ -35,8 +36,9 @@ class TokenVerifier:
     the time to first text on the deployed path, RS256 against a JWKS in a worker thread (docs/benchmarks.md §8),
     and about 0.24 ms of CPU per request, under the 2 % that a mechanism must buy there to stay."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, served: ServedTenants | None = None) -> None:
         self._settings = settings
+        self._served = served if served is not None else ServedTenants(settings.served_tenants)
         self._jwks: jwt.PyJWKClient | None = None
         if settings.auth_mode == "hs256" and not settings.jwt_secret:
             raise ConfigurationError("AUTH_MODE=hs256 needs JWT_SECRET")
@@ -62,11 +64,14 @@ class TokenVerifier:
 
     def verify(self, authorization: str | None) -> Identity:
         """The identity the bearer token in ``authorization`` carries; Unauthenticated when there is none or the
-        check fails."""
+        check fails, NotFound (``tenant_not_served``) when its tenant is not one this stack serves: every route
+        that reads the caller is refused there, before it reads or writes anything (shared.tenancy)."""
         token = _bearer(authorization)
         if token is None:
             raise Unauthenticated("missing bearer token", code="missing_token")
-        return self._check(token)
+        identity = self._check(token)
+        self._served.check(identity.tenant_id)
+        return identity
 
     def _check(self, token: str) -> Identity:
         """The full check: algorithm, signature, claims."""

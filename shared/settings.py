@@ -159,6 +159,28 @@ class AuthSettings(SettingsGroup):
     jwt_scope_claim: str = "scope"
 
 
+class TenancySettings(SettingsGroup):
+    """Which tenants this stack serves (shared.tenancy, docs/scaling.md §2)."""
+
+    served_tenants: Annotated[tuple[str, ...], NoDecode] = ("*",)
+    """``SERVED_TENANTS``: a comma list of tenant ids, or ``*`` (every tenant, the default). A token of another
+    tenant is refused with ``404 tenant_not_served``; its automation fires and memory events are dropped."""
+
+    @field_validator("served_tenants", mode="before")
+    @classmethod
+    def _tenant_list(cls, value: object) -> object:
+        """``"a, b"`` -> ``("a", "b")``; ``*`` alone or not at all, and never an empty list (a stack serving no one
+        is a typo, not a configuration)."""
+        if isinstance(value, str):
+            value = tuple(item.strip() for item in value.split(",") if item.strip())
+        if isinstance(value, tuple | list):
+            if not value:
+                raise ValueError("list at least one tenant, or *")
+            if "*" in value and len(value) > 1:
+                raise ValueError("* serves every tenant: list no tenant beside it")
+        return value
+
+
 class HttpSettings(SettingsGroup):
     """The HTTP API: CORS, body size, the playground, the usage API's prices."""
 
@@ -241,6 +263,7 @@ class Settings(
     MemorySettings,
     SchedulerSettings,
     AuthSettings,
+    TenancySettings,
     HttpSettings,
     AttachmentSettings,
     MigrationSettings,

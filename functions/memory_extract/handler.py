@@ -42,6 +42,7 @@ from shared.memory.coalescing import ExtractionCoalescer, ExtractionDue
 from shared.memory.job import BranchSwitched, RunCompleted
 from shared.memory.trigger import EVENT_SOURCE
 from shared.runs.deadline import deadline_from_context
+from shared.tenancy import TENANT_NOT_SERVED, count_dropped_event
 from shared.tracing.api import tracer
 from shared.wiring import Services
 from shared.wiring.settings import MemoryFunctionSettings, load_settings
@@ -124,6 +125,13 @@ class MemoryExtractHandler:
 
     def _record(self, record: MemoryQueueRecord, *, deadline: float | None = None) -> dict[str, Any]:
         body = record.body
+        tenant = body.tenant_id if isinstance(body, ExtractionDue) else body.detail.tenant_id
+        if not self._services.served_tenants.serves(tenant):
+            # Another stack's tenant (SERVED_TENANTS): dropped before the idempotency record or anything else is
+            # read or written, and counted; a retry would be dropped the same way, so the record succeeds.
+            logger.warning("memory event of a tenant not served here dropped", extra={"tenant_id": tenant})
+            count_dropped_event("memory")
+            return {"dropped": TENANT_NOT_SERVED}
         attempt = int(record.attributes.ApproximateReceiveCount)
         if isinstance(body, ExtractionDue):
             event = {"id": body.id, "due": body.model_dump(by_alias=True), "attempt": attempt}

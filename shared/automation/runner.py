@@ -40,6 +40,7 @@ from shared.models import (
 from shared.ports import AuditLog, RunLedger
 from shared.profiles import Profiles
 from shared.runs.service import Executor, RunService
+from shared.tenancy import ALL_TENANTS, TENANT_NOT_SERVED, ServedTenants, count_dropped_event
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ def fire_run_id(task_id: str, fire_id: str) -> str:
 class FireOutcome:
     task_id: str
     status: str
-    """The run's status, or ``task_not_found`` / ``disabled`` when nothing ran."""
+    """The run's status, or ``task_not_found`` / ``disabled`` / ``tenant_not_served`` when nothing ran."""
     run_id: str | None = None
     duplicate: bool = False
 
@@ -153,7 +154,9 @@ class AutomationRunner:
         profiles: Profiles,
         executor_for: ExecutorFor,
         memory_leases: MemoryRunLeases | None = None,
+        served: ServedTenants | None = None,
     ) -> None:
+        self._served = served if served is not None else ServedTenants([ALL_TENANTS])
         self._tasks = tasks
         self._runs = runs
         self._ledger = ledger
@@ -182,10 +185,15 @@ class AutomationRunner:
         flight) raises ``Conflict`` so that the delivery is retried later; no run was stored, so the retry runs it.
         """
         log = {"task_id": ref.task_id, "fire_id": fire_id, "execution_id": ref.execution_id}
+        if ref.tenant_id and not self._served.serves(ref.tenant_id):
+            # Another stack's tenant (SERVED_TENANTS): nothing read or written (the schedule's input names it).
+            return self._dropped(ref.task_id, ref.tenant_id, log)
         task = await self._load(ref)
         if task is None:
             logger.warning("automation fire for a task that does not exist", extra=log)
             return FireOutcome(task_id=ref.task_id, status="task_not_found")
+        if not self._served.serves(task.tenant_id):  # an input without its tenant: known once the task is read
+            return self._dropped(task.task_id, task.tenant_id, log)
         if not task.enabled:
             logger.info("automation fire for a disabled task skipped", extra=log)
             return FireOutcome(task_id=task.task_id, status="disabled")
@@ -205,6 +213,14 @@ class AutomationRunner:
             extra={**log, "run_id": ctx.run_id, "status": run.status.value, "duplicate": duplicate},
         )
         return FireOutcome(task_id=task.task_id, status=run.status.value, run_id=ctx.run_id, duplicate=duplicate)
+
+    @staticmethod
+    def _dropped(task_id: str, tenant_id: str, log: dict[str, Any]) -> FireOutcome:
+        """A fire of a tenant this stack does not serve: dropped, counted, and not an error (a retry changes
+        nothing)."""
+        logger.warning("automation fire of a tenant not served here dropped", extra={**log, "tenant_id": tenant_id})
+        count_dropped_event("automation")
+        return FireOutcome(task_id=task_id, status=TENANT_NOT_SERVED)
 
     def _context(self, task: AutomationTask, fire_id: str) -> RunContext:
         """The run of this fire: the task's profile (after rollout), on the task's thread, hidden if the task is."""

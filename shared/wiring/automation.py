@@ -94,4 +94,5 @@ class AutomationProviders(MemoryProviders):
             self.profiles,
             executor_for,
             memory_leases=self.pending_extractions,
+            served=self.served_tenants,
         )

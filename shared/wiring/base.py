@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Self
 
 from shared.settings import Settings
+from shared.tenancy import ServedTenants
 from shared.tracing.api import tracer
 from shared.wiring.overrides import ServiceOverrides
 from shared.wiring.settings import LoadedSettings, StructuredSettings, parse_structured_settings
@@ -39,6 +40,11 @@ class ProviderBase:
     def loaded(cls, loaded: LoadedSettings, overrides: ServiceOverrides | None = None) -> Self:
         """The providers of settings as :func:`~shared.wiring.settings.load_settings` loaded them (parsed there)."""
         return cls(loaded.settings, overrides, structured=loaded.structured)
+
+    @cached_property
+    def served_tenants(self) -> ServedTenants:
+        """``SERVED_TENANTS``: the token check, the memory function and the automation function refuse the others."""
+        return ServedTenants(self.settings.served_tenants)
 
     @cached_property
     def dynamodb_client(self) -> DynamoDBClient:

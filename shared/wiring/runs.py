@@ -41,7 +41,7 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
     def verifier(self) -> TokenVerifier:
         from shared.auth import TokenVerifier
 
-        return TokenVerifier(self.settings)
+        return TokenVerifier(self.settings, served=self.served_tenants)
 
     @cached_property
     def runs(self) -> RunService:

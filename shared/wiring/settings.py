@@ -28,6 +28,7 @@ from shared.settings import (
     SettingsGroup,
     StreamSettings,
     TableSettings,
+    TenancySettings,
     TracingSettings,
     read_settings,
 )
@@ -49,6 +50,7 @@ class ApiSettings(
     CatalogSettings,
     RunSettings,
     AuthSettings,
+    TenancySettings,
     HttpSettings,
     SchedulerSettings,
     AttachmentSettings,
@@ -58,14 +60,14 @@ class ApiSettings(
 
 class MemoryFunctionSettings(
     ProcessSettings, TracingSettings, TableSettings, StreamSettings, ModelSettings, CatalogSettings, RunSettings,
-    MemorySettings,
+    MemorySettings, TenancySettings,
 ):  # fmt: skip
     """The memory function: extraction runs on the memory executor, coalesced by thread."""
 
 
 class AutomationFunctionSettings(
     ProcessSettings, TracingSettings, TableSettings, StreamSettings, ModelSettings, CatalogSettings, RunSettings,
-    MemorySettings, AttachmentSettings,
+    MemorySettings, AttachmentSettings, TenancySettings,
 ):  # fmt: skip
     """The automation function: a fired task runs on the worker or the memory executor."""
 

@@ -43,6 +43,7 @@ APP_ENV_VARS = {
     "JWT_ISSUER",
     "JWT_AUDIENCE",
     "JWKS_URL",
+    "SERVED_TENANTS",
     "POWERTOOLS_SERVICE_NAME",
     "POWERTOOLS_METRICS_NAMESPACE",
     "LOG_LEVEL",
@@ -446,6 +447,18 @@ def test_cors_origin_parameter_accepts_an_origin_and_refuses_paths_and_lists(exp
     for good in ("*", "https://app.example.com", "http://localhost:5173"):
         assert pattern.fullmatch(good), good
     for bad in ("", "https://app.example.com/", "app.example.com", "https://a.com,https://b.com", "'*'"):
+        assert not pattern.fullmatch(bad), bad
+
+
+def test_served_tenants_parameter_is_every_tenant_by_default_or_a_list(expanded_template: Template) -> None:
+    import re
+
+    parameter = expanded_template["Parameters"]["ServedTenants"]
+    assert parameter["Default"] == "*"
+    pattern = re.compile(parameter["AllowedPattern"])
+    for good in ("*", "tenant-a", "tenant-a,tenant-b", "tenant-a, tenant-b"):
+        assert pattern.fullmatch(good), good
+    for bad in ("", "*,tenant-a", "tenant-a,*", ",", "tenant-a,", " tenant-a"):
         assert not pattern.fullmatch(bad), bad
 
 

@@ -25,6 +25,7 @@ from shared.settings import (
     SettingsGroup,
     StreamSettings,
     TableSettings,
+    TenancySettings,
     TracingSettings,
 )
 from shared.wiring import LambdaFunction, ServiceOverrides, Services
@@ -41,9 +42,9 @@ from shared.wiring.settings import (
 COMMON = (ProcessSettings, TracingSettings, TableSettings)
 RUN_PATH = (*COMMON, StreamSettings, ModelSettings, CatalogSettings, RunSettings)
 GROUPS: dict[type[SettingsGroup], tuple[type[SettingsGroup], ...]] = {
-    ApiSettings: (*RUN_PATH, AuthSettings, HttpSettings, SchedulerSettings, AttachmentSettings),
-    MemoryFunctionSettings: (*RUN_PATH, MemorySettings),
-    AutomationFunctionSettings: (*RUN_PATH, MemorySettings, AttachmentSettings),
+    ApiSettings: (*RUN_PATH, AuthSettings, TenancySettings, HttpSettings, SchedulerSettings, AttachmentSettings),
+    MemoryFunctionSettings: (*RUN_PATH, MemorySettings, TenancySettings),
+    AutomationFunctionSettings: (*RUN_PATH, MemorySettings, AttachmentSettings, TenancySettings),
     SweeperSettings: (*COMMON, StreamSettings, RunSettings),
     MigrateSettings: (*COMMON, MigrationSettings),
 }
