@@ -37,6 +37,11 @@ class ExecutorKind(StrEnum):
 
 
 class RunStatus(StrEnum):
+    """A run's status in the ledger. ``queued``: accepted, not started yet (a background run waiting for its
+    worker); never terminal. A run that ended on an interrupt is ``succeeded`` here, with its ``interrupts``: the
+    status document shows it as ``interrupted`` (``shared.runs.status``)."""
+
+    QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -44,7 +49,7 @@ class RunStatus(StrEnum):
 
     @property
     def is_terminal(self) -> bool:
-        return self is not RunStatus.RUNNING
+        return self not in (RunStatus.RUNNING, RunStatus.QUEUED)
 
 
 class Identity(BaseModel):
@@ -265,6 +270,13 @@ class Run(BaseModel):
     last_stream_id: str | None = None
     error_code: str | None = None
     cancel_requested: bool = False
+    after_seq: int | None = None
+    """The thread's message counter when the run was admitted: every message it stores comes after it. None for a
+    run stored before it was recorded (its messages are then looked for from the thread's start)."""
+    pending_tool_call_ids: list[str] = []
+    """Front-end tool calls the run handed to the client when it ended (``RUN_FINISHED``'s success outcome)."""
+    interrupts: list[dict[str, Any]] = []
+    """AG-UI ``Interrupt`` objects (wire form) of the calls it held for approval when it ended."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from shared.erasure import Erasure
 from shared.models import Identity
 from shared.runs.deadline import LAMBDA_CONTEXT_HEADER, deadline_from_lambda_header
 from shared.runs.service import RunService
+from shared.runs.status import RunStatuses
 from shared.threads import ThreadService
 from shared.wiring import Services
 
@@ -52,6 +53,10 @@ async def run_service(request: Request) -> RunService:
     return services_of(request).runs
 
 
+async def run_statuses(request: Request) -> RunStatuses:
+    return services_of(request).run_statuses
+
+
 async def chat_service(request: Request) -> ChatService:
     return services_of(request).chat
 
@@ -69,6 +74,7 @@ Automations = Annotated[AutomationService, Depends(automation_service)]
 Caller = Annotated[Identity, Depends(current_identity)]
 Deadline = Annotated[float | None, Depends(request_deadline)]
 Runs = Annotated[RunService, Depends(run_service)]
+Statuses = Annotated[RunStatuses, Depends(run_statuses)]
 Chat = Annotated[ChatService, Depends(chat_service)]
 Threads = Annotated[ThreadService, Depends(thread_service)]
 ErasureService = Annotated[Erasure, Depends(erasure_service)]

@@ -1,4 +1,5 @@
-"""``POST /api/v1/agent`` (start a run and follow it), and a run's events and cancel under ``/api/v1/agent/runs``.
+"""``POST /api/v1/agent`` (start a run and follow it), and a run's status, events and cancel under
+``/api/v1/agent/runs``.
 
 Every response that follows a run tails its stream (``shared.runs.tailing``); the response of the request that
 started it ends only once the run has settled (``OwnedRunResponse``).
@@ -12,7 +13,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from functions.agent_api.deps import Caller, Chat, Deadline, Runs, services_of
+from functions.agent_api.deps import Caller, Chat, Deadline, Runs, Statuses, services_of
+from functions.agent_api.run_views import queued_run_view, run_status_view
 from functions.agent_api.sse import PING, SSE_HEADERS, OwnedRunResponse, frame
 from shared.errors import NotFound, PayloadTooLarge
 from shared.event_json import dumps
@@ -154,6 +156,20 @@ def queued_events(
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
+
+
+@router.get("/runs/{runId}")
+async def run_status(caller: Caller, chat: Chat, statuses: Statuses, runId: str) -> dict[str, Any]:
+    """The caller's run, streamed or not: status, timestamps, usage, outcome, the ids of the messages it stored."""
+    intake.check_id("runId", runId, where="path")
+    try:
+        return run_status_view(await statuses.report(caller, runId))
+    except NotFound:
+        # A run queued with the enqueue strategy has no ledger record until its turn (shared.runs.queueing).
+        queued = await chat.enqueuing.queued_run(caller, runId) if chat.enqueuing is not None else None
+        if queued is None:
+            raise
+        return queued_run_view(runId, queued.thread_id)
 
 
 @router.post("/runs/{runId}/cancel")

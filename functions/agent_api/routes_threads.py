@@ -1,4 +1,5 @@
-"""The caller's threads under ``/api/v1/threads``: the list, a thread's history, its live events and its audit view.
+"""The caller's threads under ``/api/v1/threads``: the list, a thread's history, its runs, its live events and its
+audit view.
 
 HTTP to ``shared.threads.ThreadService`` calls and back; the views here are the API's camelCase shapes.
 """
@@ -11,7 +12,8 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from functions.agent_api.deps import Caller, Deadline, Threads
+from functions.agent_api.deps import Caller, Deadline, Statuses, Threads
+from functions.agent_api.run_views import run_status_view
 from functions.agent_api.sse import SSE_HEADERS, frames
 from shared.errors import InvalidRequest
 from shared.models import PREVIOUS, Feedback, Message, Run, Thread
@@ -183,6 +185,23 @@ def thread_view(thread: Thread) -> dict[str, Any]:
 async def get_thread(caller: Caller, threads: Threads, threadId: str) -> dict[str, Any]:
     intake.check_id("threadId", threadId, where="path")
     return thread_view(await threads.get(caller, threadId))
+
+
+@router.get("/{threadId}/runs")
+async def thread_runs(
+    caller: Caller,
+    statuses: Statuses,
+    threadId: str,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: Annotated[str | None, Query(max_length=1024)] = None,
+) -> dict[str, Any]:
+    """The thread's runs, newest first, each as its status document without ``messageIds``."""
+    intake.check_id("threadId", threadId, where="path")
+    page = await statuses.thread_runs(caller, threadId, limit=limit, cursor=cursor)
+    body: dict[str, Any] = {"items": [run_status_view(r) for r in page.items]}
+    if page.next_cursor:
+        body["nextCursor"] = page.next_cursor
+    return body
 
 
 @router.patch("/{threadId}")

@@ -16,7 +16,7 @@ The thread, run and stream ports are re-exported here, so ``from shared.ports im
 """
 
 from shared.ports.audit import AuditLog
-from shared.ports.runs import RunLedger
+from shared.ports.runs import RunLedger, RunPosition
 from shared.ports.streams import BatchEventStream, EventStream, ProbedStream, RetainedStream, StreamEntry
 from shared.ports.threads import ConversationStore, MessageHistoryReader, ThreadStore
 
@@ -29,6 +29,7 @@ __all__ = [
     "ProbedStream",
     "RetainedStream",
     "RunLedger",
+    "RunPosition",
     "StreamEntry",
     "ThreadStore",
 ]

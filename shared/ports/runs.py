@@ -7,10 +7,21 @@ Redis stream (``shared.ports.streams``); this ledger is their durable index: sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from shared.models import Run, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class RunPosition:
+    """Where a page of a thread's runs (newest first) continues: below the run created at ``created_at`` with id
+    ``run_id``."""
+
+    created_at: datetime
+    run_id: str
 
 
 class RunLedger(Protocol):
@@ -34,7 +45,11 @@ class RunLedger(Protocol):
         usage: list[Usage],
         last_stream_id: str | None,
         error_code: str | None = None,
-    ) -> None: ...
+        pending_tool_call_ids: Sequence[str] = (),
+        interrupts: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        """Record the run's end; ``pending_tool_call_ids`` and ``interrupts``: what its outcome left open."""
+        ...
 
     async def heartbeat(self, tenant_id: str, run_id: str, *, last_stream_id: str | None) -> Run:
         """Renew the run's lease (one write); returns the record as written (cancel flag, status)."""
@@ -50,4 +65,12 @@ class RunLedger(Protocol):
         """End a still-running run whose heartbeat is older than ``stale_before``; True when this call ended it."""
         ...
 
-    async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]: ...
+    async def list_runs_for_thread(self, tenant_id: str, thread_id: str, *, limit: int) -> list[Run]:
+        """The thread's first ``limit`` runs, oldest first (the audit)."""
+        ...
+
+    async def page_thread_runs(
+        self, tenant_id: str, thread_id: str, *, limit: int, below: RunPosition | None = None
+    ) -> list[Run]:
+        """The thread's runs newest first: at most ``limit``, those older than ``below`` when given."""
+        ...

@@ -7,12 +7,22 @@ Fake: ``InMemoryThreads`` (shared/adapters/in_memory/threads.py); adapter: ``Dyn
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
 from shared.models import Feedback, FeedbackEntry, Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover
 from shared.thread_fields import ThreadChanges
 from shared.thread_search import ThreadCriteria
+
+
+@dataclass(frozen=True, slots=True)
+class RunMessageIds:
+    """The ids of the messages one run stored, in thread order; ``complete`` False when the look-up stopped at its
+    bound before the end of the thread (more of them may follow)."""
+
+    ids: tuple[str, ...]
+    complete: bool
 
 
 class MessageHistoryReader(Protocol):
@@ -56,6 +66,14 @@ class ConversationStore(MessageHistoryReader, Protocol):
 
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
         """Up to ``limit`` messages with ``seq > after_seq``, oldest first."""
+        ...
+
+    async def run_message_ids(
+        self, tenant_id: str, thread_id: str, run_id: str, *, after_seq: int, scan_limit: int
+    ) -> RunMessageIds:
+        """The ids of the messages with ``run_id``, oldest first, among the first ``scan_limit`` messages after
+        ``after_seq`` (the run's ``Run.after_seq``: none of its messages is older). The run's own messages and
+        those of the runs after it on the thread are read, never the older ones."""
         ...
 
     async def search_threads(

@@ -8,13 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ag_ui.core import (
-    RunErrorEvent,
-    RunFinishedCancelledOutcome,
-    RunFinishedEvent,
-    RunFinishedSuccessOutcome,
-    TokenUsage,
-)
+from ag_ui.core import RunErrorEvent, RunFinishedEvent, TokenUsage
 
 from shared.errors import AgentError, ModelError
 from shared.models import Run, RunStatus, Usage, merge_usage
@@ -80,6 +74,26 @@ def usage_metadata(usage: Sequence[Usage]) -> dict[str, Any] | None:
     return {"usageEstimated": True} if any(u.estimated for u in usage) else None
 
 
+def ledger_error(run: Run) -> tuple[str, str]:
+    """A failed run's documented ``RUN_ERROR`` code and message, from its ledger record."""
+    stored = run.error_code or "run_failed"
+    code = LEGACY_ERROR_CODES.get(stored, stored)
+    code = code if code in RUN_ERROR_MESSAGES else "run_failed"
+    return code, RUN_ERROR_MESSAGES[code]
+
+
+def ledger_outcome(run: Run) -> dict[str, Any]:
+    """An ended run's ``RUN_FINISHED`` outcome (wire form), from its ledger record: cancelled, an interrupt with its
+    interrupts, or success naming the front-end tool calls it left pending."""
+    if run.status is RunStatus.CANCELLED:
+        return {"type": "cancelled"}
+    if run.interrupts:
+        return {"type": "interrupt", "interrupts": list(run.interrupts)}
+    if run.pending_tool_call_ids:
+        return {"type": "success", "pendingToolCallIds": list(run.pending_tool_call_ids)}
+    return {"type": "success"}
+
+
 def terminal_from_ledger(run: Run) -> RunFinishedEvent | RunErrorEvent:
     """The terminal event of an ended run, rebuilt from its ledger record (for a stream that lacks one).
 
@@ -89,10 +103,8 @@ def terminal_from_ledger(run: Run) -> RunFinishedEvent | RunErrorEvent:
     usage = usage_to_agui(run.usage)
     metadata = {"rebuiltFromLedger": True, **(usage_metadata(run.usage) or {}), "runId": run.run_id}
     if run.status is RunStatus.FAILED:
-        code = LEGACY_ERROR_CODES.get(run.error_code or "", run.error_code)
-        code = code if code in RUN_ERROR_MESSAGES else "run_failed"
-        return RunErrorEvent(message=RUN_ERROR_MESSAGES[code], code=code, usage=usage, metadata=metadata)
-    outcome = RunFinishedCancelledOutcome() if run.status is RunStatus.CANCELLED else RunFinishedSuccessOutcome()
+        code, message = ledger_error(run)
+        return RunErrorEvent(message=message, code=code, usage=usage, metadata=metadata)
     return RunFinishedEvent(
-        thread_id=run.thread_id, run_id=run.run_id, outcome=outcome, usage=usage, metadata=metadata
+        thread_id=run.thread_id, run_id=run.run_id, outcome=ledger_outcome(run), usage=usage, metadata=metadata
     )

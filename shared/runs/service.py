@@ -34,6 +34,7 @@ from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, Background
 from shared.runs.outcomes import RUN_STREAM_TTL_S
 from shared.runs.reconciling import check_new_input, reconcile_with_thread
 from shared.runs.settlement import AFTER_RUN_TIMEOUT_S, RunFinishedHook, Settlement
+from shared.runs.status import is_visible
 from shared.runs.tailing import SETTLE_GRACE_S, TAIL_DEADLINE_MARGIN_S, StreamTail
 from shared.runs.watch import CANCEL_SIGNAL
 from shared.stream_keys import run_control_key
@@ -236,9 +237,7 @@ class RunService:
     async def get_visible_run(self, identity: Identity, run_id: str, *, include_hidden: bool = False) -> Run:
         """The caller's run; NotFound for someone else's, and for hidden runs unless ``include_hidden``."""
         run = await self._runs.get_run(identity.tenant_id, run_id)
-        if run is None or run.user_id != identity.user_id:
-            raise NotFound("run not found")
-        if run.meta.hidden_from_user and not include_hidden:
+        if run is None or not is_visible(run, identity, include_hidden=include_hidden):
             raise NotFound("run not found")
         return run
 

@@ -195,14 +195,20 @@ class Settlement:
         """The ledger entry and the thread release (the stream's retention is the stream adapter's: every key it
         writes expires)."""
         tenant = ctx.identity.tenant_id
+        result = outcome.result
+        # What the outcome left open, as ``finished`` reports it: the interrupts, else the front-end calls.
+        interrupts = result.interrupts if result and outcome.status is RunStatus.SUCCEEDED else []
+        pending = result.pending_tool_call_ids if result and outcome.status is RunStatus.SUCCEEDED else []
         try:
             await self._runs.finish_run(
                 tenant,
                 ctx.run_id,
                 status=outcome.status.value,
-                usage=merge_usage(outcome.result.usage) if outcome.result else [],
+                usage=merge_usage(result.usage) if result else [],
                 last_stream_id=emitter.last_id,
                 error_code=outcome.error_code,
+                pending_tool_call_ids=() if interrupts else pending,
+                interrupts=interrupts,
             )
         except Exception:
             # The run stays "running" with a heartbeat that stops: a takeover or the sweeper ends it.

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from shared.models import RunStatus
     from shared.run_events.coalescing import Coalescing
     from shared.run_results import ExecutionResult
+    from shared.runs.status import RunStatuses
     from shared.threads import ThreadService
 
 
@@ -42,6 +43,12 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
         from shared.auth import TokenVerifier
 
         return TokenVerifier(self.settings, served=self.served_tenants)
+
+    @cached_property
+    def run_statuses(self) -> RunStatuses:
+        from shared.runs.status import RunStatuses
+
+        return RunStatuses(self.thread_store, self.run_ledger)
 
     @cached_property
     def runs(self) -> RunService:

@@ -23,6 +23,7 @@ from shared.models import (
     Usage,
     utc_now,
 )
+from shared.ports import RunPosition
 from tests.support.table_stores import (
     ALICE,
     ALICE_ELSEWHERE,
@@ -123,6 +124,54 @@ async def test_list_runs_for_thread_lists_that_threads_runs_oldest_first(store: 
     # WHEN listing t1's runs  THEN only those two, oldest first, and the limit holds
     assert [r.run_id for r in await store.runs.list_runs_for_thread("tenant-a", "t1", limit=10)] == ["run-b", "run-a"]
     assert [r.run_id for r in await store.runs.list_runs_for_thread("tenant-a", "t1", limit=1)] == ["run-b"]
+
+
+async def test_page_thread_runs_lists_newest_first_below_a_position(store: Store) -> None:
+    # GIVEN three runs on t1 whose ids sort against their creation order, one on t2, and one of another tenant on t1
+    first = a_run("run-c")
+    second = a_run("run-b").model_copy(update={"created_at": first.created_at + timedelta(seconds=1)})
+    third = a_run("run-a").model_copy(update={"created_at": first.created_at + timedelta(seconds=2)})
+    for run in (second, third, first, a_run("r4", thread_id="t2"), a_run("r5", identity=ALICE_ELSEWHERE)):
+        await store.runs.create_run(run)
+    # WHEN paging t1's runs two at a time
+    page = await store.runs.page_thread_runs("tenant-a", "t1", limit=2)
+    assert [r.run_id for r in page] == ["run-a", "run-b"]
+    below = RunPosition(created_at=page[-1].created_at, run_id=page[-1].run_id)
+    rest = await store.runs.page_thread_runs("tenant-a", "t1", limit=2, below=below)
+    # THEN newest first, each run once, only t1's of tenant-a
+    assert [r.run_id for r in rest] == ["run-c"]
+
+
+async def test_finish_run_keeps_what_the_outcome_left_open(store: Store) -> None:
+    # GIVEN two running runs
+    await store.runs.create_run(a_run("r1"))
+    await store.runs.create_run(a_run("r2"))
+    interrupt = {"id": "int_1", "reason": "tool_approval", "toolCallId": "call_9"}
+    # WHEN one ends on an interrupt and the other hands two front-end tool calls to the client
+    await store.runs.finish_run(
+        "tenant-a", "r1", status="succeeded", usage=[], last_stream_id="1-0", interrupts=[interrupt]
+    )
+    await store.runs.finish_run(
+        "tenant-a", "r2", status="succeeded", usage=[], last_stream_id="1-0", pending_tool_call_ids=["c1", "c2"]
+    )
+    # THEN each record reads back with them, and a run that left nothing open has neither
+    r1, r2 = await store.runs.get_run("tenant-a", "r1"), await store.runs.get_run("tenant-a", "r2")
+    assert r1 is not None and r2 is not None
+    assert (r1.interrupts, r1.pending_tool_call_ids) == ([interrupt], [])
+    assert (r2.interrupts, r2.pending_tool_call_ids) == ([], ["c1", "c2"])
+    await store.runs.create_run(a_run("r3"))
+    await store.runs.finish_run("tenant-a", "r3", status="cancelled", usage=[], last_stream_id=None)
+    r3 = await store.runs.get_run("tenant-a", "r3")
+    assert r3 is not None
+    assert (r3.status, r3.interrupts, r3.pending_tool_call_ids) == (RunStatus.CANCELLED, [], [])
+
+
+async def test_a_runs_admission_counter_round_trips(store: Store) -> None:
+    # GIVEN a run admitted when its thread's counter was 7  WHEN read back  THEN it says so
+    await store.runs.create_run(a_run("r1").model_copy(update={"after_seq": 7}))
+    run = await store.runs.get_run("tenant-a", "r1")
+    assert run is not None
+    assert run.after_seq == 7
 
 
 async def test_finishing_an_unknown_run_is_not_found_and_creates_nothing(store: Store) -> None:

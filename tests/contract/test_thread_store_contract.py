@@ -330,6 +330,35 @@ async def test_read_forward_pages_oldest_first_with_after_seq(store: Store) -> N
     assert await store.threads.read_forward("tenant-a", "t1", after_seq=5, limit=2) == []
 
 
+async def test_run_message_ids_are_the_runs_own_messages_after_its_first_one_in_thread_order(store: Store) -> None:
+    # GIVEN a thread where run r0 stored m1, run r1 then stored m2..m4 with a message of run r2 (a salvage)
+    # between them, and r2 stored m6 after them; r1 was admitted when the thread's counter was 1
+    await store.threads.open_thread(ALICE, "t1")
+    runs = ["r0", "r1", "r2", "r1", "r1", "r2"]
+    messages = [msg(f"m{n}").model_copy(update={"run_id": run}) for n, run in enumerate(runs, start=1)]
+    await store.threads.append_messages(ALICE, "t1", messages)
+    # WHEN looking for r1's messages from its first one
+    found = await store.threads.run_message_ids("tenant-a", "t1", "r1", after_seq=1, scan_limit=100)
+    # THEN its three messages, in thread order, and the look-up reached the end of the thread
+    assert (found.ids, found.complete) == (("m2", "m4", "m5"), True)
+    # AND a run of another tenant with the same ids finds nothing, nor does an unknown thread
+    assert (await store.threads.run_message_ids("tenant-b", "t1", "r1", after_seq=0, scan_limit=100)).ids == ()
+    assert (await store.threads.run_message_ids("tenant-a", "t404", "r1", after_seq=0, scan_limit=100)).ids == ()
+
+
+async def test_run_message_ids_stop_at_their_bound_and_say_so(store: Store) -> None:
+    # GIVEN six messages of run r1
+    await store.threads.open_thread(ALICE, "t1")
+    await store.threads.append_messages(
+        ALICE, "t1", [msg(f"m{n}").model_copy(update={"run_id": "r1"}) for n in range(1, 7)]
+    )
+    # WHEN at most four are read  THEN the first four, marked incomplete; with room for all, complete
+    bounded = await store.threads.run_message_ids("tenant-a", "t1", "r1", after_seq=0, scan_limit=4)
+    assert (bounded.ids, bounded.complete) == (("m1", "m2", "m3", "m4"), False)
+    whole = await store.threads.run_message_ids("tenant-a", "t1", "r1", after_seq=2, scan_limit=10)
+    assert (whole.ids, whole.complete) == (("m3", "m4", "m5", "m6"), True)
+
+
 async def test_reading_a_page_of_history_is_one_store_request(store: Store) -> None:
     # GIVEN a thread with messages
     await store.threads.open_thread(ALICE, "t1")

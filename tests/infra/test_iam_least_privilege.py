@@ -190,11 +190,13 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{MEMORIES}.list_memories", "query("),
             Code(f"{TASKS}.list", "query("),
             Code(f"{THREADS}._query_all", "query("),
+            Code("shared.adapters.aws.message_reads:run_message_ids", "client.query("),
         ),
         ("dynamodb:Query", GSI1): (
             # the listing's old-shape reader (threads of the release before, until migration 2 completes)
             Code(f"{THREAD_LIST}.list_threads", "indexes.append(_OLD_INDEX)"),
             Code(f"{RUNS}.list_runs_for_thread", 'IndexName="GSI1"'),
+            Code(f"{RUNS}.page_thread_runs", 'IndexName="GSI1"'),
             Code(f"{THREADS}.delete_thread", '"IndexName": "GSI1"'),
         ),
         ("dynamodb:Query", GSI3): (Code(f"{THREAD_LIST}.list_threads", "indexes = [_INDEX]"),),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -236,12 +237,24 @@ def run_to_item(run: Run, *, retention: timedelta | None = None) -> dict[str, An
             "SK": META,
             "kind": "run",
             "GSI1PK": f"{thread_pk(run.tenant_id, run.thread_id)}#RUNS",
-            "GSI1SK": f"{_iso(run.created_at)}#{run.run_id}",
+            "GSI1SK": run_gsi1_sk(run.created_at, run.run_id),
             "data": run.model_dump_json(),
             "status": run.status.value,
             TTL_ATTRIBUTE: expires_at(run.created_at, retention) if retention else None,
         }
     )
+
+
+def run_gsi1_sk(created_at: datetime, run_id: str) -> str:
+    """A run's sort key in its thread's GSI1 partition: by creation time, then id."""
+    return f"{_iso(created_at)}#{run_id}"
+
+
+def run_outcome_value(pending_tool_call_ids: Sequence[str], interrupts: Sequence[dict[str, Any]]) -> str | None:
+    """The ``outcome`` attribute an ended run keeps (JSON), None when its outcome left nothing open."""
+    if not pending_tool_call_ids and not interrupts:
+        return None
+    return json.dumps({"pending_tool_call_ids": list(pending_tool_call_ids), "interrupts": list(interrupts)})
 
 
 def run_from_item(item: dict[str, Any]) -> Run:
@@ -259,6 +272,8 @@ def run_from_item(item: dict[str, Any]) -> Run:
         updates["updated_at"] = datetime.fromisoformat(data["updated_at"])
     if data.get("cancel_requested"):
         updates["cancel_requested"] = True
+    if "outcome" in data:
+        updates.update(json.loads(data["outcome"]))
     return run.model_copy(update=updates)
 
 

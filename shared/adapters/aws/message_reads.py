@@ -1,7 +1,8 @@
 """The threads adapter's reads of messages: pages of a thread backwards and forwards (one strongly consistent
 ``Query`` each), and lookups by id: which ids a thread holds (their id markers), and the stored messages of ids (the
 markers, then the bodies by number), strongly consistent ``BatchGetItem`` calls, 100 keys a call, unprocessed keys
-asked again. A message of another thread or tenant has no marker in the partition."""
+asked again. A message of another thread or tenant has no marker in the partition. The ids of one run's messages:
+pages forward from its first message, filtered on its id."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from typing import Any
 from shared.adapters.aws import dynamo_codec as codec
 from shared.adapters.aws.table_adapter import TableAdapter
 from shared.models import Message
+from shared.ports.threads import RunMessageIds
+
+RUN_MESSAGES_PAGE = 200
+"""Messages read per request when looking for a run's messages (``run_message_ids``)."""
 
 
 async def known_message_ids(threads: TableAdapter, tenant_id: str, thread_id: str, ids: Sequence[str]) -> set[str]:
@@ -79,3 +84,40 @@ async def read_forward(
         )
     )
     return [codec.message_from_item(i) for i in resp.get("Items", [])]
+
+
+async def run_message_ids(
+    threads: TableAdapter, tenant_id: str, thread_id: str, run_id: str, *, after_seq: int, scan_limit: int
+) -> RunMessageIds:
+    """Strongly consistent Queries of the thread's messages after ``after_seq``, filtered on the run's id and
+    projected to the ids: ``RUN_MESSAGES_PAGE`` messages a request, ``scan_limit`` at most. A filter does not make a
+    read cheaper (the capacity is that of every message read, projection or not), which is why the read starts at
+    the run's first message: for the newest run of a thread it reads that run's messages and no other."""
+    ids: list[str] = []
+    kwargs: dict[str, Any] = {
+        "TableName": threads.table_name,
+        "KeyConditionExpression": "PK = :pk AND SK BETWEEN :lo AND :hi",
+        "FilterExpression": "run_id = :r",
+        "ProjectionExpression": "#id",
+        "ExpressionAttributeNames": {"#id": "id"},
+        "ExpressionAttributeValues": codec.to_item(
+            {
+                ":pk": codec.thread_pk(tenant_id, thread_id),
+                ":lo": codec.msg_sk(after_seq + 1),
+                ":hi": "M#~",
+                ":r": run_id,
+            }
+        ),
+        "ConsistentRead": True,
+    }
+    scanned = 0
+    while scanned < scan_limit:
+        page = {**kwargs, "Limit": min(RUN_MESSAGES_PAGE, scan_limit - scanned)}
+        resp = await threads._call(lambda page=page: threads.client.query(**page))  # type: ignore[misc]
+        scanned += int(resp.get("ScannedCount", 0))
+        ids += [item["id"]["S"] for item in resp.get("Items", [])]
+        last = resp.get("LastEvaluatedKey")
+        if not last:
+            return RunMessageIds(tuple(ids), complete=True)
+        kwargs["ExclusiveStartKey"] = last
+    return RunMessageIds(tuple(ids), complete=False)

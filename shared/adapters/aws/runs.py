@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ from shared.adapters.aws.table_adapter import TableAdapter
 from shared.adapters.aws.table_schema import RUNNING_INDEX, Retention
 from shared.errors import NotFound
 from shared.models import Run, RunStatus, Usage, utc_now
+from shared.ports.runs import RunPosition
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -107,6 +108,8 @@ class DynamoDBRunLedger(TableAdapter):
         usage: list[Usage],
         last_stream_id: str | None,
         error_code: str | None = None,
+        pending_tool_call_ids: Sequence[str] = (),
+        interrupts: Sequence[dict[str, Any]] = (),
     ) -> None:
         values: dict[str, Any] = {
             ":s": status,
@@ -120,6 +123,10 @@ class DynamoDBRunLedger(TableAdapter):
         if error_code:
             values[":e"] = error_code
             expr += ", error_code = :e"
+        outcome = codec.run_outcome_value(pending_tool_call_ids, interrupts)
+        if outcome is not None:
+            values[":o"] = outcome
+            expr += ", outcome = :o"
         expr += " REMOVE GSI2PK, GSI2SK"  # an ended run leaves the sparse index of running runs
         await self._update_run(tenant_id, run_id, expr, values, names={"#s": "status", "#u": "usage"})
 
@@ -241,6 +248,28 @@ class DynamoDBRunLedger(TableAdapter):
                 IndexName="GSI1",
                 KeyConditionExpression="GSI1PK = :pk",
                 ExpressionAttributeValues=codec.to_item({":pk": f"{codec.thread_pk(tenant_id, thread_id)}#RUNS"}),
+                Limit=limit,
+            )
+        )
+        return [codec.run_from_item(i) for i in resp.get("Items", [])]
+
+    async def page_thread_runs(
+        self, tenant_id: str, thread_id: str, *, limit: int, below: RunPosition | None = None
+    ) -> list[Run]:
+        """One Query of GSI1 backwards (the run items' thread entry, ``{created}#{run id}``): ``limit`` items read,
+        never the thread's messages."""
+        values = {":pk": f"{codec.thread_pk(tenant_id, thread_id)}#RUNS"}
+        condition = "GSI1PK = :pk"
+        if below is not None:
+            values[":below"] = codec.run_gsi1_sk(below.created_at, below.run_id)
+            condition += " AND GSI1SK < :below"
+        resp = await self._call(
+            lambda: self.client.query(
+                TableName=self._table,
+                IndexName="GSI1",
+                KeyConditionExpression=condition,
+                ExpressionAttributeValues=codec.to_item(values),
+                ScanIndexForward=False,
                 Limit=limit,
             )
         )

@@ -30,7 +30,7 @@ from shared.errors import Conflict, NotFound
 from shared.migrations.model import SCHEMA_VERSION
 from shared.migrations.registry import current_version
 from shared.models import Feedback, Identity, Message, Run, Thread, ThreadClaim, ThreadTakeover, utc_now
-from shared.ports.threads import AdmittedRun
+from shared.ports.threads import AdmittedRun, RunMessageIds
 from shared.thread_fields import ThreadChanges
 from shared.thread_search import ThreadCriteria
 
@@ -311,6 +311,13 @@ class DynamoDBThreads(GeneratedTitles):
 
     async def read_forward(self, tenant_id: str, thread_id: str, *, after_seq: int, limit: int) -> list[Message]:
         return await message_reads.read_forward(self, tenant_id, thread_id, after_seq=after_seq, limit=limit)
+
+    async def run_message_ids(
+        self, tenant_id: str, thread_id: str, run_id: str, *, after_seq: int, scan_limit: int
+    ) -> RunMessageIds:
+        return await message_reads.run_message_ids(
+            self, tenant_id, thread_id, run_id, after_seq=after_seq, scan_limit=scan_limit
+        )
 
     # ---- erasure -------------------------------------------------------------------------------------------
 

@@ -7,12 +7,14 @@ work stands in for the network round trip.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from shared.adapters.in_memory.meter import RequestMeter
 from shared.errors import NotFound
 from shared.models import Run, RunStatus, Usage, utc_now
+from shared.ports.runs import RunPosition
 
 
 class InMemoryRunLedger:
@@ -55,6 +57,8 @@ class InMemoryRunLedger:
         usage: list[Usage],
         last_stream_id: str | None,
         error_code: str | None = None,
+        pending_tool_call_ids: Sequence[str] = (),
+        interrupts: Sequence[dict[str, Any]] = (),
     ) -> None:
         await self._meter.request()
         run = self._existing_run(tenant_id, run_id)
@@ -62,6 +66,8 @@ class InMemoryRunLedger:
             "status": RunStatus(status),
             "usage": [u.model_copy() for u in usage],
             "updated_at": utc_now(),
+            "pending_tool_call_ids": list(pending_tool_call_ids),
+            "interrupts": [dict(i) for i in interrupts],
         }
         if last_stream_id:
             updates["last_stream_id"] = last_stream_id
@@ -110,4 +116,19 @@ class InMemoryRunLedger:
             (r for (tenant, _), r in self._runs.items() if tenant == tenant_id and r.thread_id == thread_id),
             key=lambda r: (r.created_at.isoformat(), r.run_id),
         )
+        return [r.model_copy(deep=True) for r in runs[:limit]]
+
+    async def page_thread_runs(
+        self, tenant_id: str, thread_id: str, *, limit: int, below: RunPosition | None = None
+    ) -> list[Run]:
+        """Newest first, in the DynamoDB index's order (creation time, then run id)."""
+        await self._meter.request()
+        runs = sorted(
+            (r for (tenant, _), r in self._runs.items() if tenant == tenant_id and r.thread_id == thread_id),
+            key=lambda r: (r.created_at.isoformat(), r.run_id),
+            reverse=True,
+        )
+        if below is not None:
+            cut = (below.created_at.isoformat(), below.run_id)
+            runs = [r for r in runs if (r.created_at.isoformat(), r.run_id) < cut]
         return [r.model_copy(deep=True) for r in runs[:limit]]

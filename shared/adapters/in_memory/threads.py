@@ -34,7 +34,7 @@ from shared.models import (
     ThreadTakeover,
     utc_now,
 )
-from shared.ports.threads import AdmittedRun
+from shared.ports.threads import AdmittedRun, RunMessageIds
 from shared.thread_fields import (
     GENERATED_TITLE,
     ThreadChanges,
@@ -418,6 +418,19 @@ class InMemoryThreads:
             return []
         start = max(0, after_seq)
         return [m.model_copy(deep=True) for m in state.messages[start : start + limit]]
+
+    async def run_message_ids(
+        self, tenant_id: str, thread_id: str, run_id: str, *, after_seq: int, scan_limit: int
+    ) -> RunMessageIds:
+        await self._meter.request()
+        state = self._threads.get((tenant_id, thread_id))
+        if state is None:
+            return RunMessageIds((), complete=True)
+        start = max(0, after_seq)
+        scanned = state.messages[start : start + scan_limit]
+        ids = tuple(m.id for m in scanned if m.run_id == run_id)
+        # As a paged read that stops at its bound: a bound reached exactly cannot tell that nothing follows.
+        return RunMessageIds(ids, complete=start + scan_limit > len(state.messages))
 
     # ---- erasure -------------------------------------------------------------------------------------------
 
