@@ -390,7 +390,7 @@ def create_resources(
     """The tables, the bus with its run-completed rule and the memory queue, as template.yaml defines them;
     returns the queue's URL."""
     from shared.adapters.aws.table_schema import create_table
-    from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
+    from shared.memory.trigger import EVENT_SOURCE, MEMORY_DETAIL_TYPES
 
     dynamodb = session.client("dynamodb", region_name=REGION, endpoint_url=endpoint_url)
     create_table(dynamodb, table)
@@ -407,7 +407,7 @@ def create_resources(
     events.create_event_bus(Name=BUS)
     events.put_rule(
         Name="run-completed", EventBusName=BUS,
-        EventPattern=json.dumps({"source": [EVENT_SOURCE], "detail-type": [RUN_COMPLETED]}),
+        EventPattern=json.dumps({"source": [EVENT_SOURCE], "detail-type": list(MEMORY_DETAIL_TYPES)}),
     )
     events.put_targets(Rule="run-completed", EventBusName=BUS, Targets=[{"Id": "memory", "Arn": arn}])
     return queue_url

@@ -73,6 +73,7 @@ class Service:
 Need = Code | Service
 
 THREADS = "shared.adapters.aws.threads:DynamoDBThreads"
+READS = "shared.adapters.aws.message_reads"
 APPENDS = "shared.adapters.aws.thread_appends:MessageAppends"
 RUNS = "shared.adapters.aws.runs:DynamoDBRunLedger"
 AUDIT = "shared.adapters.aws.audit:DynamoDBAuditLog"
@@ -134,8 +135,8 @@ RUN: dict[Grant, tuple[Need, ...]] = {
         Code(f"{RUNS}._update_run", "update_item("),
         Code(f"{APPENDS}._append_items", '"Update": {'),
     ),
-    ("dynamodb:Query", TABLE): (Code(f"{THREADS}.read_back", "query("), Code(f"{MEMORIES}.list_memories", "query(")),
-    ("dynamodb:BatchGetItem", TABLE): (Code(f"{THREADS}.known_message_ids", "batch_get_item("),),
+    ("dynamodb:Query", TABLE): (Code(f"{READS}:read_back", "query("), Code(f"{MEMORIES}.list_memories", "query(")),
+    ("dynamodb:BatchGetItem", TABLE): (Code(f"{READS}:_batch_get", "batch_get_item("),),
     ("dynamodb:Query", GSI1): (Code(f"{MEMORIES}.list_active", 'IndexName="GSI1"'),),
     ("events:PutEvents", "AgentEventBus"): (
         Code("shared.adapters.aws.eventbridge:EventBridgePublisher.publish", "put_events("),
@@ -185,12 +186,12 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         # A thread's erasure deletes its messages and runs 25 keys a request.
         ("dynamodb:BatchWriteItem", TABLE): (Code(f"{THREADS}._batch_delete", "batch_write_item"),),
         ("dynamodb:Query", TABLE): (
-            Code(f"{THREADS}.read_forward", "query("),
+            Code(f"{READS}:read_forward", "query("),
             Code(f"{AUDIT}.list_for_thread", "query("),
             Code(f"{MEMORIES}.list_memories", "query("),
             Code(f"{TASKS}.list", "query("),
             Code(f"{THREADS}._query_all", "query("),
-            Code("shared.adapters.aws.message_reads:run_message_ids", "client.query("),
+            Code(f"{READS}:run_message_ids", "client.query("),
         ),
         ("dynamodb:Query", GSI1): (
             # the listing's old-shape reader (threads of the release before, until migration 2 completes)
@@ -227,12 +228,12 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{MEMORIES}.advance_cursor", "update_item("),
         ),
         ("dynamodb:Query", TABLE): (
-            Code(f"{THREADS}.read_forward", "query("),
-            Code(f"{THREADS}.read_back", "query("),
+            Code(f"{READS}:read_forward", "query("),
+            Code(f"{READS}:read_back", "query("),
             Code(f"{MEMORIES}.list_memories", "query("),
         ),
         # RunService's last-resort close of a failed run looks up which turns were stored.
-        ("dynamodb:BatchGetItem", TABLE): (Code(f"{THREADS}.known_message_ids", "batch_get_item("),),
+        ("dynamodb:BatchGetItem", TABLE): (Code(f"{READS}:_batch_get", "batch_get_item("),),
         ("dynamodb:GetItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._get_record", "get_item("),),
         ("dynamodb:PutItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._put_record", "put_item("),),
         ("dynamodb:UpdateItem", "IdempotencyTable"): (Code(f"{IDEMPOTENCY}._update_record", "update_item("),),
@@ -262,11 +263,11 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{THREADS}.release_thread", "update_item("),
             Code(f"{APPENDS}._append_items", '"Update": {'),
         ),
-        ("dynamodb:Query", TABLE): (Code(f"{THREADS}.read_back", "query("),),
+        ("dynamodb:Query", TABLE): (Code(f"{READS}:read_back", "query("),),
         ("dynamodb:Query", GSI2): (Code(f"{RUNS}.list_stale_runs", '"IndexName": RUNNING_INDEX'),),
         ("dynamodb:BatchGetItem", TABLE): (
             Code(f"{RUNS}.list_stale_runs", "batch_get_item("),
-            Code(f"{THREADS}.known_message_ids", "batch_get_item("),
+            Code(f"{READS}:_batch_get", "batch_get_item("),
         ),
         ("sqs:SendMessage", DLQ): (
             Service(
