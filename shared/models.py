@@ -243,6 +243,8 @@ class Run(BaseModel):
     last_stream_id: str | None = None
     error_code: str | None = None
     cancel_requested: bool = False
+    webhook: str | None = None
+    """The run's own webhook target (``forwardedProps.webhook``), checked at admission; sent to when it ends."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -155,6 +155,7 @@ class Admitter:
             user_id=ctx.identity.user_id,
             meta=ctx.meta,
             body_digest=claim.body_digest,
+            webhook=ctx.webhook,
         )
         with span("agent.admission.store", {"agent.admission.messages": len(fresh)}):
             stored_run, created, stored = await self._threads.admit_messages(

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from shared.ports.config import ConfigSource
     from shared.ports.thread_state import ThreadStateStore
     from shared.tools.mcp_servers import McpToolbox
+    from shared.webhooks.ports import WebhookPoster, WebhookSecrets
 
 
 class MainTable(Protocol):
@@ -67,6 +68,8 @@ class ServiceOverrides:
     function_invoker: FunctionInvoker | None = None
     usage_counters: UsageCounters | None = None
     thread_states: ThreadStateStore | None = None
+    webhook_secrets: WebhookSecrets | None = None
+    webhook_poster: WebhookPoster | None = None
 
 
 class Overridable(Protocol):

@@ -107,6 +107,7 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             audit=self.audit_log,
             lease_s=self.settings.run_lease_s,
             queue=self.run_queue,
+            allow_loopback_webhooks=self.settings.webhook_allow_loopback,
         )
 
     @cached_property

@@ -28,6 +28,7 @@ from shared.settings import (
     StreamSettings,
     TableSettings,
     TracingSettings,
+    WebhookSettings,
     read_settings,
 )
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 
 class ApiSettings(
+    WebhookSettings,
     ProcessSettings,
     TracingSettings,
     TableSettings,
@@ -51,7 +53,8 @@ class ApiSettings(
     HttpSettings,
     SchedulerSettings,
 ):
-    """The API (streaming and buffered): runs, threads, tasks' CRUD, token checks, HTTP."""
+    """The API (streaming and buffered): runs, threads, tasks' CRUD, token checks, HTTP; a run's webhook target is
+    checked at admission."""
 
 
 class MemoryFunctionSettings(
@@ -70,6 +73,10 @@ class AutomationFunctionSettings(
 
 class SweeperSettings(ProcessSettings, TracingSettings, TableSettings, StreamSettings, RunSettings):
     """The sweeper: ends runs whose heartbeat stopped, on the table and the stream."""
+
+
+class WebhookFunctionSettings(WebhookSettings, TracingSettings, TableSettings):
+    """The webhook function: reads a run from the ledger, signs its event with the tenant's secret and POSTs it."""
 
 
 class MigrateSettings(ProcessSettings, TracingSettings, TableSettings, MigrationSettings):

@@ -25,6 +25,7 @@ from shared.settings import (
     StreamSettings,
     TableSettings,
     TracingSettings,
+    WebhookSettings,
 )
 from shared.wiring import LambdaFunction, ServiceOverrides, Services
 from shared.wiring.settings import (
@@ -34,17 +35,19 @@ from shared.wiring.settings import (
     MemoryFunctionSettings,
     MigrateSettings,
     SweeperSettings,
+    WebhookFunctionSettings,
     load_settings,
 )
 
 COMMON = (ProcessSettings, TracingSettings, TableSettings)
 RUN_PATH = (*COMMON, StreamSettings, ModelSettings, CatalogSettings, RunSettings)
 GROUPS: dict[type[SettingsGroup], tuple[type[SettingsGroup], ...]] = {
-    ApiSettings: (*RUN_PATH, AuthSettings, HttpSettings, SchedulerSettings),
+    ApiSettings: (*RUN_PATH, AuthSettings, HttpSettings, SchedulerSettings, WebhookSettings),
     MemoryFunctionSettings: (*RUN_PATH, MemorySettings),
     AutomationFunctionSettings: (*RUN_PATH, MemorySettings),
     SweeperSettings: (*COMMON, StreamSettings, RunSettings),
     MigrateSettings: (*COMMON, MigrationSettings),
+    WebhookFunctionSettings: (*COMMON, WebhookSettings),
 }
 
 WRONG_JSON = {
