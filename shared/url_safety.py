@@ -42,9 +42,10 @@ async def resolve(host: str, port: int) -> list[str]:
 
 
 def _refuse(reason: str, field: str) -> UnsafeUrl:
+    loc: list[str | int] = [int(part) if part.isdigit() else part for part in field.split(".")]
     return UnsafeUrl(
         f"the URL cannot be used: {reason}",
-        details=[{"loc": field.split("."), "msg": reason, "type": "value_error"}],
+        details=[{"loc": loc, "msg": reason, "type": "value_error"}],
     )
 
 

@@ -27,7 +27,7 @@ from shared.models import AuditRecord, Run, digest, utc_now
 from shared.ports import AuditLog, RunLedger
 from shared.runs.status_document import public_status, status_document
 from shared.url_safety import Resolver, check_url, resolve
-from shared.webhooks.ports import PostFailed, WebhookPoster, WebhookSecrets
+from shared.webhooks.ports import PostFailed, WebhookPoster, WebhookRegistry, WebhookSecrets
 from shared.webhooks.signing import signed_headers
 
 logger = logging.getLogger(__name__)
@@ -87,8 +87,13 @@ def webhook_id(run_id: str, url: str) -> str:
     return f"msg_{run_id}_{digest(url)[:16]}"
 
 
+def targets_of(run: Run, registered: Sequence[str]) -> list[str]:
+    """The run's own target, then the tenant's registered ones, each once."""
+    return list(dict.fromkeys([*([run.webhook] if run.webhook else []), *registered]))
+
+
 class WebhookDelivery:
-    """Signs and POSTs run-ended events to the run's webhook target."""
+    """Signs and POSTs run-ended events to the run's own webhook target and to the tenant's registered ones."""
 
     def __init__(
         self,
@@ -100,8 +105,10 @@ class WebhookDelivery:
         allow_loopback: bool = False,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         resolver: Resolver = resolve,
+        registry: WebhookRegistry | None = None,
     ) -> None:
         self._runs = runs
+        self._registry = registry
         self._audit = audit
         self._secrets = secrets
         self._poster = poster
@@ -118,7 +125,11 @@ class WebhookDelivery:
         """
         run = await self._runs.get_run(ended.tenant_id, ended.run_id)
         report = DeliveryReport()
-        if run is None or not run.webhook:
+        if run is None:
+            return report
+        registered = await self._registry.targets(run.tenant_id) if self._registry is not None else []
+        targets = targets_of(run, registered)
+        if not targets:
             return report
         if not run.status.is_terminal:
             raise RunNotSettled(ended.run_id)
@@ -130,7 +141,7 @@ class WebhookDelivery:
             {"type": event_type, "timestamp": sent_at.isoformat(), "data": status_document(run, ended.outcome)},
             separators=(",", ":"),
         ).encode()
-        for url in (run.webhook,):
+        for url in targets:
             outcome, detail = await self._send(run, url, body, sent_at)
             getattr(report, outcome).append(origin(url))
             await self._record(run, url, event_type, attempt, outcome, detail)

@@ -1,7 +1,10 @@
-"""What webhook delivery needs from outside: each tenant's signing secret, and a way to POST.
+"""What webhook delivery needs from outside: each tenant's signing secret, the webhooks a tenant registered, and a
+way to POST.
 
 Adapters: ``SecretsManagerWebhookSecrets`` (shared/adapters/aws/webhook_secrets.py) and ``InMemoryWebhookSecrets``
-(``make dev``, tests); ``HttpWebhookPoster`` (shared/adapters/webhook_http.py)."""
+(``make dev``, tests); ``DynamoDBWebhookRegistry`` (shared/adapters/aws/webhook_registry.py) and
+``InMemoryWebhookRegistry``, contract: tests/contract/test_webhook_registry_contract.py; ``HttpWebhookPoster``
+(shared/adapters/webhook_http.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,20 @@ class WebhookSecrets(Protocol):
     """A tenant's signing secret (``whsec_...``), created on first use."""
 
     async def secret(self, tenant_id: str) -> str: ...
+
+    async def rotate(self, tenant_id: str) -> str:
+        """A new secret for the tenant (created if it had none), in use from now on; the new value."""
+        ...
+
+
+class WebhookRegistry(Protocol):
+    """The webhook targets a tenant registered for all its users' runs (checked before they are stored)."""
+
+    async def targets(self, tenant_id: str) -> list[str]: ...
+
+    async def put_targets(self, tenant_id: str, urls: Sequence[str]) -> None:
+        """Replace the tenant's targets with ``urls`` (an empty list removes them all)."""
+        ...
 
 
 class PostFailed(Exception):

@@ -11,8 +11,9 @@ from shared.wiring.stores import StoreProviders
 
 if TYPE_CHECKING:
     from shared.adapters.aws.queue_backoff import SqsBackoff
+    from shared.webhooks.admin import WebhookAdmin
     from shared.webhooks.delivery import WebhookDelivery
-    from shared.webhooks.ports import WebhookPoster, WebhookSecrets
+    from shared.webhooks.ports import WebhookPoster, WebhookRegistry, WebhookSecrets
 
 
 class WebhookProviders(StoreProviders):
@@ -32,6 +33,21 @@ class WebhookProviders(StoreProviders):
             client_factory("secretsmanager", region=self.settings.aws_region),
             prefix=self.settings.webhook_secret_prefix,
         )
+
+    @cached_property
+    def webhook_registry(self) -> WebhookRegistry:
+        """The tenants' registered webhooks: on the main table (the in-memory store gets the in-memory registry)."""
+        from shared.adapters.aws.dynamodb_store import DynamoDBStore
+
+        store = self.store
+        if isinstance(store, DynamoDBStore):
+            from shared.adapters.aws.webhook_registry import DynamoDBWebhookRegistry
+
+            threads = store.threads
+            return DynamoDBWebhookRegistry(threads.table_name, lambda: threads.client)
+        from shared.adapters.in_memory.webhook_registry import InMemoryWebhookRegistry
+
+        return InMemoryWebhookRegistry()
 
     @overridable("webhook_poster")
     def webhook_poster(self) -> WebhookPoster:
@@ -61,4 +77,14 @@ class WebhookProviders(StoreProviders):
             self.webhook_poster,
             allow_loopback=self.settings.webhook_allow_loopback,
             timeout_s=self.settings.webhook_timeout_s,
+            registry=self.webhook_registry,
+        )
+
+    @cached_property
+    def webhook_admin(self) -> WebhookAdmin:
+        """A tenant administrator's webhook targets and signing secret (the admin routes)."""
+        from shared.webhooks.admin import WebhookAdmin
+
+        return WebhookAdmin(
+            self.webhook_registry, self.webhook_secrets, allow_loopback=self.settings.webhook_allow_loopback
         )

@@ -27,6 +27,7 @@ from tests.support.lambda_events import LambdaContext
 from tests.support.memory_extract_events import sqs_record
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.settings import REGION, make_settings
+from tests.support.tokens import bearer
 from tests.support.webhook_receiver import WebhookReceiver, webhook_receiver
 
 BUS = "agent-events-webhooks"
@@ -229,3 +230,74 @@ async def test_a_run_without_a_webhook_sends_nothing(receiver: WebhookReceiver) 
     report = await delivery.deliver(RunEnded(TENANT, "th-1", "run-1"))
     assert report.event_type is None and receiver.received == []
     assert await audit.list_for_thread(TENANT, "th-1", limit=10) == []
+
+
+async def test_a_tenant_admin_registers_webhooks_for_every_run_and_gets_the_secret_once(
+    store: Any, redis_stream: Any, asgi_client: Any, receiver: WebhookReceiver
+) -> None:
+    services = Services(
+        make_settings(webhook_allow_loopback=True),
+        overrides=ServiceOverrides(store=store, stream=redis_stream, model=ScriptedModel()),
+    )
+    admin = bearer(user="admin-1", scopes=("agent:admin",))
+    async with asgi_client(services) as client:
+        # GIVEN a user without the admin scope is refused
+        assert (await client.get("/api/v1/admin/webhooks", headers=bearer())).status_code == 403
+        # WHEN the tenant's admin registers a target and asks for a signing secret
+        put = await client.put("/api/v1/admin/webhooks", json={"urls": [receiver.url("/tenant")]}, headers=admin)
+        secret = (await client.post("/api/v1/admin/webhooks/secret", headers=admin)).json()["secret"]
+        listed = (await client.get("/api/v1/admin/webhooks", headers=admin)).json()
+    assert put.status_code == 200 and listed == {"urls": [receiver.url("/tenant")]}
+    assert "secret" not in listed
+    # AND a run of any user of the tenant (no webhook of its own) ends
+    await store.runs.create_run(ended_run(receiver.url()).model_copy(update={"webhook": None, "user_id": "u-9"}))
+    await services.webhook_delivery.deliver(RunEnded(TENANT, "th-1", "run-1"))
+    # THEN the tenant's target got it, signed with the secret the admin was given
+    [received] = receiver.received
+    assert received.path == "/tenant"
+    assert Webhook(secret).verify(received.body, received.headers)["type"] == "run.succeeded"
+    # AND the registration is on the table, another tenant has none, and it can be removed
+    assert await services.webhook_registry.targets("tenant-2") == []
+    async with asgi_client(services) as client:
+        assert (await client.delete("/api/v1/admin/webhooks", headers=admin)).status_code == 204
+        assert (await client.get("/api/v1/admin/webhooks", headers=admin)).json() == {"urls": []}
+
+
+async def test_a_run_and_its_tenant_naming_the_same_target_send_it_once(receiver: WebhookReceiver) -> None:
+    from shared.adapters.in_memory.webhook_registry import InMemoryWebhookRegistry
+
+    ledger, registry = InMemoryRunLedger(), InMemoryWebhookRegistry()
+    await ledger.create_run(ended_run(receiver.url()))
+    await registry.put_targets(TENANT, [receiver.url(), receiver.url("/other")])
+    delivery = WebhookDelivery(
+        ledger,
+        InMemoryAuditLog(),
+        InMemoryWebhookSecrets(),
+        HttpWebhookPoster(),
+        allow_loopback=True,
+        registry=registry,
+    )
+    report = await delivery.deliver(RunEnded(TENANT, "th-1", "run-1"))
+    assert sorted(r.path for r in receiver.received) == ["/hook", "/other"]
+    assert len(report.delivered) == 2
+
+
+@pytest.mark.parametrize(
+    "urls",
+    [
+        ["http://hooks.example.com/x"],
+        ["https://169.254.169.254/latest"],
+        ["https://10.0.0.1/x"],
+    ],
+)
+async def test_an_unsafe_registration_is_refused_and_nothing_stored(
+    make_services: Any, asgi_client: Any, urls: list[str]
+) -> None:
+    services = make_services(ScriptedModel())
+    admin = bearer(user="admin-1", scopes=("agent:admin",))
+    async with asgi_client(services) as client:
+        resp = await client.put("/api/v1/admin/webhooks", json={"urls": ["https://8.8.8.8/ok", *urls]}, headers=admin)
+    assert resp.status_code == 422
+    error = resp.json()["error"]
+    assert error["code"] == "unsafe_url" and error["details"][0]["loc"] == ["body", "urls", 1]
+    assert await services.webhook_registry.targets(TENANT) == []

@@ -51,6 +51,29 @@ class SecretsManagerWebhookSecrets:
         self._cache[tenant_id] = (self._clock(), value)
         return value
 
+    async def rotate(self, tenant_id: str) -> str:
+        value = new_secret()
+        await asyncio.to_thread(self._put, tenant_id, value)
+        self._cache[tenant_id] = (self._clock(), value)
+        return value
+
+    def _put(self, tenant_id: str, value: str) -> None:
+        try:
+            self._sm().put_secret_value(SecretId=self.name(tenant_id), SecretString=value)
+            return
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+        self._create(tenant_id, value)
+
+    def _create(self, tenant_id: str, value: str) -> None:
+        self._sm().create_secret(
+            Name=self.name(tenant_id),
+            SecretString=value,
+            Description="Signs the webhooks of this tenant's runs (Standard Webhooks)",
+            Tags=[{"Key": "purpose", "Value": "webhook-signing"}],
+        )
+
     def _read_or_create(self, tenant_id: str) -> str:
         name = self.name(tenant_id)
         try:
@@ -60,12 +83,7 @@ class SecretsManagerWebhookSecrets:
                 raise
         try:
             value = new_secret()
-            self._sm().create_secret(
-                Name=name,
-                SecretString=value,
-                Description="Signs the webhooks of this tenant's runs (Standard Webhooks)",
-                Tags=[{"Key": "purpose", "Value": "webhook-signing"}],
-            )
+            self._create(tenant_id, value)
             return value
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceExistsException":

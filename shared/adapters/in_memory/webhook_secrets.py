@@ -11,3 +11,7 @@ class InMemoryWebhookSecrets:
 
     async def secret(self, tenant_id: str) -> str:
         return self.secrets.setdefault(tenant_id, new_secret())
+
+    async def rotate(self, tenant_id: str) -> str:
+        self.secrets[tenant_id] = new_secret()
+        return self.secrets[tenant_id]
