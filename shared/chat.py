@@ -28,6 +28,7 @@ from shared.runs.intake import RunRequest
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, strategy_of
 from shared.runs.queueing import Enqueuing, QueuedTurn
 from shared.runs.service import RunService
+from shared.url_safety import UnsafeUrl, check_url
 
 CHAT_PROFILE = "chat_default"
 
@@ -44,8 +45,33 @@ def chat_meta(choice: ProfileChoice) -> ExecutionMeta:
     )
 
 
+async def webhook_target(forwarded_props: object, *, allow_loopback: bool) -> str | None:
+    """``forwardedProps.webhook``: the run's own webhook target, checked as every outgoing URL is (an ``https`` URL
+    whose host resolves only to public addresses); None when the request names none.
+
+    Raises:
+        UnsafeUrl: 422 ``unsafe_url``, naming ``forwardedProps.webhook``.
+    """
+    url = forwarded_props.get("webhook") if isinstance(forwarded_props, dict) else None
+    if url is None:
+        return None
+    field = "body.forwardedProps.webhook"
+    if not isinstance(url, str):
+        raise UnsafeUrl(
+            "the URL cannot be used: must be a string",
+            details=[{"loc": field.split("."), "msg": "must be a string", "type": "value_error"}],
+        )
+    await check_url(url, allow_loopback=allow_loopback, field=field)
+    return url
+
+
 def chat_context(
-    caller: Identity, request: RunRequest, choice: ProfileChoice, *, leaf_id: str | None = None
+    caller: Identity,
+    request: RunRequest,
+    choice: ProfileChoice,
+    *,
+    leaf_id: str | None = None,
+    webhook: str | None = None,
 ) -> RunContext:
     """The context of a chat run: the caller's identity, the request's ids, tools, context notes and newest text;
     ``leaf_id``: a regenerate's question (``shared.runs.branching.with_branch``)."""
@@ -63,6 +89,7 @@ def chat_context(
         latest_user_text=users[-1] if users else "",
         client_state=request.client_state,
         resume=request.resume,
+        webhook=webhook,
     )
 
 
@@ -82,11 +109,13 @@ class ChatService:
         queue: RunQueue | None = None,
         attachments: AttachmentStore | None = None,
         attachment_limits: AttachmentLimits | None = None,
+        allow_loopback_webhooks: bool = False,
     ) -> None:
         """``threads`` and ``audit``: what the ``interrupt`` strategy reads and audits; ``queue``, with ``threads``
         and ``ledger``: where the ``enqueue`` strategy keeps its queued runs and checks them (without them, those
         strategies reject)."""
         self._profiles = profiles
+        self._allow_loopback_webhooks = allow_loopback_webhooks
         self._runs = runs
         self._executor = executor
         self._attachments = attachments
@@ -129,8 +158,9 @@ class ChatService:
         a queued run's request waits to start it."""
         choice = self._profiles.choose(CHAT_PROFILE, tenant_id=caller.tenant_id, user_id=caller.user_id)
         request = intake.read_run_request(body, chat_meta(choice), self._attachment_limits)
+        webhook = await webhook_target(request.forwarded_props, allow_loopback=self._allow_loopback_webhooks)
         messages, leaf_id = with_branch(await self._with_parts(caller, request, choice), request.branch)
-        ctx = chat_context(caller, request, choice, leaf_id=leaf_id)
+        ctx = chat_context(caller, request, choice, leaf_id=leaf_id, webhook=webhook)
 
         def attempt() -> Awaitable[Admission]:
             return self._runs.admit(

@@ -277,6 +277,8 @@ class Run(BaseModel):
     """Front-end tool calls the run handed to the client when it ended (``RUN_FINISHED``'s success outcome)."""
     interrupts: list[dict[str, Any]] = []
     """AG-UI ``Interrupt`` objects (wire form) of the calls it held for approval when it ended."""
+    webhook: str | None = None
+    """The run's own webhook target (``forwardedProps.webhook``), checked at admission; sent to when it ends."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ group: what the composition root is built from. Each function reads only its own
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import EnvSettingsSource, NoDecode
 from pydantic_settings.sources.utils import parse_env_vars
 
@@ -254,7 +254,30 @@ class ProcessSettings(SettingsGroup):
     a handler module builds its services while it is imported (the INIT phase), not on its first invocation."""
 
 
+class WebhookSettings(ProcessSettings):
+    """Signed webhooks when a run ends (shared.webhooks, docs/deployment.md "Webhooks")."""
+
+    webhook_allow_loopback: bool = False
+    """``WEBHOOK_ALLOW_LOOPBACK``: ``make dev`` only. Webhook targets on ``127.0.0.1``/``::1``/``localhost`` are
+    accepted, over plain ``http`` too. Refused inside Lambda (and template.yaml never sets it: a test reads it)."""
+    webhook_secret_prefix: str = "agent-backend/webhooks"
+    """Secrets Manager name prefix of the tenants' signing secrets: ``<prefix>/<tenantId>``."""
+    webhook_timeout_s: float = Field(default=5.0, gt=0, le=30)
+    """How long a target has to answer one POST before the attempt counts as failed."""
+    webhook_queue_url: str | None = None
+    """The webhook queue, whose messages' visibility the webhook function stretches for backoff."""
+
+    @field_validator("webhook_allow_loopback")
+    @classmethod
+    def _loopback_only_off_lambda(cls, value: bool, info: ValidationInfo) -> bool:
+        # ``lambda_function_name`` (ProcessSettings) is validated first: a base class's fields come first.
+        if value and info.data.get("lambda_function_name"):
+            raise ValueError("WEBHOOK_ALLOW_LOOPBACK is for make dev only and cannot be set on a deployed function")
+        return value
+
+
 class Settings(
+    WebhookSettings,
     TableSettings,
     StreamSettings,
     ModelSettings,

@@ -72,10 +72,13 @@ def build_local_app(
     services = Services(settings, overrides=overrides, structured=structured)
     # The memory worker runs in-process: run-completed events go to the same coalescer the memory Lambda runs,
     # and its delayed "extraction due" messages are in-process timers (MEMORY_IDLE_S long).
+    # Webhooks too: the same run-ended events are delivered in the background, with backoff (webhook_worker).
     from devtools.local.memory_worker import InProcessMemoryWorker
+    from devtools.local.webhook_worker import InProcessWebhookQueue
     from shared.memory.trigger import RunCompletedPublisher
 
-    services.use_run_completed_publisher(RunCompletedPublisher(InProcessMemoryWorker(services)))
+    queue = InProcessWebhookQueue(services, InProcessMemoryWorker(services))
+    services.use_run_completed_publisher(RunCompletedPublisher(queue))
     app = local_app(services)
     _run_local_scheduler(app, services)
     return app, services

@@ -66,3 +66,5 @@ class RunContext:
     # The message the run's first window ends at when it is not the thread's newest (a regenerate's question:
     # the old answer after it is on another branch now); None: the newest, as for every other run.
     leaf_id: str | None = None
+    # RunAgentInput.forwardedProps.webhook, checked at admission (shared.url_safety): stored on the run's record.
+    webhook: str | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from shared.executors.context import RunContext
 from shared.memory.models import BusEvent, PublishFailure
@@ -34,20 +35,40 @@ BASE_DELAY_S = 0.2
 
 
 def run_completed_event(
-    *, tenant_id: str, user_id: str, thread_id: str, run_id: str, executor: str, status: str
+    *,
+    tenant_id: str,
+    user_id: str,
+    thread_id: str,
+    run_id: str,
+    executor: str,
+    status: str,
+    outcome: dict[str, Any] | None = None,
 ) -> BusEvent:
-    return BusEvent(
-        source=EVENT_SOURCE,
-        detail_type=RUN_COMPLETED,
-        detail={
-            "tenantId": tenant_id,
-            "userId": user_id,
-            "threadId": thread_id,
-            "runId": run_id,
-            "executor": executor,
-            "status": status,
-        },
-    )
+    """``outcome``: how a finished run ended (``RUN_FINISHED``'s, wire form), for its webhook (the ledger keeps only
+    the status); the memory consumers ignore it."""
+    detail: dict[str, Any] = {
+        "tenantId": tenant_id,
+        "userId": user_id,
+        "threadId": thread_id,
+        "runId": run_id,
+        "executor": executor,
+        "status": status,
+    }
+    if outcome is not None:
+        detail["outcome"] = outcome
+    return BusEvent(source=EVENT_SOURCE, detail_type=RUN_COMPLETED, detail=detail)
+
+
+def finished_outcome(status: RunStatus, result: ExecutionResult | None) -> dict[str, Any] | None:
+    """The outcome a succeeded run's ``RUN_FINISHED`` carried (interrupts, or front-end calls left pending); None
+    for any other status (the status says it all)."""
+    if status is not RunStatus.SUCCEEDED or result is None:
+        return None
+    if result.interrupts:
+        return {"type": "interrupt", "interrupts": list(result.interrupts)}
+    if result.pending_tool_call_ids:
+        return {"type": "success", "pendingToolCallIds": list(result.pending_tool_call_ids)}
+    return {"type": "success"}
 
 
 def branch_switched_event(*, tenant_id: str, user_id: str, thread_id: str, leaf_id: str) -> BusEvent:
@@ -104,8 +125,11 @@ class RunCompletedPublisher:
                 await self._sleep(self._base_delay_s * 2 ** (attempt - 1))
         return False
 
-    async def run_completed(self, ctx: RunContext, status: RunStatus) -> bool:
-        """Publish ``agent.run.completed`` for a finished worker run (memory runs never trigger memory runs)."""
+    async def run_completed(
+        self, ctx: RunContext, status: RunStatus, result: ExecutionResult | None = None
+    ) -> bool:
+        """Publish ``agent.run.completed`` for a finished worker run (memory runs never trigger memory runs); its
+        webhook is sent from the same event (``shared.webhooks``)."""
         if ctx.meta.executor is not ExecutorKind.WORKER:
             return False
         event = run_completed_event(
@@ -115,6 +139,7 @@ class RunCompletedPublisher:
             run_id=ctx.run_id,
             executor=ctx.meta.executor.value,
             status=status.value,
+            outcome=finished_outcome(status, result),
         )
         try:
             return await self.publish([event])
@@ -136,7 +161,7 @@ class RunCompletedPublisher:
     def hook(self) -> Callable[[RunContext, RunStatus, ExecutionResult], Awaitable[None]]:
         """A ``RunService(on_run_finished=...)`` hook publishing for every finished worker run."""
 
-        async def on_run_finished(ctx: RunContext, status: RunStatus, _result: ExecutionResult) -> None:
-            await self.run_completed(ctx, status)
+        async def on_run_finished(ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:
+            await self.run_completed(ctx, status, result)
 
         return on_run_finished

@@ -156,6 +156,7 @@ class Admitter:
             meta=ctx.meta,
             body_digest=claim.body_digest,
             after_seq=claimed.last_seq,  # the thread is claimed: every message of this run comes after it
+            webhook=ctx.webhook,
         )
         with span("agent.admission.store", {"agent.admission.messages": len(fresh)}):
             stored_run, created, stored = await self._threads.admit_messages(

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from shared.ports.config import ConfigSource
     from shared.ports.thread_state import ThreadStateStore
     from shared.tools.mcp_servers import McpToolbox
+    from shared.webhooks.ports import WebhookPoster, WebhookSecrets
 
 
 class MainTable(Protocol):
@@ -69,6 +70,8 @@ class ServiceOverrides:
     usage_counters: UsageCounters | None = None
     thread_states: ThreadStateStore | None = None
     attachments: AttachmentStore | None = None
+    webhook_secrets: WebhookSecrets | None = None
+    webhook_poster: WebhookPoster | None = None
 
 
 class Overridable(Protocol):

@@ -116,6 +116,7 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             queue=self.run_queue,
             attachments=self.attachments,
             attachment_limits=self.attachment_limits,
+            allow_loopback_webhooks=self.settings.webhook_allow_loopback,
         )
 
     @cached_property

@@ -9,9 +9,10 @@ from shared.tracing.setup import configure_tracing
 from shared.wiring.automation import AutomationProviders
 from shared.wiring.migrations import MigrationProviders
 from shared.wiring.warm_up import LambdaFunction, WarmStep, open_connections, warm_up
+from shared.wiring.webhooks import WebhookProviders
 
 
-class Services(AutomationProviders, MigrationProviders):
+class Services(AutomationProviders, MigrationProviders, WebhookProviders):
     """Every long-lived object one process needs. One per process (per Lambda container)."""
 
     def warm_up(self, function: LambdaFunction = "api") -> list[str]:

@@ -30,6 +30,7 @@ from shared.settings import (
     TableSettings,
     TenancySettings,
     TracingSettings,
+    WebhookSettings,
     read_settings,
 )
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 
 
 class ApiSettings(
+    WebhookSettings,
     ProcessSettings,
     TracingSettings,
     TableSettings,
@@ -55,7 +57,8 @@ class ApiSettings(
     SchedulerSettings,
     AttachmentSettings,
 ):
-    """The API (streaming and buffered): runs, threads, tasks' CRUD, token checks, HTTP."""
+    """The API (streaming and buffered): runs, threads, tasks' CRUD, token checks, HTTP; a run's webhook target is
+    checked at admission."""
 
 
 class MemoryFunctionSettings(
@@ -74,6 +77,10 @@ class AutomationFunctionSettings(
 
 class SweeperSettings(ProcessSettings, TracingSettings, TableSettings, StreamSettings, RunSettings):
     """The sweeper: ends runs whose heartbeat stopped, on the table and the stream."""
+
+
+class WebhookFunctionSettings(WebhookSettings, TracingSettings, TableSettings):
+    """The webhook function: reads a run from the ledger, signs its event with the tenant's secret and POSTs it."""
 
 
 class MigrateSettings(ProcessSettings, TracingSettings, TableSettings, MigrationSettings):

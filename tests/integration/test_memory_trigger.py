@@ -105,6 +105,7 @@ async def test_run_completed_event_arrives_on_the_queue_and_parses(bus_to_queue:
         "runId": "run-1",
         "executor": "worker",
         "status": "succeeded",
+        "outcome": {"type": "success"},  # for the run's webhook (shared.webhooks); the memory path ignores it
     }
     record = MemoryQueueRecord.model_validate(
         {

@@ -27,6 +27,7 @@ from shared.settings import (
     TableSettings,
     TenancySettings,
     TracingSettings,
+    WebhookSettings,
 )
 from shared.wiring import LambdaFunction, ServiceOverrides, Services
 from shared.wiring.settings import (
@@ -36,17 +37,27 @@ from shared.wiring.settings import (
     MemoryFunctionSettings,
     MigrateSettings,
     SweeperSettings,
+    WebhookFunctionSettings,
     load_settings,
 )
 
 COMMON = (ProcessSettings, TracingSettings, TableSettings)
 RUN_PATH = (*COMMON, StreamSettings, ModelSettings, CatalogSettings, RunSettings)
 GROUPS: dict[type[SettingsGroup], tuple[type[SettingsGroup], ...]] = {
-    ApiSettings: (*RUN_PATH, AuthSettings, TenancySettings, HttpSettings, SchedulerSettings, AttachmentSettings),
+    ApiSettings: (
+        *RUN_PATH,
+        AuthSettings,
+        TenancySettings,
+        HttpSettings,
+        SchedulerSettings,
+        AttachmentSettings,
+        WebhookSettings,
+    ),
     MemoryFunctionSettings: (*RUN_PATH, MemorySettings, TenancySettings),
     AutomationFunctionSettings: (*RUN_PATH, MemorySettings, AttachmentSettings, TenancySettings),
     SweeperSettings: (*COMMON, StreamSettings, RunSettings),
     MigrateSettings: (*COMMON, MigrationSettings),
+    WebhookFunctionSettings: (*COMMON, WebhookSettings),
 }
 
 WRONG_JSON = {
