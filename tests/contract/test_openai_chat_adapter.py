@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import httpx
 import pytest
 
 from devtools.preflight import main, run_preflight
+from shared.attachments.image_tokens import image_tokens
 from shared.errors import ModelError
 from shared.llm.openai_chat import OpenAIChatModel
 from shared.llm.openai_errors import explain_rejection
@@ -33,6 +35,7 @@ from shared.llm.types import (
     ToolSpec,
 )
 from shared.tokens import estimate_tokens
+from tests.support.images import png
 from tests.support.model_server import (
     ModelServer,
     ScriptedToolCall,
@@ -212,6 +215,25 @@ async def test_usage_is_estimated_when_the_server_sends_none(server: ModelServer
     assert usage.input_tokens > 0
     # AND the output is counted with the one shared estimate
     assert usage.output_tokens == estimate_tokens("a fairly long answer in two chunks")
+
+
+async def test_an_estimated_usage_counts_images_by_qwens_rule_not_by_their_base64(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a server that reports no usage, and a request with a 640x480 photo-like PNG as a data URL (its base64
+    # is hundreds of thousands of characters) and a 1024x768 image the provider would fetch itself
+    server.enqueue(ScriptedTurn(text=["a cat"], send_usage=False))
+    photo = "data:image/png;base64," + base64.b64encode(png(640, 480, noise=True)).decode()
+    assert len(photo) > 300_000
+    message = ChatMessage(role="user", content="what is this?", images=(photo, "https://example.com/a.png"))
+    # WHEN the adapter streams the turn
+    usage = finished(await collect(make_model(), ChatRequest(model=MODEL, messages=(message,)))).usage
+    # THEN the input is the text's estimate plus one token per 28x28 patch of each image: 23x17 for the photo,
+    # the window's 1024x768 guess (37x27) for the URL whose bytes the request does not hold
+    assert usage is not None and usage.estimated is True
+    text_only = json.dumps([ChatMessage(role="user", content="what is this?").to_openai()], ensure_ascii=False)
+    assert image_tokens(640, 480) == 23 * 17
+    assert usage.input_tokens == estimate_tokens(text_only) + 23 * 17 + 37 * 27
 
 
 async def test_odd_chunks_are_read_for_what_they_hold_and_the_rest_is_ignored(

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import base64
 import socket
-import struct
-import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,22 +19,12 @@ from shared.adapters.aws.clients import client_factory
 from shared.llm.openai_chat import OpenAIChatModel
 from shared.profiles import ProfileCatalog, default_catalog
 from shared.wiring import ServiceOverrides, Services
+from tests.support.images import png
 from tests.support.model_server import ModelServer, ScriptedTurn
 from tests.support.settings import make_settings
 from tests.support.tokens import bearer
 
 BUCKET = "attachments-it"
-
-
-def png(width: int, height: int) -> bytes:
-    """A real PNG of ``width`` x ``height`` grey pixels."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    raw = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
 def pdf_with(text: str) -> bytes:
