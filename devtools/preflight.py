@@ -7,7 +7,10 @@ For each configured model (by default every logical model the shipped profiles n
 
 1. a tiny chat request offering one tool, ``preflight_echo``, with that call forced (``tool_choice``);
 2. the follow-up: the assistant tool-call message (content ``""``) and the tool result, in the shapes the adapter
-   always uses (docs/providers.md); the model must answer it.
+   always uses (docs/providers.md); the model must answer it;
+3. when a shipped profile naming the model says it reads images (``model.input_modalities``), a user message with
+   an 8x8 PNG as an ``image_url`` part (a ``data:`` URL, as the worker sends a stored image); the model must answer
+   it. ``--text-only`` leaves this out, for an endpoint whose deployment declares its profiles text only.
 
 and prints what passed, what failed and why (the error code and the server's explanation, with the id the
 endpoint publishes instead when a model is unknown to it). Exit status: 0 when every model passed, 1 otherwise
@@ -24,9 +27,10 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from devtools.preflight_image import IMAGE_PROMPT, tiny_png_data_url
 from shared.errors import ConfigurationError, ModelError
 from shared.llm.model_ids import parse_model_id_map
 from shared.llm.thinking import PROVIDERS, Provider, parse_provider
@@ -130,8 +134,9 @@ async def _stream_turn(model: ChatModel, request: ChatRequest) -> tuple[str, dic
     return "".join(text), calls, reason
 
 
-async def check_model(model: ChatModel, wanted: str, provider_model: str) -> ModelCheck:
-    """Run the two-request probe for one logical model id; never raises for a model failure."""
+async def check_model(model: ChatModel, wanted: str, provider_model: str, *, image: bool = False) -> ModelCheck:
+    """Run the two-request probe for one logical model id, and the image request when ``image``; never raises for a
+    model failure."""
     started = time.monotonic()
     user = ChatMessage(role="user", content=PROBE_PROMPT)
     first = ChatRequest(
@@ -167,24 +172,42 @@ async def check_model(model: ChatModel, wanted: str, provider_model: str) -> Mod
         return ModelCheck(
             wanted, provider_model, False, f"follow-up with the tool result failed: [{exc.code}] {exc.message}"
         )
-    seconds = time.monotonic() - started
-    return ModelCheck(
-        wanted,
-        provider_model,
-        True,
-        f"forced tool call and follow-up answered ({reason}, {len(text)} characters, {seconds:.1f} s)",
-    )
+    answered = f"forced tool call and follow-up answered ({reason}, {len(text)} characters"
+    if image:
+        failure = await _check_image(model, wanted)
+        if failure is not None:
+            return ModelCheck(wanted, provider_model, False, failure)
+        answered += "; the 8x8 image answered"
+    return ModelCheck(wanted, provider_model, True, f"{answered}, {time.monotonic() - started:.1f} s)")
+
+
+async def _check_image(model: ChatModel, wanted: str) -> str | None:
+    """Send the tiny image as the worker sends a stored one; why it failed, or None when the model answered."""
+    user = ChatMessage(role="user", content=IMAGE_PROMPT, images=(tiny_png_data_url(),))
+    try:
+        text, _, reason = await _stream_turn(model, ChatRequest(model=wanted, messages=(user,), max_tokens=16))
+    except ModelError as exc:
+        return f"the request with an 8x8 image failed: [{exc.code}] {exc.message}"
+    if not text and reason != "length":
+        return f"the request with an 8x8 image got no answer (finish reason {reason or 'none'})"
+    return None
 
 
 async def run_preflight(
-    model: ChatModel, wanted: Sequence[str], model_ids: Mapping[str, str], *, base_url: str = ""
+    model: ChatModel,
+    wanted: Sequence[str],
+    model_ids: Mapping[str, str],
+    *,
+    base_url: str = "",
+    image_models: Collection[str] = (),
 ) -> PreflightReport:
-    """Probe every wanted logical id; a failure that looks like an unknown model gets a suggestion."""
+    """Probe every wanted logical id (those in ``image_models`` with an image too); a failure that looks like an
+    unknown model gets a suggestion."""
     checks: list[ModelCheck] = []
     available: list[str] | None = None
     for logical in wanted:
         provider_model = model_ids.get(logical, logical)
-        check = await check_model(model, logical, provider_model)
+        check = await check_model(model, logical, provider_model, image=logical in image_models)
         if not check.passed and "model_rejected_request" in check.detail:
             if available is None:
                 try:
@@ -203,6 +226,13 @@ def _default_models() -> list[str]:
 
     # Every logical model id some shipped profile names (mapped through MODEL_ID_MAP before the check).
     return sorted({profile.model.name for profile in default_catalog()})
+
+
+def _image_models() -> set[str]:
+    from shared.profiles import default_catalog
+
+    # A model reads images when a shipped profile naming it says so (its requests may then carry them).
+    return {profile.model.name for profile in default_catalog() if "image" in profile.model.input_modalities}
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -225,6 +255,11 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="default: $LLM_PROVIDER, else detected from the base URL",
     )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    parser.add_argument(
+        "--text-only",
+        action="store_true",
+        help="send no image, even to a model whose shipped profiles say it reads images (a text-only deployment)",
+    )
     args = parser.parse_args(argv)
     if not args.base_url:
         parser.error("--base-url or LLM_BASE_URL is required")
@@ -247,7 +282,8 @@ async def _run(args: argparse.Namespace) -> int:
         args.base_url, args.api_key, provider=provider, timeout_s=args.timeout, max_retries=1, model_ids=args.model_ids
     )
     try:
-        report = await run_preflight(model, wanted, args.model_ids, base_url=args.base_url)
+        images = set() if args.text_only else _image_models()
+        report = await run_preflight(model, wanted, args.model_ids, base_url=args.base_url, image_models=images)
     finally:
         await model.aclose()
     print(report.render())

@@ -3,6 +3,11 @@
 A client that reconnects, or opens the thread on a second device, gets the visible conversation in one event,
 then follows the thread's live events from the point the snapshot was taken (``shared.threads``). Messages of
 hidden runs (memory, automation) are never in it, nor are stored system notes: what the history API shows.
+
+A user message with images or files has AG-UI 1.0 content parts: its text, then one ``image`` / ``document`` /
+``audio`` / ``video`` part per stored part with a ``url`` source, the same URL the history gives
+(``shared.attachments.part_urls``), never the bytes; the part's ``metadata`` holds its ``filename``, ``size``,
+``width`` and ``height`` when known, as the history's part does.
 """
 
 from __future__ import annotations
@@ -10,9 +15,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ag_ui.core import AssistantMessage, FunctionCall, MessagesSnapshotEvent, ToolCall, ToolMessage, UserMessage
+from ag_ui.core import (
+    AssistantMessage,
+    AudioInputPart,
+    DocumentInputPart,
+    FunctionCall,
+    ImageInputPart,
+    InputContentUrlSource,
+    MessagesSnapshotEvent,
+    TextInputContent,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    VideoInputPart,
+)
 
+from shared.attachments.part_urls import part_url
 from shared.models import Message, Role
+
+_PART_TYPES = {"image": ImageInputPart, "document": DocumentInputPart, "audio": AudioInputPart, "video": VideoInputPart}
 
 SNAPSHOT_MESSAGES = 200
 """The newest visible messages a snapshot holds (the history API pages through older ones)."""
@@ -21,7 +42,7 @@ SNAPSHOT_MESSAGES = 200
 def agui_message(msg: Message) -> Any:
     """One stored message in AG-UI message form; None for a role the snapshot leaves out."""
     if msg.role is Role.USER:
-        return UserMessage(id=msg.id, content=msg.content)
+        return UserMessage(id=msg.id, content=user_content(msg))
     if msg.role is Role.ASSISTANT:
         calls = [
             ToolCall(id=c.id, type="function", function=FunctionCall(name=c.name, arguments=c.arguments))
@@ -31,6 +52,20 @@ def agui_message(msg: Message) -> Any:
     if msg.role is Role.TOOL and msg.tool_call_id:
         return ToolMessage(id=msg.id, content=msg.content, tool_call_id=msg.tool_call_id)
     return None
+
+
+def user_content(msg: Message) -> Any:
+    """A user message's content: its text, or, when it has images or files, its text and a part with a URL for
+    each (AG-UI 1.0 ``InputContent``)."""
+    if not msg.parts:
+        return msg.content
+    content: list[Any] = [TextInputContent(text=msg.content)] if msg.content else []
+    for n, part in enumerate(msg.parts):
+        source = InputContentUrlSource(value=part_url(msg, n), mime_type=part.mime_type)
+        details = {"filename": part.filename, "size": part.size, "width": part.width, "height": part.height}
+        known = {name: value for name, value in details.items() if value is not None}
+        content.append(_PART_TYPES[part.kind](source=source, metadata=known or None))
+    return content
 
 
 def messages_snapshot(messages: Iterable[Message]) -> MessagesSnapshotEvent:

@@ -22,10 +22,11 @@ from shared.errors import NotFound
 STATIC_DIR = Path(__file__).parent / "playground_static"
 PAGE_FILES = {"app.js": "text/javascript", "app.css": "text/css"}
 
-# The page runs only its own bundle: no inline script, nothing from another origin.
+# The page runs only its own bundle: no inline script, nothing from another origin. Images may be blob: URLs: a
+# message's stored images are read with the bearer token (fetch, same origin) and shown through object URLs.
 PAGE_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data: blob:; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from functions.agent_api.deps import Caller, Deadline, Statuses, Threads
 from functions.agent_api.run_views import run_status_view
 from functions.agent_api.sse import SSE_HEADERS, frames
+from shared.attachments.part_urls import part_url
 from shared.errors import InvalidRequest
 from shared.models import PREVIOUS, Feedback, Message, Run, Thread
 from shared.runs import intake
@@ -64,8 +65,7 @@ def part_view(msg: Message, n: int) -> dict[str, Any]:
     """A stored image or file of a message: its type and name, and a URL to read it (a client's URL source is its
     own; a stored part's is this API's parts route, behind the caller's token)."""
     part = msg.parts[n]
-    url = part.url or f"/api/v1/threads/{msg.thread_id}/messages/{msg.id}/parts/{n}"
-    view: dict[str, Any] = {"type": part.kind, "mimeType": part.mime_type, "url": url}
+    view: dict[str, Any] = {"type": part.kind, "mimeType": part.mime_type, "url": part_url(msg, n)}
     for name, value in (
         ("filename", part.filename),
         ("size", part.size),

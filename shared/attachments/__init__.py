@@ -7,5 +7,6 @@ the stack's bucket, sent to the model, read back by the history (docs/protocols/
 - ``url_safety``: a client's URL source, checked without ever fetching it;
 - ``pdf_text``: a PDF's text, bounded;
 - ``image_tokens``: what an image costs in the window (Qwen's 28x28-patch rule);
+- ``placeholders``: a part as a line of text for readers that never see its bytes (the memory executor);
 - ``storage``: object keys and the step that stores a message's parts before admission.
 """

@@ -18,8 +18,6 @@ Model ids: requests name the profile's logical model; ``model_ids`` maps it to t
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -32,6 +30,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionToolParam
 
 from shared.errors import ModelError
 from shared.llm.openai_errors import RETRY_BASE_S, model_error, retry_delay, retryable
+from shared.llm.request_estimate import estimate_request_tokens
 from shared.llm.thinking import Provider, ThinkStripper, detect_provider, thinking_extra_body
 from shared.llm.types import (
     ChatChunk,
@@ -285,7 +284,7 @@ class OpenAIChatModel:
                 provider=self.provider,
                 model=request.model,
                 provider_model=self.provider_model_id(request.model),
-                input_tokens=_estimate_request_tokens(request),
+                input_tokens=estimate_request_tokens(request),
                 output_tokens=estimate_tokens(
                     "".join(state.visible_text) + "".join(state.reasoning_text) + "".join(state.tool_text)
                 ),
@@ -367,9 +366,3 @@ def _tool_params(tools: tuple[ToolSpec, ...]) -> list[ChatCompletionToolParam]:
         }
         for t in tools
     ]
-
-
-def _estimate_request_tokens(request: ChatRequest) -> int:
-    messages = json.dumps([m.to_openai() for m in request.messages], ensure_ascii=False)
-    tools = json.dumps([dataclasses.asdict(t) for t in request.tools], ensure_ascii=False) if request.tools else ""
-    return estimate_tokens(messages) + estimate_tokens(tools)

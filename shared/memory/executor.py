@@ -10,7 +10,8 @@ One run (step ``memory``):
    :data:`MAX_CONTEXT_CHARS` (never the whole history window again: a coalesced run already covers every turn
    since the last extraction); memory-injected text omitted; plus the user's ~10 active memories most related to
    the new messages, marked as existing memories with their ids so the model can avoid duplicates and forget or
-   supersede them.
+   supersede them. A user message's images and files appear as one placeholder line each (``[image: name,
+   640x480]``, ``[document: name]``): never their bytes, nor a document's text, which is not the user's words.
 3. Call the memory profile's model (``qwen3.5-flash``, thinking off) offering exactly ``memory_write`` and
    ``memory_forget``, authorised per call by the same :class:`~shared.tool_gate.ToolGate` as the worker's. Every
    call is a proposal for :class:`~shared.memory.gate.MemoryGate`; its decision (``stored``, ``merged``,
@@ -37,6 +38,7 @@ from typing import Protocol
 
 from ag_ui.core import StepFinishedEvent, StepStartedEvent, ToolCallResultEvent
 
+from shared.attachments.placeholders import with_placeholders
 from shared.executors.context import RunContext
 from shared.executors.model_turn import ModelTurn, new_id
 from shared.llm.types import ChatMessage, ChatRequest
@@ -266,9 +268,7 @@ class MemoryExecutor:
         )
         return [m for m, _ in scored[:RELATED_MEMORIES]]
 
-    async def _preceding_context(
-        self, tenant: str, thread: str, first_new_seq: int, walk: BranchWalk
-    ) -> list[Message]:
+    async def _preceding_context(self, tenant: str, thread: str, first_new_seq: int, walk: BranchWalk) -> list[Message]:
         """The last :data:`CONTEXT_USER_TURNS` turns of the branch before the new messages, oldest first."""
         older = await self._messages.read_back(tenant, thread, before_seq=first_new_seq, limit=MAX_CONTEXT_READ)
         kept: list[Message] = []
@@ -362,6 +362,7 @@ def _cut(text: str, limit: int) -> str:
 
 
 def _render_message(message: Message, new: bool) -> str:
+    """One message as the memory model sees it; a user message's images and files are placeholders, never bytes."""
     role = message.role.value
     if message_is_memory_injection(message):
         body = "(memory-injected text omitted: never a source)"
@@ -372,6 +373,7 @@ def _render_message(message: Message, new: bool) -> str:
         body = _cut(message.content, MAX_SHOWN_OTHER_CHARS if new else MAX_CONTEXT_CHARS)
     elif is_human_message(message):
         body = _cut(message.content, MAX_SHOWN_CHARS if new else MAX_CONTEXT_CHARS)
+        body = with_placeholders(body, message.parts)
     else:
         body = _cut(message.content, MAX_SHOWN_OTHER_CHARS if new else MAX_CONTEXT_CHARS)
         if message.role is Role.ASSISTANT and message.tool_calls:

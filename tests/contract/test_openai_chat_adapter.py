@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -17,6 +18,8 @@ import httpx
 import pytest
 
 from devtools.preflight import main, run_preflight
+from shared.attachments.image_tokens import image_tokens
+from shared.attachments.media import image_size, sniff
 from shared.errors import ModelError
 from shared.llm.openai_chat import OpenAIChatModel
 from shared.llm.openai_errors import explain_rejection
@@ -33,6 +36,7 @@ from shared.llm.types import (
     ToolSpec,
 )
 from shared.tokens import estimate_tokens
+from tests.support.images import png
 from tests.support.model_server import (
     ModelServer,
     ScriptedToolCall,
@@ -212,6 +216,25 @@ async def test_usage_is_estimated_when_the_server_sends_none(server: ModelServer
     assert usage.input_tokens > 0
     # AND the output is counted with the one shared estimate
     assert usage.output_tokens == estimate_tokens("a fairly long answer in two chunks")
+
+
+async def test_an_estimated_usage_counts_images_by_qwens_rule_not_by_their_base64(
+    server: ModelServer, make_model: MakeModel
+) -> None:
+    # GIVEN a server that reports no usage, and a request with a 640x480 photo-like PNG as a data URL (its base64
+    # is hundreds of thousands of characters) and a 1024x768 image the provider would fetch itself
+    server.enqueue(ScriptedTurn(text=["a cat"], send_usage=False))
+    photo = "data:image/png;base64," + base64.b64encode(png(640, 480, noise=True)).decode()
+    assert len(photo) > 300_000
+    message = ChatMessage(role="user", content="what is this?", images=(photo, "https://example.com/a.png"))
+    # WHEN the adapter streams the turn
+    usage = finished(await collect(make_model(), ChatRequest(model=MODEL, messages=(message,)))).usage
+    # THEN the input is the text's estimate plus one token per 28x28 patch of each image: 23x17 for the photo,
+    # the window's 1024x768 guess (37x27) for the URL whose bytes the request does not hold
+    assert usage is not None and usage.estimated is True
+    text_only = json.dumps([ChatMessage(role="user", content="what is this?").to_openai()], ensure_ascii=False)
+    assert image_tokens(640, 480) == 23 * 17
+    assert usage.input_tokens == estimate_tokens(text_only) + 23 * 17 + 37 * 27
 
 
 async def test_odd_chunks_are_read_for_what_they_hold_and_the_rest_is_ignored(
@@ -646,22 +669,68 @@ def test_preflight_cli_exits_1_and_names_the_replacement(
     assert "1 of 3 model(s) passed" in out
 
 
+def image_requests(requests: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """(model, image URLs) of each request whose user message carries images."""
+    out = []
+    for body in requests:
+        content = body["messages"][-1]["content"]
+        if isinstance(content, list):
+            out.append((body["model"], [p["image_url"]["url"] for p in content if p["type"] == "image_url"]))
+    return out
+
+
+@pytest.mark.parametrize("text_only", [False, True])
 def test_preflight_cli_exits_0_for_the_shipped_profiles_models_through_the_map(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, text_only: bool
 ) -> None:
     # GIVEN a DashScope-like endpoint and the template's default map
     with ModelServer(reject_unknown_models=True, models=["qwen3.5-35b-a3b", "qwen3.5-flash", "deepseek-chat"]) as ds:
-        for _ in range(3):
-            ds.enqueue(*probe_turns())
+        # (in the order checked: deepseek-chat, then the chat model, whose shipped profiles read images, then the
+        # memory model)
+        ds.enqueue(*probe_turns(), *probe_turns())
+        if not text_only:
+            ds.enqueue(ScriptedTurn(text=["Red."]))
+        ds.enqueue(*probe_turns())
         monkeypatch.setenv("MODEL_ID_MAP", '{"qwen3.5-30b-a3b": "qwen3.5-35b-a3b"}')
-        # WHEN the CLI runs without --models
-        status = main(["--base-url", ds.base_url, "--api-key", "k"])
+        # WHEN the CLI runs without --models (with --text-only: for a deployment whose profiles take no images)
+        status = main(["--base-url", ds.base_url, "--api-key", "k", *(["--text-only"] if text_only else [])])
         sent = sorted({body["model"] for body in ds.requests})
+        images = image_requests(ds.requests)
     # THEN every model the shipped profiles name passed, under its provider id
     out = capsys.readouterr().out
     assert status == 0, out
     assert "FAIL" not in out
     assert sent == ["deepseek-chat", "qwen3.5-35b-a3b", "qwen3.5-flash"]
+    # AND only the model whose profiles read images got the 8x8 image, unless told text only
+    if text_only:
+        assert images == []
+    else:
+        [(model, [url])] = images
+        assert model == "qwen3.5-35b-a3b"
+        assert image_size(base64.b64decode(url.removeprefix("data:image/png;base64,"))) == (8, 8)
+        assert "the 8x8 image answered" in out
+
+
+async def test_preflight_sends_an_8x8_png_as_an_image_url_part_and_fails_a_model_that_refuses_it(
+    make_model: MakeModel, server: ModelServer
+) -> None:
+    # GIVEN an endpoint that answers the tool probe but refuses images, as a text-only model's server does
+    server.enqueue(*probe_turns(), ScriptedTurn(status=400, error_message="image input is not supported by this model"))
+    # WHEN a model said to read images is checked
+    report = await run_preflight(make_model(), ["qwen3.5-flash"], {}, image_models={"qwen3.5-flash"})
+    # THEN the third request was a user message with the prompt and the PNG as a data URL
+    third = server.requests[2]["messages"]
+    assert len(server.requests) == 3 and [m["role"] for m in third] == ["user"]
+    text, image = third[0]["content"]
+    assert text["type"] == "text" and "colour" in text["text"]
+    assert image["type"] == "image_url" and image["image_url"]["url"].startswith("data:image/png;base64,")
+    png_bytes = base64.b64decode(image["image_url"]["url"].split(",", 1)[1])
+    assert sniff(png_bytes) == "image/png" and image_size(png_bytes) == (8, 8)
+    # AND the model failed, with the server's reason
+    [check] = report.checks
+    assert not check.passed
+    assert "the request with an 8x8 image failed: [model_rejected_request]" in check.detail
+    assert "image input is not supported" in check.detail
 
 
 def test_preflight_runs_as_a_module(server: ModelServer) -> None:

@@ -7,36 +7,30 @@ Real ``openai`` client over HTTP against the scripted model server, moto's S3 an
 from __future__ import annotations
 
 import base64
+import json
 import socket
-import struct
-import zlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
+from ag_ui.core import MessagesSnapshotEvent
 
 from shared.adapters.aws.attachments import S3Attachments
 from shared.adapters.aws.clients import client_factory
 from shared.llm.openai_chat import OpenAIChatModel
 from shared.profiles import ProfileCatalog, default_catalog
+from shared.runs.deadline import LAMBDA_CONTEXT_HEADER
 from shared.wiring import ServiceOverrides, Services
+from tests.support.agui_clients import js_event_problems
+from tests.support.images import png
 from tests.support.model_server import ModelServer, ScriptedTurn
 from tests.support.settings import make_settings
+from tests.support.streams import events_of
 from tests.support.tokens import bearer
 
 BUCKET = "attachments-it"
-
-
-def png(width: int, height: int) -> bytes:
-    """A real PNG of ``width`` x ``height`` grey pixels."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    raw = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
 def pdf_with(text: str) -> bytes:
@@ -153,6 +147,48 @@ async def test_an_inline_png_reaches_the_model_as_an_image_url_and_history_reads
         # WHEN the thread is deleted THEN its objects are gone
         assert (await client.delete("/api/v1/threads/th-img", headers=bearer())).status_code in (200, 204)
     assert attachments.client.list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == 0
+
+
+async def test_the_messages_snapshot_and_a_catching_up_follower_carry_the_parts_with_a_url_that_opens(
+    services: Services, model_server: ModelServer, asgi_client: Any
+) -> None:
+    image = png(8, 8)
+    model_server.enqueue(ScriptedTurn(text=["A grey square."]))
+    async with asgi_client(services) as client:
+        # GIVEN a thread whose user message carries an image
+        resp = await run(client, services, body("run-snap", image_part(image), thread="th-snap"))
+        assert resp.status_code == 200, resp.text
+        history = (await client.get("/api/v1/threads/th-snap/history", headers=bearer())).json()
+        # WHEN a second device follows the thread with a snapshot, and a follower comes back with an id the stream
+        # no longer holds (it catches up from the stored conversation); both end at their invocation's deadline
+        followers = []
+        for params in ({"snapshot": "messages"}, {"lastEventId": "1-0"}):
+            deadline = json.dumps({"deadline": int((time.time() + 1.0) * 1000)})
+            followed = await client.get(
+                "/api/v1/threads/th-snap/events", params=params, headers={**bearer(), LAMBDA_CONTEXT_HEADER: deadline}
+            )
+            assert followed.status_code == 200, followed.text
+            followers.append(events_of(followed.text)[0])
+        # THEN each opens with a snapshot whose user message holds its text and the image with a url source, the
+        # history's URL, its name and size in the metadata: never the bytes
+        for snapshot in followers:
+            assert snapshot["type"] == "MESSAGES_SNAPSHOT"
+            user = snapshot["messages"][0]
+            assert user["role"] == "user"
+            text, part = user["content"]
+            assert text == {"type": "text", "text": "What is this?"}
+            assert part == {
+                "type": "image",
+                "source": {"type": "url", "value": history["items"][0]["parts"][0]["url"], "mimeType": "image/png"},
+                "metadata": {"size": len(image), "width": 8, "height": 8},
+            }
+            # AND that URL opens with the caller's token, to the same bytes
+            got = await client.get(part["source"]["value"], headers=bearer())
+            assert got.status_code == 200 and got.content == image
+    # AND both snapshots are valid AG-UI events for the Python SDK and for @ag-ui/core's schemas
+    for snapshot in followers:
+        MessagesSnapshotEvent.model_validate(snapshot)
+    assert js_event_problems(followers) == [[], []]
 
 
 async def test_erasing_the_user_removes_their_objects(

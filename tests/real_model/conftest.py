@@ -18,7 +18,7 @@ from tests.support.live_app import serve_app
 from tests.support.llama_server import LlamaServer, LlamaServerMissing, built_env, llama_server
 from tests.support.model_proxy import ModelProxy
 
-from .model_settings import real_settings
+from .model_settings import real_settings, text_only_profiles
 
 pytestmark = pytest.mark.real_model
 
@@ -64,6 +64,7 @@ def proxy(llama: LlamaServer) -> Iterator[ModelProxy]:
 
 @pytest.fixture
 def live(store: Any, redis_url: str, proxy: ModelProxy) -> Iterator[str]:
-    """The app under uvicorn, its model adapter talking to llama.cpp through the proxy."""
-    with serve_app(Services(real_settings(proxy, redis_url=redis_url), overrides=ServiceOverrides(store=store))) as url:
+    """The app under uvicorn, its model adapter talking to llama.cpp through the proxy; its profiles text only."""
+    overrides = ServiceOverrides(store=store, profiles=text_only_profiles())
+    with serve_app(Services(real_settings(proxy, redis_url=redis_url), overrides=overrides)) as url:
         yield url

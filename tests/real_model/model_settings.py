@@ -1,10 +1,11 @@
-"""The settings of the real-model tier: every profile's model id mapped to the tiny model llama.cpp serves, and the app
-pointed at the model proxy in front of it."""
+"""The settings of the real-model tier: every profile's model id mapped to the tiny model llama.cpp serves, the app
+pointed at the model proxy in front of it, and the profiles declaring what that model reads: text only."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from shared.profiles import ProfileCatalog, default_catalog
 from tests.support.model_proxy import ModelProxy
 from tests.support.settings import make_settings
 
@@ -19,4 +20,18 @@ def real_settings(proxy: ModelProxy, **overrides: Any) -> Any:
         llm_timeout_s=120.0,
         model_id_map=MODEL_ID_MAP,
         **overrides,
+    )
+
+
+def text_only_profiles() -> ProfileCatalog:
+    """The shipped profiles as a deployment on SmolLM2-135M declares them: the model reads text only (it has no
+    vision encoder, and the server loads no multimodal projector), so an image part is refused with ``422
+    unsupported_modality`` before anything is stored or the model is called (run-agent-input.md §3.4)."""
+    return ProfileCatalog(
+        {
+            profile.name: profile.model_copy(
+                update={"model": profile.model.model_copy(update={"input_modalities": ("text",)})}
+            )
+            for profile in default_catalog()
+        }
     )

@@ -8,6 +8,7 @@ The tiny model's answers are meaningless, so nothing here judges them.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ from shared.memory.job import MemoryRunFailed
 from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
 from tests.support.agui_clients import run_js_agent, turn_problems, validate_sse
+from tests.support.images import png
 from tests.support.llama_server import LlamaServer
 from tests.support.model_proxy import ForcePolicy, Forwarded, ModelProxy
 from tests.support.sse import parse_sse
@@ -105,6 +107,29 @@ def test_a_forced_tool_call_then_two_more_turns_through_the_app_and_the_js_clien
     assert {(u["model"], u["provider_model"], u["estimated"]) for u in usages} == {
         ("qwen3.5-30b-a3b", PROVIDER_MODEL, True)
     }
+
+
+def test_an_image_to_the_text_only_model_is_refused_before_the_model_is_called(live: str, proxy: ModelProxy) -> None:
+    # GIVEN the tier's profiles, which say SmolLM2-135M reads text only
+    image = base64.b64encode(png(8, 8)).decode()
+    content = [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "source": {"type": "data", "value": image, "mimeType": "image/png"}},
+    ]
+    body = {
+        "threadId": "thread-img",
+        "runId": "run-img",
+        "messages": [{"id": "u-img", "role": "user", "content": content}],
+    }
+    # WHEN a user message carries an 8x8 PNG
+    resp = httpx.post(f"{live}/api/v1/agent", json=body, headers=bearer(), timeout=60)
+    # THEN it is refused with unsupported_modality, and nothing reached the model server
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"]["code"] == "unsupported_modality"
+    assert proxy.requests() == []
+    # AND the thread holds nothing of it
+    history = httpx.get(f"{live}/api/v1/threads/thread-img/history", headers=bearer(), timeout=30)
+    assert history.status_code == 404 or history.json()["items"] == []
 
 
 def test_the_old_null_shape_is_rejected_once_without_retry_and_the_thread_works_after_the_fix(
@@ -241,9 +266,17 @@ def run_module(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[
 
 
 def test_the_preflight_passes_against_llama_cpp(llama: LlamaServer) -> None:
-    # WHEN the preflight checks the shipped profiles' models through the deployment's map, the documented way
+    # WHEN the preflight checks the shipped profiles' models through the deployment's map, the documented way, text
+    # only as this tier's profiles are (SmolLM2-135M reads no images)
     result = run_module(
-        "devtools.preflight", "--base-url", llama.base_url, "--model-id-map", MODEL_ID_MAP, "--timeout", "120"
+        "devtools.preflight",
+        "--base-url",
+        llama.base_url,
+        "--model-id-map",
+        MODEL_ID_MAP,
+        "--timeout",
+        "120",
+        "--text-only",
     )
     # THEN every model passed the forced tool call and the follow-up with its result
     assert result.returncode == 0, result.stdout + result.stderr

@@ -20,6 +20,7 @@ from typing import Any, NotRequired, TypedDict
 
 JS_CLIENT_DIR = Path(__file__).resolve().parents[1] / "e2e" / "js"
 RUN_AGENT_SCRIPT = JS_CLIENT_DIR / "run_agent.mjs"
+CHECK_EVENTS_SCRIPT = JS_CLIENT_DIR / "check_events.mjs"
 TERMINAL_EVENT_TYPES = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 _INSTALL_HINT = "run `make test`, or `npm ci` in tests/e2e/js, to install @ag-ui/client"
 
@@ -176,6 +177,27 @@ def run_js_agent(
         stderr = (exc.stderr or b"").decode(errors="replace")
         raise AgUiHarnessError(f"run_agent.mjs did not finish within {timeout_s}s:\n{stderr}") from exc
     return _parse_js_output(done.returncode, done.stdout, done.stderr)
+
+
+def js_event_problems(events: list[dict[str, Any]], timeout_s: float = 30) -> list[list[str]]:
+    """Each event's problems by ``@ag-ui/core``'s schemas (``tests/e2e/js/check_events.mjs``), ``[]`` when valid:
+    the judge for streams the ``HttpAgent`` does not read, such as a thread's follower stream."""
+    node = _node_executable()
+    try:
+        done = subprocess.run(
+            [node, str(CHECK_EVENTS_SCRIPT)],
+            input=json.dumps(events).encode(),
+            capture_output=True,
+            timeout=timeout_s,
+            cwd=JS_CLIENT_DIR,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AgUiHarnessError(f"check_events.mjs did not finish within {timeout_s}s") from exc
+    if done.returncode != 0:
+        raise AgUiHarnessError(f"check_events.mjs exited {done.returncode}:\n{done.stderr.decode(errors='replace')}")
+    problems: list[list[str]] = json.loads(done.stdout)
+    return problems
 
 
 async def run_js_agent_async(

@@ -15,7 +15,7 @@ from shared.executors.context import RunContext
 from shared.memory.executor import MemoryExecutor
 from shared.memory.injection import MEMORY_INJECTION_SENTINEL, ActiveMemories, render_memories
 from shared.memory.models import Memory, MemoryKind
-from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role
+from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, MessagePart, Origin, Role
 from shared.profiles import default_catalog
 from shared.run_events.emitter import RunEmitter
 from shared.run_results import ExecutionFailed
@@ -99,6 +99,44 @@ async def test_the_model_sees_new_messages_marked_related_memories_and_no_inject
     assert '<message id="m1" role="user">I live in Lyon.</message>' in prompt  # context, not new
     assert '<memory id="mem_cello" kind="preference">Wants to play the cello in an orchestra</memory>' in prompt
     assert "green tea" not in prompt and MEMORY_INJECTION_SENTINEL not in prompt
+
+
+async def test_a_messages_images_and_files_reach_the_memory_model_as_placeholders_never_as_bytes() -> None:
+    # GIVEN a new user message with a stored image, a PDF whose text was extracted, and a nameless image
+    parts = (
+        MessagePart(
+            kind="image",
+            mime_type="image/png",
+            key="t1/u1/th1/m9/0-ab",
+            filename="cat.png",
+            width=640,
+            height=480,
+            size=2_000,
+        ),
+        MessagePart(
+            kind="document",
+            mime_type="application/pdf",
+            key="t1/u1/th1/m9/1-cd",
+            filename="lease]\n.pdf",
+            text="SECRET CLAUSE: the tenant owes 9000 euros",
+        ),
+        MessagePart(kind="image", mime_type="image/jpeg", url="https://example.com/x.jpg"),
+    )
+    messages = [Message(id="m9", thread_id=THREAD, role=Role.USER, content="My cat, and my lease.", seq=1, parts=parts)]
+    model = ScriptedModel(Turn(text=["none"]))
+    executor = MemoryExecutor(
+        model, CaseThread(messages), InMemoryMemoryStore(), ListAuditLog(), confidence_threshold=0.7
+    )
+    # WHEN the memory executor runs
+    await executor.execute(ctx(), RunEmitter(ListStream(), "run:mem_run"))
+    prompt = model.requests[0].messages[-1].content or ""
+    # THEN the model sees the text and one placeholder per part, the client's name unable to break out of it
+    assert (
+        '<message id="m9" role="user" new="true">My cat, and my lease.\n[image: cat.png, 640x480]\n'
+        "[document: lease .pdf]\n[image]</message>"
+    ) in prompt
+    # AND nothing of the parts' contents or where they are
+    assert "SECRET CLAUSE" not in prompt and "t1/u1/th1" not in prompt and "example.com" not in prompt
 
 
 async def test_the_input_is_the_new_messages_plus_two_cut_turns_of_context_not_the_whole_window() -> None:

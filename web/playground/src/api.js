@@ -55,6 +55,18 @@ function limitHint(code, details) {
     `${d.reserve ? `; a run reserves ${d.reserve} tokens` : ""}).${resets} See Usage.`;
 }
 
+/** What to do about a refused image or file (docs/protocols/agent/errors.md, run-agent-input.md §3.4). */
+const ATTACHMENT_HINTS = {
+  media_type_mismatch: "a file is not what its name says (its bytes are another type). Attach the real file.",
+  unsupported_media_type: "images must be PNG, JPEG, WebP or GIF; documents PDF or plain text.",
+  unsupported_modality: "this profile's model does not take that kind of input. Send text, or use a profile that does.",
+  attachment_too_large: "a file is over 512 KiB, or the message's files over 720 KiB together.",
+  image_too_large: "an image has too many pixels (at most 12,845,056). Send a smaller one.",
+  too_many_parts: "at most 8 images and files per message.",
+  unreadable_document: "the PDF could not be read.",
+  unsafe_url: "a URL source is not allowed (https only, public hosts, and only when the profile allows it).",
+};
+
 /** {title, lines[], hint} for the error banner. */
 export function describe(error) {
   const { status, code, message, details } = error;
@@ -74,6 +86,8 @@ export function describe(error) {
     hint = "This thread already has a run in progress. Wait for it to end (or cancel it), then send again.";
   } else if (status === 409 && code === "run_id_conflict") {
     hint = "This run id was used with another body; send again (a new run id is generated).";
+  } else if (status === 422 && ATTACHMENT_HINTS[code]) {
+    hint = `Nothing was sent: ${ATTACHMENT_HINTS[code]}`;
   } else if (status === 422) {
     hint = lines.length ? "Fix the field named above and send again." : "The request was refused as invalid.";
   } else if (status === 429) {

@@ -2,6 +2,7 @@
 // Everything it shows comes from the API under the caller's bearer token (docs/protocols/agent/).
 import { HttpAgent } from "@ag-ui/client";
 import { ApiError, apiJson, describe, fromAgentError } from "./api.js";
+import { contentOf, partOf, thumbnailsOf } from "./attachments.js";
 import { parseFrame, resumableFetch } from "./resumable_fetch.js";
 
 const TOKEN_KEY = "playground.token";
@@ -31,6 +32,7 @@ const state = {
   threadState: { state: {}, version: 0 }, // the thread's shared state as the history API returned it
   history: [], // the current branch as the history API last returned it
   editing: null, // {messageId, parentId}: the user message being edited (the composer sends its new text)
+  attachments: [], // the Files the attach button chose, sent with the next message
 };
 
 function h(tag, attrs = {}, ...children) {
@@ -230,7 +232,9 @@ function agentMessages(history) {
       if (m.toolCalls) msg.toolCalls = m.toolCalls;
       return msg;
     }
-    return { id: m.id, role: m.role === "system" ? "system" : "user", content: m.content };
+    // A stored message's images stay on the server (it takes only user messages it lacks): their text stands in.
+    const content = m.content || (m.parts?.length ? "[attachments]" : m.content);
+    return { id: m.id, role: m.role === "system" ? "system" : "user", content };
   });
 }
 
@@ -284,10 +288,11 @@ function control(testid, label, onclick, data = {}) {
 
 function decorateConversation(history) {
   const box = $("messages");
-  box.querySelectorAll(".controls").forEach((el) => el.remove());
+  box.querySelectorAll(".controls, .parts").forEach((el) => el.remove());
   history.forEach((m, index) => {
     const bubble = box.querySelector(`.msg[data-message-id="${CSS.escape(m.id)}"]`);
     if (!bubble) return;
+    if (m.parts?.length) bubble.append(thumbnailsOf(m.parts, authHeaders(), h));
     const controls = h("span", { class: "controls" });
     if (m.siblingIds?.length > 1) {
       const at = m.siblingIds.indexOf(m.id);
@@ -936,16 +941,23 @@ function askConfirmBooking(args) {
 async function send(text) {
   if (!state.threadId) newThread("");
   while (!state.agent) await new Promise((resolve) => setTimeout(resolve, 20));
-  if (state.running || !text.trim()) return;
+  const files = state.attachments;
+  if (state.running || (!text.trim() && !files.length)) return;
   clearError();
   const id = uid("msg");
   const editing = state.editing;
   stopEdit();
+  setAttachments([]);
+  const parts = await Promise.all(files.map(partOf));
   if (editing) state.agent.setMessages(messagesUpTo(editing.parentId)); // the new text branches off its parent
   $("messages").append(messageBubble("user", id, text));
-  state.agent.addMessage({ id, role: "user", content: text });
+  state.agent.addMessage({ id, role: "user", content: contentOf(text, parts) });
   const forwardedProps = editing ? { parentMessageId: editing.parentId } : undefined;
   let { pending, interrupts } = await runOnce({ userMessageId: id, forwardedProps, redraw: Boolean(editing) });
+  if (parts.length) {
+    // Stored now: later runs send the text only (the server keeps the parts; the bytes need not travel again).
+    state.agent.setMessages(state.agent.messages.map((m) => (m.id === id ? { ...m, content: text || "[attachments]" } : m)));
+  }
   // A front-end tool call ends the run unanswered (AG-UI convention); the page answers it in the next run. Tool
   // calls waiting for approval end it with interrupts; the next run's resume answers every one of them.
   while (pending.length || interrupts.length) {
@@ -960,6 +972,16 @@ async function send(text) {
     }
     ({ pending, interrupts } = await runOnce({ resume: resume.length ? resume : undefined }));
   }
+}
+
+/** The files chosen with the attach button, listed under the composer until the message is sent. */
+function setAttachments(files) {
+  state.attachments = files;
+  $("attach-input").value = "";
+  $("attachments").replaceChildren(
+    ...files.map((file) => h("li", { "data-testid": "attachment" }, `${file.name} (${file.type || "unknown type"}, ${file.size} bytes)`)),
+  );
+  $("clear-attachments").hidden = !files.length;
 }
 
 function setBusy(busy) {
@@ -977,7 +999,7 @@ function wire() {
   $("composer").addEventListener("submit", (event) => {
     event.preventDefault();
     const text = input.value;
-    if (!text.trim() || state.running) return;
+    if ((!text.trim() && !state.attachments.length) || state.running) return;
     input.value = "";
     send(text);
   });
@@ -1023,6 +1045,8 @@ function wire() {
     stopEdit();
     input.value = "";
   });
+  $("attach-input").addEventListener("change", (event) => setAttachments([...state.attachments, ...event.target.files]));
+  $("clear-attachments").addEventListener("click", () => setAttachments([]));
   $("refresh-memories").addEventListener("click", refreshMemories);
   $("refresh-usage").addEventListener("click", refreshUsage);
   $("load-audit").addEventListener("click", loadAudit);
