@@ -23,6 +23,7 @@ from functions.agent_api.routes_feedback_export import router as feedback_export
 from functions.agent_api.routes_memories import router as memories_router
 from functions.agent_api.routes_runs import router as runs_router
 from functions.agent_api.routes_threads import router as threads_router
+from functions.agent_api.routes_uploads import router as uploads_router
 from functions.agent_api.routes_usage import router as usage_router
 from shared.startup_heap import freeze_startup_heap
 from shared.tracing.asgi import UNSAMPLED_PARENT, TraceRequests
@@ -155,7 +156,15 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
     install_cors(app, svc.settings.cors_allowed_origins)
     app.add_middleware(TraceRequests)  # outermost: the request span covers CORS and the error handlers too
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
-    routers = (runs_router, threads_router, automations_router, memories_router, erasure_router, usage_router)
+    routers = (
+        runs_router,
+        threads_router,
+        uploads_router,
+        automations_router,
+        memories_router,
+        erasure_router,
+        usage_router,
+    )
     for router in (*routers, feedback_export_router):
         app.include_router(router)
     if svc.settings.playground_enabled:

@@ -70,6 +70,7 @@ DATA_WIDE_MANAGED_POLICIES = frozenset(
 _LAMBDA_DEFAULT_TIMEOUT = 3
 _SQS_DEFAULT_VISIBILITY_TIMEOUT = 30
 _SCHEDULE_EXPRESSION = re.compile(r"\b(cron|rate)\(([^)]*)\)")
+_BUCKET_OBJECTS = re.compile(r"(?<=\.Arn\})(/[\w-]+)*/\*$")
 _RATE_BODY = re.compile(r"^(\d+) (minute|minutes|hour|hours|day|days)$")
 
 
@@ -305,9 +306,9 @@ def _statement_problems(statement: dict[str, Any], identity: bool) -> list[str]:
             problems.append(f"wildcard data action {action!r}")
     if identity and data_actions:
         for resource in (flatten(item) for item in _as_list(statement.get("Resource", []))):
-            # A table's indexes are addressed as <table arn>/index/<name>, a bucket's objects as <bucket arn>/<key>;
-            # allow those suffixes only (on a reference of the template, never on a literal ARN).
-            if "*" in resource.removesuffix("/index/*").removesuffix(".Arn}/*"):
+            # A table's indexes are addressed as <table arn>/index/<name>, a bucket's objects as <bucket arn>/<key>
+            # (all of them, or those under a prefix); allow those suffixes only, on a reference of the template.
+            if "*" in _BUCKET_OBJECTS.sub("", resource.removesuffix("/index/*")):
                 problems.append(f"wildcard resource {resource!r} for {', '.join(data_actions)}")
     return problems
 

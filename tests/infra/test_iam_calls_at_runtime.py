@@ -105,6 +105,7 @@ class CallLog:
     def __init__(self) -> None:
         self.recording = False
         self.needed: set[Grant] = set()
+        self.operations: set[str] = set()
 
 
 @pytest.fixture
@@ -115,6 +116,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> CallLog:
     def recording(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
         if log.recording:
             log.needed |= needs(self.meta.service_model.service_name, operation_name, api_params)
+            log.operations.add(operation_name)
         return original(self, operation_name, api_params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
@@ -174,7 +176,13 @@ async def test_a_chat_run_calls_only_what_the_streaming_role_grants(
         make_settings(event_bus_name=BUS, attachments_bucket=attachment_bucket()),
         overrides=ServiceOverrides(store=store, stream=redis_stream, model=model),
     )
-    message = {"id": "m1", "role": "user", "content": with_image("time?")}
+    # an upload of the user's (created by the buffered API), attached by this run: HEAD, GET, then PUT under the thread
+    upload_id = f"{'0' * 32}-{len(PNG_1X1)}"
+    boto3.client("s3", region_name=REGION).put_object(
+        Bucket=BUCKET, Key=f"uploads/tenant-1/user-1/{upload_id}", Body=PNG_1X1, ContentType="image/png"
+    )
+    uploaded = {"type": "image", "source": {"type": "url", "value": f"agent-upload://{upload_id}"}}
+    message = {"id": "m1", "role": "user", "content": [*with_image("time?"), uploaded]}
     body = {"threadId": "th-s", "runId": "run-s", "messages": [message]}
     # WHEN a user runs the agent and reads the run's events again
     with recorded(calls):
@@ -185,8 +193,9 @@ async def test_a_chat_run_calls_only_what_the_streaming_role_grants(
     # THEN the run completed and was announced, and every call is granted to StreamingApiRole
     assert "RUN_FINISHED" in run.text and "RUN_FINISHED" in replay.text
     assert ("events:PutEvents", "AgentEventBus") in calls.needed
-    # the image was stored at intake and read back for the model
+    # the image was stored at intake and read back for the model, the upload looked up, read and copied
     assert {("s3:PutObject", "AttachmentsBucket/*"), ("s3:GetObject", "AttachmentsBucket/*")} <= calls.needed
+    assert calls.operations >= {"HeadObject", "GetObject", "PutObject"}
     # a chat turn reads no message id: admission's newest page places them (shared/runs/known_ids.py); the grant
     # stays for the runs that read none (automation) and the last-resort close of a failed run
     assert ("dynamodb:BatchGetItem", "AgentTable") not in calls.needed

@@ -230,6 +230,11 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         # A thread's or a user's erasure: list the prefix, delete the keys (DeleteObjects is DeleteObject per key).
         ("s3:ListBucket", BUCKET): (Code(f"{S3}.delete_prefix", "list_objects_v2("),),
         ("s3:DeleteObject", OBJECTS): (Code(f"{S3}.delete_prefix", "delete_objects("),),
+        # POST /api/v1/uploads: the presigned PUT S3 authorises as the signer's PutObject.
+        ("s3:PutObject", "AttachmentsBucket/uploads/*"): (
+            Code(f"{S3}.presigned_put", '"put_object"'),
+            Code("shared.attachments.uploads:Uploads.create", "presigned_put("),
+        ),
         **RUNTIME_CONFIG,
     },
     "MemoryRole": {
