@@ -30,9 +30,7 @@ PNG_1X1 = bytes.fromhex(
 
 @pytest.fixture
 def local_dev() -> Iterator[tuple[str, Settings]]:
-    settings = Settings.from_env({**local_environment(), "MEMORY_IDLE_S": "900"}).model_copy(
-        update={"embedded": True}
-    )
+    settings = Settings.from_env({**local_environment(), "MEMORY_IDLE_S": "900"}).model_copy(update={"embedded": True})
     aws = EmbeddedAws(settings)
     aws.start()
     try:
@@ -65,3 +63,33 @@ async def test_make_dev_stores_an_image_in_the_local_bucket_and_history_serves_i
     # AND history's URL is the API's own parts route, which serves the same bytes to the caller
     assert part["url"] == "/api/v1/threads/th-img/messages/m-img/parts/0"
     assert served.status_code == 200 and served.content == PNG_1X1
+
+
+async def test_make_dev_takes_an_upload_through_the_api_and_a_message_attaches_it(
+    local_dev: tuple[str, Settings],
+) -> None:
+    url, settings = local_dev
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+        # GIVEN an upload created on make dev: its PUT goes to the API (no client reaches the in-process S3)
+        created = await client.post(
+            "/api/v1/uploads", json={"mimeType": "image/png", "size": len(PNG_1X1)}, headers=AUTH
+        )
+        ticket = created.json()
+        assert created.status_code == 201 and ticket["upload"]["authenticated"] is True, created.text
+        put = await client.put(
+            ticket["upload"]["url"], content=PNG_1X1, headers={**ticket["upload"]["headers"], **AUTH}
+        )
+        assert put.status_code == 204, put.text
+        # WHEN a message refers to it
+        part = {"type": "image", "source": {"type": "url", "value": ticket["url"], "mimeType": "image/png"}}
+        content = [{"type": "text", "text": "and this?"}, part]
+        message = {"id": "m-up", "role": "user", "content": content}
+        run = await client.post(
+            "/api/v1/agent", json={"threadId": "th-up", "runId": "run-up", "messages": [message]}, headers=AUTH
+        )
+        assert run.status_code == 200 and '"RUN_FINISHED"' in run.text, run.text
+    # THEN the upload is in the local bucket's uploads/ and its copy under the thread
+    s3 = boto3.client("s3", region_name=settings.aws_region)
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=LOCAL_ATTACHMENTS_BUCKET).get("Contents", [])]
+    assert f"uploads/{DEV_TENANT_ID}/dev/{ticket['uploadId']}" in keys
+    assert any(k.startswith(f"{DEV_TENANT_ID}/dev/th-up/m-up/0-") for k in keys), keys
