@@ -243,6 +243,19 @@ async def test_the_json_routes_call_only_what_the_buffered_role_grants(
                 (await client.get("/api/v1/threads", headers=bearer())).status_code,
                 (await client.get("/api/v1/threads/th-b/history", headers=bearer())).status_code,
                 (await client.get("/api/v1/threads/th-b/messages/m1/parts/0", headers=bearer())).status_code,
+                (await client.get("/api/v1/threads/th-b", headers=bearer())).status_code,
+                (await client.patch("/api/v1/threads/th-b", json={"title": "t"}, headers=bearer())).status_code,
+                (await client.post("/api/v1/threads/search", json={"query": "hello"}, headers=bearer())).status_code,
+            ]
+            leaf = (await client.get("/api/v1/threads/th-b/history", headers=bearer())).json()["leafMessageId"]
+            feedback = f"/api/v1/threads/th-b/messages/{leaf}/feedback"
+            statuses += [
+                (
+                    await client.put("/api/v1/threads/th-b/branch", json={"leafMessageId": leaf}, headers=bearer())
+                ).status_code,
+                (await client.post(feedback, json={"score": 1}, headers=bearer())).status_code,
+                (await client.get("/api/v1/admin/feedback", headers=bearer(scopes=("agent:admin",)))).status_code,
+                (await client.delete(feedback, headers=bearer())).status_code,
                 (await client.get("/api/v1/threads/th-b/audit", headers=audit_headers)).status_code,
                 (await client.post("/api/v1/agent/runs/run-b/cancel", headers=bearer())).status_code,
                 (await client.get("/api/v1/memories", headers=bearer())).status_code,

@@ -604,3 +604,26 @@ def test_the_functions_that_touch_attachments_get_the_bucket_and_no_other_functi
         assert variables(logical_id)["LLM_IMAGE_URLS"] == {"Ref": "LlmImageUrls"}
     assert checks.check_buckets_private_and_encrypted(expanded_template) == []
     assert checks.check_attachment_uploads_expire(expanded_template) == []
+
+
+# Routes of the app that the REST API leaves out on purpose: on AWS a part's URL is a presigned S3 GET and an upload
+# is PUT to a presigned S3 URL; these two serve make dev, whose in-process S3 no client reaches (docs/storage.md,
+# "Attachments").
+LOCAL_ONLY_ROUTES = {
+    ("/api/v1/threads/{threadId}/messages/{messageId}/parts/{n}", "get"),
+    ("/api/v1/uploads/{uploadId}", "put"),
+}
+
+
+def test_every_route_the_app_serves_is_on_the_rest_api(expanded_template: Template) -> None:
+    from functions.agent_api.app import create_app
+    from shared.wiring import Services
+    from tests.support.settings import make_settings
+
+    served = {
+        (path, method)
+        for path, operations in create_app(Services(make_settings())).openapi()["paths"].items()
+        for method in operations
+    }
+    on_the_api = {(path, method) for path, method, _ in checks.integrations(expanded_template)}
+    assert served - on_the_api == LOCAL_ONLY_ROUTES
