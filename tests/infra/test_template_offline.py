@@ -279,7 +279,9 @@ def test_cache_is_serverless_and_reached_over_tls(expanded_template: Template) -
 
 def test_run_completed_events_reach_the_memory_queue(expanded_template: Template) -> None:
     rule = _props(expanded_template, "RunCompletedRule")
-    assert rule["EventPattern"] == {"source": ["agent-backend"], "detail-type": ["agent.run.completed"]}
+    # A branch switch triggers the memory check too (docs/memory.md, "Memories and branches").
+    detail_types = ["agent.run.completed", "agent.branch.switched"]
+    assert rule["EventPattern"] == {"source": ["agent-backend"], "detail-type": detail_types}
     assert rule["Targets"][0]["Arn"] == {"Fn::GetAtt": ["MemoryQueue", "Arn"]}
     statement = _props(expanded_template, "MemoryQueuePolicy")["PolicyDocument"]["Statement"][0]
     assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["RunCompletedRule", "Arn"]}
