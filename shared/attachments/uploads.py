@@ -139,7 +139,7 @@ class Uploads:
         found = await self._store.get(key)
         if found is None:
             raise NotFound("upload not found", code="upload_not_found")
-        return checked_part(item.part.kind, stored_type, found[0], loc, self._limits, item.part.filename)
+        return checked_part(item.part.kind, stored_type, found[0], list(item.loc), self._limits, item.part.filename)
 
     async def attach_all(
         self, caller: Identity, parts: Mapping[str, tuple[PendingPart, ...]]

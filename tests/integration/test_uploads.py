@@ -166,6 +166,9 @@ async def test_an_upload_other_than_declared_is_refused(
             "/api/v1/agent", json=body(f"run-{code}", upload_part(ticket["url"], part_mime)), headers=bearer()
         )
     assert resp.status_code == 422 and resp.json()["error"]["code"] == code, resp.text
+    # the field named is the part's source, in the message's content
+    loc = resp.json()["error"]["details"][0]["loc"]
+    assert loc[:5] == ["body", "messages", 0, "content", 1] and loc[5:6] == ["source"] and loc.count("source") == 1
 
 
 async def test_an_upload_of_a_type_not_taken_or_too_large_is_refused_at_creation(
