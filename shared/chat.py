@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from shared.attachments.limits import AttachmentLimits
 from shared.attachments.storage import check_parts, store_parts
+from shared.attachments.uploads import Uploads, is_upload_url
 from shared.errors import InvalidRequest
 from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, utc_now
@@ -144,10 +145,14 @@ class ChatService:
         anything is stored); a retried request stores the same objects under the same keys."""
         if not request.parts:
             return request.messages
-        await check_parts(choice.profile, [item for items in request.parts.values() for item in items])
+        parts = request.parts
+        if self._attachments is not None and any(is_upload_url(i.part.url) for v in parts.values() for i in v):
+            # The caller's uploads, read from the bucket and checked as inline parts (never fetched over HTTP).
+            parts = await Uploads(self._attachments, self._attachment_limits).attach_all(caller, parts)
+        await check_parts(choice.profile, [item for items in parts.values() for item in items])
         if self._attachments is None:
             raise InvalidRequest("this deployment stores no images or files", code="unsupported_modality")
-        return tuple(await store_parts(self._attachments, caller, request.messages, request.parts))
+        return tuple(await store_parts(self._attachments, caller, request.messages, parts))
 
     async def start(
         self, caller: Identity, body: bytes, *, deadline: float | None = None, strategy: str | None = None

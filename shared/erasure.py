@@ -33,6 +33,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from shared.attachments.storage import thread_prefix
+from shared.attachments.uploads import user_uploads_prefix
 from shared.errors import Conflict
 from shared.models import AuditRecord, Identity, utc_now
 from shared.ports import AuditLog, ThreadStore
@@ -148,6 +149,9 @@ class Erasure:
                 deleted += 1
             except Conflict:
                 busy.append(thread_id)
+        if self._attachments is not None:
+            # Uploads not yet attached (their own prefix, which the lifecycle rule would expire within a day).
+            await self._attachments.delete_prefix(user_uploads_prefix(caller.tenant_id, caller.user_id))
         memories = await self._memories.list_memories(caller.tenant_id, caller.user_id, include_inactive=True)
         for memory in memories:
             await self._memories.delete(caller.tenant_id, caller.user_id, memory.id)

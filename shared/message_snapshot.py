@@ -12,7 +12,7 @@ A user message with images or files has AG-UI 1.0 content parts: its text, then 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ag_ui.core import (
@@ -39,10 +39,10 @@ SNAPSHOT_MESSAGES = 200
 """The newest visible messages a snapshot holds (the history API pages through older ones)."""
 
 
-def agui_message(msg: Message) -> Any:
+def agui_message(msg: Message, presigned: Mapping[str, str] | None = None) -> Any:
     """One stored message in AG-UI message form; None for a role the snapshot leaves out."""
     if msg.role is Role.USER:
-        return UserMessage(id=msg.id, content=user_content(msg))
+        return UserMessage(id=msg.id, content=user_content(msg, presigned))
     if msg.role is Role.ASSISTANT:
         calls = [
             ToolCall(id=c.id, type="function", function=FunctionCall(name=c.name, arguments=c.arguments))
@@ -54,21 +54,23 @@ def agui_message(msg: Message) -> Any:
     return None
 
 
-def user_content(msg: Message) -> Any:
+def user_content(msg: Message, presigned: Mapping[str, str] | None = None) -> Any:
     """A user message's content: its text, or, when it has images or files, its text and a part with a URL for
-    each (AG-UI 1.0 ``InputContent``)."""
+    each (AG-UI 1.0 ``InputContent``; ``presigned``: the stored parts' presigned GETs by key, as the history gives)."""
     if not msg.parts:
         return msg.content
     content: list[Any] = [TextInputContent(text=msg.content)] if msg.content else []
     for n, part in enumerate(msg.parts):
-        source = InputContentUrlSource(value=part_url(msg, n), mime_type=part.mime_type)
+        source = InputContentUrlSource(value=part_url(msg, n, presigned), mime_type=part.mime_type)
         details = {"filename": part.filename, "size": part.size, "width": part.width, "height": part.height}
         known = {name: value for name, value in details.items() if value is not None}
         content.append(_PART_TYPES[part.kind](source=source, metadata=known or None))
     return content
 
 
-def messages_snapshot(messages: Iterable[Message]) -> MessagesSnapshotEvent:
-    """The visible messages, oldest first, as a ``MESSAGES_SNAPSHOT``."""
-    shown = [agui_message(m) for m in messages if not m.meta.hidden_from_user]
+def messages_snapshot(
+    messages: Iterable[Message], presigned: Mapping[str, str] | None = None
+) -> MessagesSnapshotEvent:
+    """The visible messages, oldest first, as a ``MESSAGES_SNAPSHOT``; ``presigned``: as :func:`user_content`."""
+    shown = [agui_message(m, presigned) for m in messages if not m.meta.hidden_from_user]
     return MessagesSnapshotEvent(messages=[m for m in shown if m is not None])

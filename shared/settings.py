@@ -214,6 +214,7 @@ class AttachmentSettings(SettingsGroup):
     """How long a part's read URL works: at most 15 minutes."""
     attachment_max_part_bytes: int = Field(default=512 * 1024, ge=1)
     attachment_max_message_bytes: int = Field(default=720 * 1024, ge=1)
+    attachment_max_upload_bytes: int = Field(default=10 * 1024 * 1024, ge=1, le=100 * 1024 * 1024)
     attachment_max_parts: int = Field(default=8, ge=1, le=32)
     attachment_max_image_pixels: int = Field(default=16_384 * 28 * 28, ge=1)
     attachment_max_pdf_pages: int = Field(default=50, ge=1)

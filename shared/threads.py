@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from shared import feedback_export
+from shared.attachments.read_urls import MAX_READ_URL_TTL_S, presigned_read_urls
 from shared.auth import ADMIN_SCOPE, AUDIT_SCOPE
 from shared.branch_history import BranchPage, branch_page, read_tree
 from shared.context_window import BranchReader
@@ -52,6 +53,9 @@ class HistoryPage:
     """The last message of the branch shown."""
     siblings: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """For the messages of the page that have siblings: the ids of all of them, oldest first."""
+    part_urls: dict[str, str] = field(default_factory=dict)
+    """Presigned GETs of the page's stored parts, by key (``shared.attachments.read_urls``); a part without one is
+    read through the API's parts route."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class ThreadService:
         states: ThreadStateStore | None = None,
         on_branch_switched: Callable[[Identity, str, str], Awaitable[object]] | None = None,
         attachments: AttachmentStore | None = None,
+        part_url_ttl_s: int = MAX_READ_URL_TTL_S,
     ) -> None:
         """``threads``, ``runs`` and ``audit``: the main table's three aggregates, read only; ``tailer``: the run
         service, which follows a thread's live events; ``on_branch_switched``: told (caller, thread, new leaf) after
@@ -101,6 +106,7 @@ class ThreadService:
         self._states = states
         self._on_branch_switched = on_branch_switched
         self._attachments = attachments
+        self._part_url_ttl_s = part_url_ttl_s
 
     async def history(
         self, caller: Identity, thread_id: str, *, limit: int, cursor: str | None, leaf: str | None = None
@@ -120,7 +126,8 @@ class ThreadService:
         assert isinstance(page, BranchPage)
         visible = [m for m in page.messages if not m.meta.hidden_from_user]
         next_cursor = encode_cursor(page.messages[-1].seq) if page.more and page.messages else None
-        return HistoryPage(visible, next_cursor, state or EMPTY_STATE, page.leaf_id, page.siblings)
+        urls = await presigned_read_urls(self._attachments, visible, expires_s=self._part_url_ttl_s)
+        return HistoryPage(visible, next_cursor, state or EMPTY_STATE, page.leaf_id, page.siblings, urls)
 
     async def message_part(self, caller: Identity, thread_id: str, message_id: str, index: int) -> tuple[bytes, str]:
         """The bytes and type of a stored part of a message of the caller's thread (``NotFound`` for another user's
@@ -302,7 +309,9 @@ class ThreadService:
         newest = await branch.read_back(tenant, thread.thread_id, before_seq=None, limit=SNAPSHOT_MESSAGES)
         skipped = active.run_id if active is not None and after is None else None
         stored = [m for m in reversed(newest) if skipped is None or not _said_by_run(m, skipped)]
-        event = messages_snapshot(stored).model_dump(mode="json", by_alias=True, exclude_none=True)
+        # Parts get the same URLs as the history's: presigned GETs where the store makes them (AWS), else the route.
+        urls = await presigned_read_urls(self._attachments, stored, expires_s=self._part_url_ttl_s)
+        event = messages_snapshot(stored, urls).model_dump(mode="json", by_alias=True, exclude_none=True)
         return StreamEntry(id=cursor, event=event)
 
 

@@ -15,7 +15,7 @@ from shared.settings import Settings
 
 class EmbeddedAws:
     """moto's ``mock_aws`` for the life of the process, with the table created as template.yaml defines it and its
-    migrations run.
+    migrations run, and the attachment bucket (``ATTACHMENTS_BUCKET``) created when it is set and no S3 endpoint is.
 
     moto in-process is not thread-safe, so every AWS client of the process sends one request at a time
     (``shared.adapters.aws.clients.serialise_calls``)."""
@@ -41,6 +41,9 @@ class EmbeddedAws:
         # A new table, as a new stack's: its migrations complete at once (docs/deployment.md "Upgrading: data
         # migrations"), so /healthz lists none pending and the memory read takes the index.
         MigrationRunner(self._settings.table_name, client).run_pending()
+        bucket = self._settings.attachments_bucket
+        if bucket and not self._settings.s3_endpoint_url:
+            serialised(boto3.client("s3", region_name=self._settings.aws_region)).create_bucket(Bucket=bucket)
 
     def stop(self) -> None:
         if self._mock is not None:

@@ -1,9 +1,9 @@
 """``make dev``: the whole system on one machine with embedded defaults (no cloud account, no API key).
 
-DynamoDB and the Scheduler are emulated in-process by moto; events go to an in-process Redis-compatible store unless
-REDIS_URL is set; without LLM_BASE_URL the built-in offline model answers (and says so). The memory worker and the
-scheduler run in the same process: run-completed events are extracted in the background, and stored schedules
-fire as the Scheduler would fire them.
+DynamoDB, the Scheduler and the attachment bucket (S3) are emulated in-process by moto; events go to an in-process
+Redis-compatible store unless REDIS_URL is set; without LLM_BASE_URL the built-in offline model answers (and says
+so). The memory worker and the scheduler run in the same process: run-completed events are extracted in the
+background, and stored schedules fire as the Scheduler would fire them.
 """
 
 from __future__ import annotations
@@ -28,17 +28,29 @@ from shared.wiring.settings import StructuredSettings, load_settings
 # The page's token is for the local tenant; its chats run on chat_playground (chat_default narrowed to the page's
 # front-end tool, confirm_booking), so the front-end tool demo works under `make dev`. Set PROFILE_ROLLOUT to change it.
 PLAYGROUND_ROLLOUT = json.dumps({"tenants": {DEV_TENANT_ID: {"chat_default": "chat_playground"}}})
+LOCAL_ATTACHMENTS_BUCKET = "agent-attachments-local"
+
+
+def local_environment() -> dict[str, str]:
+    """What ``make dev`` sets unless the environment does: the local token secret, a short memory quiet period
+    (120 s by the profile), the playground and its rollout, and the attachment bucket in moto's in-process S3, whose
+    URLs no browser can open: history gives the API's authenticated parts route instead of presigned GETs."""
+    return {
+        "JWT_SECRET": LOCAL_JWT_SECRET,
+        "MEMORY_IDLE_S": "5",
+        "PLAYGROUND_ENABLED": "true",
+        "PROFILE_ROLLOUT": PLAYGROUND_ROLLOUT,
+        "ATTACHMENTS_BUCKET": LOCAL_ATTACHMENTS_BUCKET,
+        "ATTACHMENT_PRESIGNED_URLS": "false",
+    }
 
 
 def main() -> None:
     logging.basicConfig(
         level=os.environ.get("LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    os.environ.setdefault("JWT_SECRET", LOCAL_JWT_SECRET)
-    # A thread's memory extraction waits for a quiet period (120 s by the profile); locally a few seconds.
-    os.environ.setdefault("MEMORY_IDLE_S", "5")
-    os.environ.setdefault("PLAYGROUND_ENABLED", "true")
-    os.environ.setdefault("PROFILE_ROLLOUT", PLAYGROUND_ROLLOUT)
+    for name, value in local_environment().items():
+        os.environ.setdefault(name, value)
     loaded = load_settings(Settings)
     settings = loaded.settings.model_copy(update={"embedded": True})
     aws = EmbeddedAws(settings)

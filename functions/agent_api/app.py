@@ -23,6 +23,7 @@ from functions.agent_api.routes_feedback_export import router as feedback_export
 from functions.agent_api.routes_memories import router as memories_router
 from functions.agent_api.routes_runs import router as runs_router
 from functions.agent_api.routes_threads import router as threads_router
+from functions.agent_api.routes_uploads import router as uploads_router
 from functions.agent_api.routes_usage import router as usage_router
 from functions.agent_api.routes_webhooks import router as webhooks_router
 from shared.startup_heap import freeze_startup_heap
@@ -157,7 +158,14 @@ def create_app(services: Services | None = None, *, freeze_heap: bool | None = N
     app.add_middleware(TraceRequests)  # outermost: the request span covers CORS and the error handlers too
     app.add_api_route("/healthz", healthz, methods=["GET"], tags=["ops"])
     routers = (
-        runs_router, threads_router, automations_router, memories_router, erasure_router, usage_router, webhooks_router
+        runs_router,
+        threads_router,
+        uploads_router,
+        automations_router,
+        memories_router,
+        erasure_router,
+        usage_router,
+        webhooks_router,
     )
     for router in (*routers, feedback_export_router):
         app.include_router(router)

@@ -6,6 +6,7 @@ HTTP to ``shared.threads.ThreadService`` calls and back; the views here are the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query
@@ -26,7 +27,9 @@ from shared.threads import HistoryPage
 router = APIRouter(prefix="/api/v1/threads", tags=["threads"])
 
 
-def message_view(msg: Message, siblings: tuple[str, ...] = ()) -> dict[str, Any]:
+def message_view(
+    msg: Message, siblings: tuple[str, ...] = (), part_urls: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": msg.id,
         "role": msg.role.value,
@@ -50,7 +53,7 @@ def message_view(msg: Message, siblings: tuple[str, ...] = ()) -> dict[str, Any]
     if siblings:
         view["siblingIds"] = list(siblings)
     if msg.parts:
-        view["parts"] = [part_view(msg, n) for n in range(len(msg.parts))]
+        view["parts"] = [part_view(msg, n, part_urls or {}) for n in range(len(msg.parts))]
     if msg.feedback is not None:
         view["feedback"] = feedback_view(msg.feedback)
     if msg.flags.get("partial"):
@@ -61,11 +64,12 @@ def message_view(msg: Message, siblings: tuple[str, ...] = ()) -> dict[str, Any]
     return view
 
 
-def part_view(msg: Message, n: int) -> dict[str, Any]:
+def part_view(msg: Message, n: int, part_urls: Mapping[str, str]) -> dict[str, Any]:
     """A stored image or file of a message: its type and name, and a URL to read it (a client's URL source is its
-    own; a stored part's is this API's parts route, behind the caller's token)."""
+    own; a stored part's is its presigned GET when the store made one (on AWS), else this API's parts route, behind
+    the caller's token)."""
     part = msg.parts[n]
-    view: dict[str, Any] = {"type": part.kind, "mimeType": part.mime_type, "url": part_url(msg, n)}
+    view: dict[str, Any] = {"type": part.kind, "mimeType": part.mime_type, "url": part_url(msg, n, part_urls)}
     for name, value in (
         ("filename", part.filename),
         ("size", part.size),
@@ -102,7 +106,7 @@ def run_view(run: Run) -> dict[str, Any]:
 
 def history_view(page: HistoryPage) -> dict[str, Any]:
     return {
-        "items": [message_view(m, page.siblings.get(m.id, ())) for m in page.messages],
+        "items": [message_view(m, page.siblings.get(m.id, ()), page.part_urls) for m in page.messages],
         "nextCursor": page.next_cursor,
         "leafMessageId": page.leaf_id,
         "state": page.state.state,

@@ -15,6 +15,9 @@ class AttachmentLimits:
     """Decoded bytes of one inline part (``attachment_too_large``)."""
     max_message_bytes: int = 720 * 1024
     """Decoded bytes of every inline part of one message together (``attachment_too_large``)."""
+    max_upload_bytes: int = 10 * 1024 * 1024
+    """Bytes of one upload (``POST /api/v1/uploads``, ``attachment_too_large``): it goes to S3 directly, outside the
+    request body; the function that attaches it reads it whole, so it stays well within the functions' memory."""
     max_parts: int = 8
     """Non-text parts in one message (``too_many_parts``)."""
     max_image_pixels: int = 16_384 * 28 * 28

@@ -136,7 +136,14 @@ def _read_part(part: Any, kind: str, loc: Loc, limits: AttachmentLimits) -> Pend
             kind=kind, mime_type=declared or "application/octet-stream", url=source.value, filename=filename
         )
         return PendingPart(stored, None, tuple(loc))
-    data = _decoded(source.value, loc, limits)
+    return checked_part(kind, declared, _decoded(source.value, loc, limits), loc, limits, filename)
+
+
+def checked_part(
+    kind: str, declared: str, data: bytes, loc: Loc, limits: AttachmentLimits, filename: str | None = None
+) -> PendingPart:
+    """A part from its bytes, checked as an inline part is: its type from the bytes, an image's pixels, a
+    document's text (an upload attached to a message comes here too: ``shared.attachments.uploads``)."""
     _check_type(kind, declared, data, loc)
     width = height = None
     text = None

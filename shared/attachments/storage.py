@@ -3,8 +3,8 @@
 Keys: ``{tenant}/{user}/{thread}/{message}/{n}-{digest}`` (each segment percent-encoded), so a thread's objects are
 the prefix :func:`thread_prefix` and a user's :func:`user_prefix`, which deletion removes. The digest of the bytes
 in the key means a client resending a message id with other bytes writes another object, never over the first.
-An upload (issue 43, point 2) is to live under ``{tenant}/{user}/uploads/``, the prefix the bucket's lifecycle rule
-expires.
+An upload lives under ``uploads/{tenant}/{user}/`` until a message attaches it (``shared.attachments.uploads``): the
+prefix the bucket's lifecycle rule expires.
 """
 
 from __future__ import annotations

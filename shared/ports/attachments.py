@@ -30,3 +30,13 @@ class AttachmentStore(Protocol):
         """A URL that reads the object for ``expires_s`` seconds without credentials; None when this store cannot
         make one (then the API serves the bytes itself, behind the caller's token)."""
         ...
+
+    async def head(self, key: str) -> tuple[int, str] | None:
+        """The size in bytes and the MIME type of the object under ``key``, without its bytes; None when absent."""
+        ...
+
+    async def presigned_put(self, key: str, *, mime_type: str, size: int, expires_s: int) -> str | None:
+        """A URL a client PUTs ``size`` bytes of ``mime_type`` to, under ``key``, for ``expires_s`` seconds without
+        credentials (the request's ``Content-Type`` is signed); None when this store cannot make one (then the API
+        takes the bytes itself, behind the caller's token)."""
+        ...

@@ -133,6 +133,7 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             self.thread_states,
             on_branch_switched=publisher.branch_switched if publisher is not None else None,
             attachments=self.attachments,
+            part_url_ttl_s=self.settings.attachment_url_ttl_s,
         )
 
     async def _on_run_finished(self, ctx: RunContext, status: RunStatus, result: ExecutionResult) -> None:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     from shared.attachments.limits import AttachmentLimits
+    from shared.attachments.uploads import Uploads
     from shared.automation.ports import AutomationStore
     from shared.limits.ports import UsageCounters
     from shared.memory.ports import MemoryStore, PendingExtractions
@@ -96,6 +97,13 @@ class StoreProviders(ProviderBase):
         return S3Attachments(make, settings.attachments_bucket, presign=settings.attachment_presigned_urls)
 
     @cached_property
+    def uploads(self) -> Uploads:
+        """Uploads to the attachment store (``POST /api/v1/uploads``) and their attachment to messages."""
+        from shared.attachments.uploads import Uploads
+
+        return Uploads(self.attachments, self.attachment_limits)
+
+    @cached_property
     def attachment_limits(self) -> AttachmentLimits:
         """The bounds of a message's images and files, from the ``ATTACHMENT_*`` settings."""
         from shared.attachments.limits import AttachmentLimits
@@ -104,6 +112,7 @@ class StoreProviders(ProviderBase):
         return AttachmentLimits(
             max_part_bytes=s.attachment_max_part_bytes,
             max_message_bytes=s.attachment_max_message_bytes,
+            max_upload_bytes=s.attachment_max_upload_bytes,
             max_parts=s.attachment_max_parts,
             max_image_pixels=s.attachment_max_image_pixels,
             max_pdf_pages=s.attachment_max_pdf_pages,

@@ -66,3 +66,22 @@ async def test_a_presigned_url_reads_the_object_when_the_store_makes_one(attachm
     resp = await asyncio.to_thread(requests.get, url, timeout=5)
     assert resp.status_code == 200 and resp.content == PNG
     assert httpx.URL(url).host.startswith(BUCKET)
+
+
+async def test_head_gives_the_size_and_type_without_the_bytes_and_none_when_absent(attachments: Store) -> None:
+    await attachments.put("uploads/t/u/abc-48", PNG, "image/png")
+    assert await attachments.head("uploads/t/u/abc-48") == (len(PNG), "image/png")
+    assert await attachments.head("uploads/t/u/missing") is None
+
+
+async def test_a_presigned_put_stores_the_object_when_the_store_makes_one(attachments: Store, aws: Any) -> None:
+    url = await attachments.presigned_put("uploads/t/u/abc-48", mime_type="image/png", size=len(PNG), expires_s=900)
+    if isinstance(attachments, InMemoryAttachments):
+        assert url is None  # the API's PUT route takes the bytes
+        return
+    assert url is not None and "X-Amz-Expires=900" in url
+    import requests
+
+    resp = await asyncio.to_thread(requests.put, url, data=PNG, headers={"Content-Type": "image/png"}, timeout=5)
+    assert resp.status_code == 200
+    assert await attachments.head("uploads/t/u/abc-48") == (len(PNG), "image/png")

@@ -106,4 +106,36 @@ MISTAKES = [
         check=checks.check_alarm_topics_usable_by_cloudwatch,
         expected_violation="AlarmTopic: encrypted with 'alias/aws/sns'",
     ),
+    PlantedMistake(
+        name="bucket_without_encryption",
+        correct=(
+            "      BucketEncryption:\n        ServerSideEncryptionConfiguration:\n"
+            "          - ServerSideEncryptionByDefault:\n              SSEAlgorithm: AES256\n"
+            "            BucketKeyEnabled: true\n"
+        ),
+        mistaken="",
+        check=checks.check_buckets_private_and_encrypted,
+        expected_violation="AttachmentsBucket: no default encryption declared",
+    ),
+    PlantedMistake(
+        name="bucket_public_access_not_blocked",
+        correct="        RestrictPublicBuckets: true\n",
+        mistaken="        RestrictPublicBuckets: false\n",
+        check=checks.check_buckets_private_and_encrypted,
+        expected_violation="AttachmentsBucket: public access not blocked (RestrictPublicBuckets not true)",
+    ),
+    PlantedMistake(
+        name="bucket_policy_denies_tls_instead_of_plain_http",
+        correct='                aws:SecureTransport: "false"\n',
+        mistaken='                aws:SecureTransport: "true"\n',
+        check=checks.check_buckets_private_and_encrypted,
+        expected_violation="AttachmentsBucket: no bucket policy denies requests without TLS",
+    ),
+    PlantedMistake(
+        name="unattached_uploads_kept_a_week",
+        correct="            Prefix: uploads/\n            ExpirationInDays: 1\n",
+        mistaken="            Prefix: uploads/\n            ExpirationInDays: 7\n",
+        check=checks.check_attachment_uploads_expire,
+        expected_violation="AttachmentsBucket: no enabled lifecycle rule expires uploads/ within 1 day",
+    ),
 ]

@@ -20,7 +20,11 @@ catch the mistakes that ``sam validate``, ``sam validate --lint`` and cfn-lint a
 - a queue without ``SqsManagedSseEnabled: true`` or a KMS key may store messages unencrypted (checkov's CKV_AWS_27
   only recognises a KMS key, so it cannot tell an SSE-SQS queue from an unencrypted one);
 - an alarm topic encrypted with the AWS-managed ``alias/aws/sns`` key, or with a key whose policy does not let
-  ``cloudwatch.amazonaws.com`` use it, drops every alarm notification (checkov passes any key).
+  ``cloudwatch.amazonaws.com`` use it, drops every alarm notification (checkov passes any key);
+- a bucket without declared encryption, with any public access block setting off, with ACLs still in force, or
+  without a policy denying requests made without TLS, is not the private bucket users' images are promised
+  (checkov's S3 checks want versioning, logging and replication, and none of them reads the bucket policy);
+- the attachment bucket without a rule expiring ``uploads/`` within a day keeps every upload never attached forever.
 
 Only the standard library is used, so the same module runs in the project venv (tests) and in the SAM tools venv
 (``scripts/sam_gate.sh`` runs it as ``python tests/infra/template_checks.py EXPANDED.json``).
@@ -47,7 +51,7 @@ SSE_ROUTES: tuple[tuple[str, str], ...] = (
 )
 STREAMING_URI_SUFFIX = "/response-streaming-invocations"
 VISIBILITY_TIMEOUT_FACTOR = 6
-DATA_SERVICES = ("dynamodb", "sqs", "secretsmanager")
+DATA_SERVICES = ("dynamodb", "sqs", "secretsmanager", "s3")
 # AWS managed policies that grant data actions on every resource.
 DATA_WIDE_MANAGED_POLICIES = frozenset(
     {
@@ -66,6 +70,7 @@ DATA_WIDE_MANAGED_POLICIES = frozenset(
 _LAMBDA_DEFAULT_TIMEOUT = 3
 _SQS_DEFAULT_VISIBILITY_TIMEOUT = 30
 _SCHEDULE_EXPRESSION = re.compile(r"\b(cron|rate)\(([^)]*)\)")
+_BUCKET_OBJECTS = re.compile(r"(?<=\.Arn\})(/[\w-]+)*/\*$")
 _RATE_BODY = re.compile(r"^(\d+) (minute|minutes|hour|hours|day|days)$")
 
 
@@ -281,7 +286,7 @@ def _policy_documents(template: Template) -> Iterator[tuple[str, dict[str, Any],
     for resource_type in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
         for logical_id, policy in resources(template, resource_type):
             yield logical_id, _props(policy).get("PolicyDocument", {}), True
-    for resource_type in ("AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy"):
+    for resource_type in ("AWS::SQS::QueuePolicy", "AWS::SNS::TopicPolicy", "AWS::S3::BucketPolicy"):
         for logical_id, policy in resources(template, resource_type):
             yield logical_id, _props(policy).get("PolicyDocument", {}), False
 
@@ -301,8 +306,9 @@ def _statement_problems(statement: dict[str, Any], identity: bool) -> list[str]:
             problems.append(f"wildcard data action {action!r}")
     if identity and data_actions:
         for resource in (flatten(item) for item in _as_list(statement.get("Resource", []))):
-            # A table's indexes are addressed as <table arn>/index/<name>; allow that suffix only.
-            if "*" in resource.removesuffix("/index/*"):
+            # A table's indexes are addressed as <table arn>/index/<name>, a bucket's objects as <bucket arn>/<key>
+            # (all of them, or those under a prefix); allow those suffixes only, on a reference of the template.
+            if "*" in _BUCKET_OBJECTS.sub("", resource.removesuffix("/index/*")):
                 problems.append(f"wildcard resource {resource!r} for {', '.join(data_actions)}")
     return problems
 
@@ -607,6 +613,97 @@ def check_alarm_topics_usable_by_cloudwatch(template: Template) -> list[str]:
     return violations
 
 
+BUCKET_ACCESS_BLOCKS = ("BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets")
+BUCKET_SSE_ALGORITHMS = ("AES256", "aws:kms", "aws:kms:dsse")
+ATTACHMENTS_ENV_VAR = "ATTACHMENTS_BUCKET"
+# shared/attachments/uploads.py keeps an upload under uploads/{tenant}/{user}/{id} until a message attaches it.
+UPLOADS_PREFIX = "uploads/"
+UPLOAD_EXPIRY_DAYS = 1
+
+
+def _is_true(value: Any) -> bool:
+    return value is True or value == "true"
+
+
+def _denies_insecure_transport(statement: dict[str, Any], bucket_id: str) -> bool:
+    """A Deny of every S3 action, to everyone, on the bucket and its objects, when the request is not over TLS."""
+    if statement.get("Effect") != "Deny" or flatten(statement.get("Principal")) not in ("*", '{"AWS": "*"}'):
+        return False
+    if not {"s3:*", "*"} & {flatten(action) for action in _as_list(statement.get("Action", []))}:
+        return False
+    targets = {flatten(item) for item in _as_list(statement.get("Resource", []))}
+    if not {"${" + bucket_id + ".Arn}", "${" + bucket_id + ".Arn}/*"} <= targets:
+        return False
+    condition = statement.get("Condition", {}).get("Bool", {})
+    return str(condition.get("aws:SecureTransport")).lower() == "false"
+
+
+def check_buckets_private_and_encrypted(template: Template) -> list[str]:
+    """Every bucket declares default encryption, blocks all public access, disables ACLs (bucket owner enforced),
+    and has a bucket policy denying requests made without TLS."""
+    violations = []
+    policies = [
+        (_referenced_id(_props(policy).get("Bucket")), _props(policy).get("PolicyDocument", {}))
+        for _, policy in resources(template, "AWS::S3::BucketPolicy")
+    ]
+    for logical_id, bucket in resources(template, "AWS::S3::Bucket"):
+        properties = _props(bucket)
+        rules = properties.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
+        algorithms = {rule.get("ServerSideEncryptionByDefault", {}).get("SSEAlgorithm") for rule in rules}
+        if not algorithms & set(BUCKET_SSE_ALGORITHMS):
+            violations.append(f"{logical_id}: no default encryption declared (BucketEncryption)")
+        block = properties.get("PublicAccessBlockConfiguration", {})
+        off = [name for name in BUCKET_ACCESS_BLOCKS if not _is_true(block.get(name))]
+        if off:
+            violations.append(f"{logical_id}: public access not blocked ({', '.join(off)} not true)")
+        ownership = {rule.get("ObjectOwnership") for rule in properties.get("OwnershipControls", {}).get("Rules", [])}
+        if ownership != {"BucketOwnerEnforced"}:
+            violations.append(f"{logical_id}: ACLs in force (OwnershipControls is not BucketOwnerEnforced)")
+        statements = [
+            statement
+            for bucket_id, document in policies
+            if bucket_id == logical_id
+            for statement in _as_list(document.get("Statement", []))
+        ]
+        if not any(_denies_insecure_transport(statement, logical_id) for statement in statements):
+            violations.append(f"{logical_id}: no bucket policy denies requests without TLS (aws:SecureTransport)")
+    return violations
+
+
+def _expires_uploads(rule: dict[str, Any]) -> bool:
+    if rule.get("Status") != "Enabled":
+        return False
+    prefix = rule.get("Prefix", rule.get("Filter", {}).get("Prefix"))
+    days = rule.get("ExpirationInDays")
+    return prefix == UPLOADS_PREFIX and days is not None and int(days) <= UPLOAD_EXPIRY_DAYS
+
+
+def check_attachment_uploads_expire(template: Template) -> list[str]:
+    """The bucket the functions store attachments in (``ATTACHMENTS_BUCKET``) is a bucket of this template with an
+    enabled lifecycle rule expiring ``uploads/`` within a day (an upload no message attached)."""
+    violations = []
+    all_resources = template.get("Resources", {})
+    buckets = set()
+    for logical_id, function in resources(template, "AWS::Lambda::Function"):
+        value = _props(function).get("Environment", {}).get("Variables", {}).get(ATTACHMENTS_ENV_VAR)
+        if value is None:
+            continue
+        bucket_id = _referenced_id(value)
+        if all_resources.get(bucket_id or "", {}).get("Type") != "AWS::S3::Bucket":
+            violations.append(f"{logical_id}: {ATTACHMENTS_ENV_VAR} is not a bucket of this template")
+        else:
+            buckets.add(str(bucket_id))
+    if not buckets and not violations:
+        violations.append(f"no function has {ATTACHMENTS_ENV_VAR} (attachments would live in a process's memory)")
+    for bucket_id in sorted(buckets):
+        rules = _props(all_resources[bucket_id]).get("LifecycleConfiguration", {}).get("Rules", [])
+        if not any(_expires_uploads(rule) for rule in rules):
+            violations.append(
+                f"{bucket_id}: no enabled lifecycle rule expires {UPLOADS_PREFIX} within {UPLOAD_EXPIRY_DAYS} day"
+            )
+    return violations
+
+
 ALL_CHECKS: dict[str, Check] = {
     "sse_routes_stream": check_sse_routes_stream,
     "sqs_sources_report_batch_item_failures": check_sqs_sources_report_batch_item_failures,
@@ -621,6 +718,8 @@ ALL_CHECKS: dict[str, Check] = {
     "schedule_permissions": check_schedule_permissions,
     "queues_encrypted": check_queues_encrypted,
     "alarm_topics_usable_by_cloudwatch": check_alarm_topics_usable_by_cloudwatch,
+    "buckets_private_and_encrypted": check_buckets_private_and_encrypted,
+    "attachment_uploads_expire": check_attachment_uploads_expire,
 }
 
 

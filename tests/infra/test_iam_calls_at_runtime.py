@@ -11,6 +11,7 @@ template grants that function's role.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,6 +38,21 @@ from .iam_grants import MIGRATE_SELF, Grant, granted
 Template = dict[str, Any]
 BUS = "agent-test-bus"
 GROUP = "agent-test-automations"
+BUCKET = "agent-test-attachments"
+# An 1x1 PNG (the smallest a message may carry): the runs below store it and read it back.
+PNG_1X1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+)
+# The S3 operations the adapter calls and the IAM action each is authorised as (DeleteObjects: per key).
+S3_ACTIONS = {
+    "PutObject": "s3:PutObject",
+    "GetObject": "s3:GetObject",
+    "HeadObject": "s3:GetObject",
+    "ListObjectsV2": "s3:ListBucket",
+    "DeleteObjects": "s3:DeleteObject",
+    "DeleteObject": "s3:DeleteObject",
+}
 TRANSACTION_ACTIONS = {
     "Put": "PutItem",
     "Update": "UpdateItem",
@@ -71,6 +87,12 @@ def needs(service: str, operation: str, params: dict[str, Any]) -> set[Grant]:
         return {(f"scheduler:{operation}", "schedule/task-*" if name.startswith("task-") else f"schedule/{name}")}
     if service == "sqs":
         return {(f"sqs:{operation}", "MemoryQueue" if params.get("QueueUrl", "").endswith("/agent-memory") else "?")}
+    if service == "s3":
+        assert params.get("Bucket") == BUCKET, params
+        if operation == "CopyObject":
+            return {("s3:GetObject", "AttachmentsBucket/*"), ("s3:PutObject", "AttachmentsBucket/*")}
+        target = "AttachmentsBucket" if operation == "ListObjectsV2" else "AttachmentsBucket/*"
+        return {(S3_ACTIONS.get(operation, f"s3:{operation}"), target)}
     if service == "secretsmanager":
         return {(f"secretsmanager:{operation}", "LlmApiKeySecret")}
     if service == "lambda" and operation == "Invoke":
@@ -83,6 +105,7 @@ class CallLog:
     def __init__(self) -> None:
         self.recording = False
         self.needed: set[Grant] = set()
+        self.operations: set[str] = set()
 
 
 @pytest.fixture
@@ -93,6 +116,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> CallLog:
     def recording(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
         if log.recording:
             log.needed |= needs(self.meta.service_model.service_name, operation_name, api_params)
+            log.operations.add(operation_name)
         return original(self, operation_name, api_params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", recording)
@@ -110,6 +134,16 @@ def recorded(log: CallLog) -> Iterator[None]:
 
 def aws_sqs() -> Any:
     return boto3.client("sqs", region_name=REGION)
+
+
+def attachment_bucket() -> str:
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+    return BUCKET
+
+
+def with_image(text: str) -> list[dict[str, Any]]:
+    image = {"type": "data", "value": base64.b64encode(PNG_1X1).decode(), "mimeType": "image/png"}
+    return [{"type": "text", "text": text}, {"type": "image", "source": image}]
 
 
 def _denied(expanded_template: Template, role: str, log: CallLog) -> set[Grant]:
@@ -139,9 +173,17 @@ async def test_a_chat_run_calls_only_what_the_streaming_role_grants(
         Turn(text=["It is noon."]),
     )
     services = Services(
-        make_settings(event_bus_name=BUS), overrides=ServiceOverrides(store=store, stream=redis_stream, model=model)
+        make_settings(event_bus_name=BUS, attachments_bucket=attachment_bucket()),
+        overrides=ServiceOverrides(store=store, stream=redis_stream, model=model),
     )
-    body = {"threadId": "th-s", "runId": "run-s", "messages": [{"id": "m1", "role": "user", "content": "time?"}]}
+    # an upload of the user's (created by the buffered API), attached by this run: HEAD, GET, then PUT under the thread
+    upload_id = f"{'0' * 32}-{len(PNG_1X1)}"
+    boto3.client("s3", region_name=REGION).put_object(
+        Bucket=BUCKET, Key=f"uploads/tenant-1/user-1/{upload_id}", Body=PNG_1X1, ContentType="image/png"
+    )
+    uploaded = {"type": "image", "source": {"type": "url", "value": f"agent-upload://{upload_id}"}}
+    message = {"id": "m1", "role": "user", "content": [*with_image("time?"), uploaded]}
+    body = {"threadId": "th-s", "runId": "run-s", "messages": [message]}
     # WHEN a user runs the agent and reads the run's events again
     with recorded(calls):
         async with asgi_client(services) as client:
@@ -151,6 +193,9 @@ async def test_a_chat_run_calls_only_what_the_streaming_role_grants(
     # THEN the run completed and was announced, and every call is granted to StreamingApiRole
     assert "RUN_FINISHED" in run.text and "RUN_FINISHED" in replay.text
     assert ("events:PutEvents", "AgentEventBus") in calls.needed
+    # the image was stored at intake and read back for the model, the upload looked up, read and copied
+    assert {("s3:PutObject", "AttachmentsBucket/*"), ("s3:GetObject", "AttachmentsBucket/*")} <= calls.needed
+    assert calls.operations >= {"HeadObject", "GetObject", "PutObject"}
     # a chat turn reads no message id: admission's newest page places them (shared/runs/known_ids.py); the grant
     # stays for the runs that read none (automation) and the last-resort close of a failed run
     assert ("dynamodb:BatchGetItem", "AgentTable") not in calls.needed
@@ -167,11 +212,13 @@ async def test_the_json_routes_call_only_what_the_buffered_role_grants(
         scheduler_role_arn="arn:aws:iam::123456789012:role/scheduler",
         scheduler_dead_letter_arn="arn:aws:sqs:us-east-1:123456789012:dlq",
         automation_function_arn="arn:aws:lambda:us-east-1:123456789012:function:automation",
+        attachments_bucket=attachment_bucket(),
     )
     services = Services(
         settings, overrides=ServiceOverrides(store=store, stream=redis_stream, model=ScriptedModel(Turn(text=["hi"])))
     )
-    body = {"threadId": "th-b", "runId": "run-b", "messages": [{"id": "m1", "role": "user", "content": "hello"}]}
+    message = {"id": "m1", "role": "user", "content": with_image("hello")}
+    body = {"threadId": "th-b", "runId": "run-b", "messages": [message]}
     memories = DynamoDBMemoryStore(TABLE, lambda: aws)
     await memories.put(
         Memory(
@@ -195,6 +242,20 @@ async def test_the_json_routes_call_only_what_the_buffered_role_grants(
             statuses = [
                 (await client.get("/api/v1/threads", headers=bearer())).status_code,
                 (await client.get("/api/v1/threads/th-b/history", headers=bearer())).status_code,
+                (await client.get("/api/v1/threads/th-b/messages/m1/parts/0", headers=bearer())).status_code,
+                (await client.get("/api/v1/threads/th-b", headers=bearer())).status_code,
+                (await client.patch("/api/v1/threads/th-b", json={"title": "t"}, headers=bearer())).status_code,
+                (await client.post("/api/v1/threads/search", json={"query": "hello"}, headers=bearer())).status_code,
+            ]
+            leaf = (await client.get("/api/v1/threads/th-b/history", headers=bearer())).json()["leafMessageId"]
+            feedback = f"/api/v1/threads/th-b/messages/{leaf}/feedback"
+            statuses += [
+                (
+                    await client.put("/api/v1/threads/th-b/branch", json={"leafMessageId": leaf}, headers=bearer())
+                ).status_code,
+                (await client.post(feedback, json={"score": 1}, headers=bearer())).status_code,
+                (await client.get("/api/v1/admin/feedback", headers=bearer(scopes=("agent:admin",)))).status_code,
+                (await client.delete(feedback, headers=bearer())).status_code,
                 (await client.get("/api/v1/threads/th-b/audit", headers=audit_headers)).status_code,
                 (await client.post("/api/v1/agent/runs/run-b/cancel", headers=bearer())).status_code,
                 (await client.get("/api/v1/memories", headers=bearer())).status_code,
@@ -227,6 +288,13 @@ async def test_the_json_routes_call_only_what_the_buffered_role_grants(
     assert ("dynamodb:DeleteItem", "AgentTable") in calls.needed
     assert ("dynamodb:BatchWriteItem", "AgentTable") in calls.needed
     assert ("scheduler:CreateSchedule", "schedule/task-*") in calls.needed
+    # the parts route read the image; the thread's erasure listed its prefix and deleted it
+    assert {
+        ("s3:GetObject", "AttachmentsBucket/*"),
+        ("s3:ListBucket", "AttachmentsBucket"),
+        ("s3:DeleteObject", "AttachmentsBucket/*"),
+    } <= calls.needed
+    assert boto3.client("s3", region_name=REGION).list_objects_v2(Bucket=BUCKET)["KeyCount"] == 0
     assert _denied(expanded_template, "BufferedApiRole", calls) == set()
 
 

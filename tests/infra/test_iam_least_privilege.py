@@ -92,6 +92,15 @@ GSI2 = "AgentTable/index/GSI2"
 GSI3 = "AgentTable/index/GSI3"
 THREAD_LIST = "shared.adapters.aws.thread_list:ThreadList"
 DLQ = "AsyncDeadLetterQueue"
+S3 = "shared.adapters.aws.attachments:S3Attachments"
+BUCKET = "AttachmentsBucket"
+OBJECTS = "AttachmentsBucket/*"
+# A stored image read for the model: its bytes, or a presigned GET, which S3 authorises as the signer's GetObject.
+READ_IMAGES: tuple[Need, ...] = (
+    Code(f"{S3}.get", "get_object("),
+    Code(f"{S3}.presigned_get", '"get_object"'),
+    Code("shared.executors.images:image_urls", "store.presigned_get("),
+)
 
 ENVIRONMENT = "RuntimeConfigEnvironment"
 APPCONFIG = "shared.adapters.appconfig_extension:AppConfigExtensionSource.fetch"
@@ -141,12 +150,17 @@ RUN: dict[Grant, tuple[Need, ...]] = {
     ("events:PutEvents", "AgentEventBus"): (
         Code("shared.adapters.aws.eventbridge:EventBridgePublisher.publish", "put_events("),
     ),
+    ("s3:GetObject", OBJECTS): READ_IMAGES,
     **LLM_KEY,
     **RUNTIME_CONFIG,
 }
 
 GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
-    "StreamingApiRole": RUN,
+    "StreamingApiRole": {
+        **RUN,
+        # A user message's images and files, stored at intake (shared.attachments.storage.store_parts).
+        ("s3:PutObject", OBJECTS): (Code(f"{S3}.put", "put_object("),),
+    },
     "AutomationRole": {
         **RUN,
         ("dynamodb:GetItem", TABLE): (*RUN[("dynamodb:GetItem", TABLE)], Code(f"{TASKS}.find", "get_item(")),
@@ -185,6 +199,11 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         ),
         # A thread's erasure deletes its messages and runs 25 keys a request.
         ("dynamodb:BatchWriteItem", TABLE): (Code(f"{THREADS}._batch_delete", "batch_write_item"),),
+        # The parts route finds a message by its id (its marker, then its body).
+        ("dynamodb:BatchGetItem", TABLE): (
+            Code("shared.threads:ThreadService.message_part", "stored_messages("),
+            Code(f"{READS}:_batch_get", "client.batch_get_item("),
+        ),
         ("dynamodb:Query", TABLE): (
             Code(f"{READS}:read_forward", "query("),
             Code(f"{AUDIT}.list_for_thread", "query("),
@@ -205,6 +224,19 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         ("scheduler:UpdateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.update", "update_schedule("),),
         ("scheduler:DeleteSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.delete", "delete_schedule("),),
         ("iam:PassRole", "SchedulerInvokeRole"): (Code(f"{SCHEDULER}._definition", '"RoleArn": self._role_arn'),),
+        # History's parts: the parts route's bytes, or a presigned GET signed with the role.
+        ("s3:GetObject", OBJECTS): (
+            Code(f"{S3}.get", "get_object("),
+            Code(f"{S3}.presigned_get", '"get_object"'),
+        ),
+        # A thread's or a user's erasure: list the prefix, delete the keys (DeleteObjects is DeleteObject per key).
+        ("s3:ListBucket", BUCKET): (Code(f"{S3}.delete_prefix", "list_objects_v2("),),
+        ("s3:DeleteObject", OBJECTS): (Code(f"{S3}.delete_prefix", "delete_objects("),),
+        # POST /api/v1/uploads: the presigned PUT S3 authorises as the signer's PutObject.
+        ("s3:PutObject", "AttachmentsBucket/uploads/*"): (
+            Code(f"{S3}.presigned_put", '"put_object"'),
+            Code("shared.attachments.uploads:Uploads.create", "presigned_put("),
+        ),
         **RUNTIME_CONFIG,
     },
     "MemoryRole": {

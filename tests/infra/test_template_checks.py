@@ -168,3 +168,27 @@ def test_an_encrypted_alarm_topic_needs_a_key_cloudwatch_may_use(
         assert found == []
     else:
         assert len(found) == 1 and found[0].startswith(violation), found
+
+
+@pytest.mark.parametrize(
+    ("resource", "allowed"),
+    [
+        ({"Fn::Sub": "${Bucket.Arn}/*"}, True),
+        ({"Fn::Sub": "${Bucket.Arn}/uploads/*"}, True),
+        ({"Fn::Sub": "${Bucket.Arn}*"}, False),
+        ("arn:aws:s3:::*", False),
+        ("arn:aws:s3:::some-bucket/*", False),
+    ],
+)
+def test_s3_object_resources_may_end_in_a_wildcard_only_under_a_bucket_of_the_template(
+    resource: Any, allowed: bool
+) -> None:
+    statement = {"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": resource}
+    violations = checks.check_no_wildcard_data_permissions(_role(statement))
+    assert (violations == []) is allowed, violations
+
+
+def test_the_uploads_prefix_the_lifecycle_rule_expires_is_the_one_the_code_writes() -> None:
+    from shared.attachments.uploads import UPLOADS_PREFIX
+
+    assert checks.UPLOADS_PREFIX == UPLOADS_PREFIX

@@ -513,7 +513,8 @@ def test_prod_gets_a_nat_per_az_and_there_is_no_sqs_endpoint(expanded_template: 
         for _, props in checks.resources(expanded_template, "AWS::EC2::VPCEndpoint")
     ]
     assert not any(name.endswith(".sqs") for name in services)
-    assert {name.rsplit(".", 1)[-1] for name in services} == {"dynamodb", "events", "scheduler", "secretsmanager"}
+    # The attachment bucket through a gateway endpoint, as the table: no NAT charge per GB of images.
+    assert {name.rsplit(".", 1)[-1] for name in services} == {"dynamodb", "events", "s3", "scheduler", "secretsmanager"}
 
 
 def test_retention_parameters_reach_every_function(expanded_template: Template) -> None:
@@ -588,3 +589,57 @@ def test_the_deploy_docs_list_every_parameter_and_the_checklist_covers_what_the_
         "ConcurrentExecutions",
     ):
         assert must in checklist, must
+
+
+def test_the_functions_that_touch_attachments_get_the_bucket_and_no_other_function_does(
+    expanded_template: Template,
+) -> None:
+    from typing import get_args
+
+    from shared.settings import AttachmentSettings, ModelSettings
+
+    def variables(logical_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = _props(expanded_template, logical_id).get("Environment", {}).get("Variables", {})
+        return found
+
+    bucket = {"Ref": "AttachmentsBucket"}
+    # The API stores, reads and deletes parts; the automation function's worker reads a task thread's images.
+    for logical_id in ("StreamingApiFunction", "BufferedApiFunction", "AutomationFunction"):
+        assert variables(logical_id)["ATTACHMENTS_BUCKET"] == bucket, logical_id
+    for logical_id in ("MemoryFunction", "SweeperFunction", "MigrationFunction"):
+        assert "ATTACHMENTS_BUCKET" not in variables(logical_id), logical_id
+    # History's presigned GETs on AWS, within the 15 minutes the settings allow.
+    for logical_id in ("StreamingApiFunction", "BufferedApiFunction"):
+        assert variables(logical_id)["ATTACHMENT_PRESIGNED_URLS"] == "true"
+        ttl = int(variables(logical_id)["ATTACHMENT_URL_TTL_S"])
+        assert ttl <= AttachmentSettings.model_fields["attachment_url_ttl_s"].default
+    # How images reach the model: the parameter's values are the setting's.
+    parameter = expanded_template["Parameters"]["LlmImageUrls"]
+    assert parameter["AllowedValues"] == list(get_args(ModelSettings.model_fields["llm_image_urls"].annotation))
+    for logical_id in ("StreamingApiFunction", "AutomationFunction"):
+        assert variables(logical_id)["LLM_IMAGE_URLS"] == {"Ref": "LlmImageUrls"}
+    assert checks.check_buckets_private_and_encrypted(expanded_template) == []
+    assert checks.check_attachment_uploads_expire(expanded_template) == []
+
+
+# Routes of the app that the REST API leaves out on purpose: on AWS a part's URL is a presigned S3 GET and an upload
+# is PUT to a presigned S3 URL; these two serve make dev, whose in-process S3 no client reaches (docs/storage.md,
+# "Attachments").
+LOCAL_ONLY_ROUTES = {
+    ("/api/v1/threads/{threadId}/messages/{messageId}/parts/{n}", "get"),
+    ("/api/v1/uploads/{uploadId}", "put"),
+}
+
+
+def test_every_route_the_app_serves_is_on_the_rest_api(expanded_template: Template) -> None:
+    from functions.agent_api.app import create_app
+    from shared.wiring import Services
+    from tests.support.settings import make_settings
+
+    served = {
+        (path, method)
+        for path, operations in create_app(Services(make_settings())).openapi()["paths"].items()
+        for method in operations
+    }
+    on_the_api = {(path, method) for path, method, _ in checks.integrations(expanded_template)}
+    assert served - on_the_api == LOCAL_ONLY_ROUTES

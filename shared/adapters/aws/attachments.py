@@ -42,6 +42,18 @@ class S3Attachments:
 
         return await asyncio.to_thread(read)
 
+    async def head(self, key: str) -> tuple[int, str] | None:
+        def read() -> tuple[int, str] | None:
+            try:
+                resp = self.client.head_object(Bucket=self._bucket, Key=key)
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404", "NotFound"):
+                    return None
+                raise
+            return int(resp["ContentLength"]), str(resp.get("ContentType") or "application/octet-stream")
+
+        return await asyncio.to_thread(read)
+
     async def delete_prefix(self, prefix: str) -> int:
         def delete() -> int:
             deleted = 0
@@ -68,5 +80,16 @@ class S3Attachments:
         params = {"Bucket": self._bucket, "Key": key}
         url = await asyncio.to_thread(
             lambda: self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=expires_s)
+        )
+        return str(url)
+
+    async def presigned_put(self, key: str, *, mime_type: str, size: int, expires_s: int) -> str | None:
+        if not self._presign:
+            return None
+        # Content-Type is signed (a PUT with another type is refused by S3); the size is checked when a message
+        # attaches the upload (shared.attachments.uploads), as S3 does not bound a presigned PUT's length.
+        params = {"Bucket": self._bucket, "Key": key, "ContentType": mime_type}
+        url = await asyncio.to_thread(
+            lambda: self.client.generate_presigned_url("put_object", Params=params, ExpiresIn=expires_s)
         )
         return str(url)

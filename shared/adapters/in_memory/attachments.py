@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class InMemoryAttachments:
-    """Objects in a dict; it makes no presigned URLs (the API route serves the bytes)."""
+    """Objects in a dict; it makes no presigned URLs (the API's routes serve and take the bytes)."""
 
     def __init__(self) -> None:
         self.objects: dict[str, tuple[bytes, str]] = {}
@@ -22,4 +22,11 @@ class InMemoryAttachments:
         return len(doomed)
 
     async def presigned_get(self, key: str, *, expires_s: int) -> str | None:
+        return None
+
+    async def head(self, key: str) -> tuple[int, str] | None:
+        found = self.objects.get(key)
+        return None if found is None else (len(found[0]), found[1])
+
+    async def presigned_put(self, key: str, *, mime_type: str, size: int, expires_s: int) -> str | None:
         return None
