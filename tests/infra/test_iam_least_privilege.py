@@ -212,6 +212,12 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         ("scheduler:UpdateSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.update", "update_schedule("),),
         ("scheduler:DeleteSchedule", "schedule/task-*"): (Code(f"{SCHEDULER}.delete", "delete_schedule("),),
         ("iam:PassRole", "SchedulerInvokeRole"): (Code(f"{SCHEDULER}._definition", '"RoleArn": self._role_arn'),),
+        # PUT /api/v1/threads/{threadId}/branch: a changed branch is published for the memory worker.
+        ("events:PutEvents", "AgentEventBus"): (
+            Code("shared.threads:ThreadService.switch_branch", "self._on_branch_switched("),
+            Code("shared.memory.trigger:RunCompletedPublisher.branch_switched", "branch_switched_event("),
+            Code("shared.adapters.aws.eventbridge:EventBridgePublisher.publish", "put_events("),
+        ),
         # POST /api/v1/admin/webhooks/secret: a new secret over the old one, or the tenant's first (tags included).
         ("secretsmanager:PutSecretValue", WEBHOOK_SECRETS): (
             Code("shared.webhooks.admin:WebhookAdmin.new_secret", ".rotate("),
