@@ -11,12 +11,16 @@ from . import template_checks as checks
 Template = dict[str, Any]
 Grant = tuple[str, str]  # (action, resource: a logical id, or "<table>/index/<name>")
 MIGRATE_SELF = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-migrate"
+# Each tenant's webhook signing secret, named at run time under WEBHOOK_SECRET_PREFIX.
+WEBHOOK_SECRETS = "secret:${AWS::StackName}/webhooks/*"
 
 
 def _resource_key(resource: Any) -> str:
     text = checks.flatten(resource)
     if ":schedule/" in text:
         return "schedule/" + text.rsplit("/", 1)[-1]
+    if ":secretsmanager:" in text and ":secret:" in text:
+        return "secret:" + text.partition(":secret:")[2]
     if ":appconfig:" in text:  # .../application/${App.ApplicationId}/environment/${Env.EnvironmentId}/...
         return "appconfig/" + "/".join(re.findall(r"\$\{(\w+)\.\w+\}", text.partition(":application/")[2]))
     text = text.replace(".Arn}", "}")

@@ -58,6 +58,14 @@ MISTAKES = [
         expected_violation="StreamingApiRole/agent-data: wildcard action 'dynamodb:*'",
     ),
     PlantedMistake(
+        # The runtime secret namespace is the one wildcard the check allows: widened to every secret, it is reported.
+        name="webhook_secrets_on_every_secret",
+        correct=":secret:${AWS::StackName}/webhooks/*",
+        mistaken=":secret:*",
+        check=checks.check_no_wildcard_data_permissions,
+        expected_violation="BufferedApiRole/agent-data: wildcard resource",
+    ),
+    PlantedMistake(
         name="no_cors",
         correct="      Cors:\n        AllowOrigin: !Sub \"'${CorsAllowedOrigin}'\"\n",
         mistaken="      Cors:\n        AllowOrigin: \"'*'\"\n",
@@ -91,6 +99,13 @@ MISTAKES = [
         mistaken="      Dimensions: [{Name: FunctionName, Value: !Ref MemoryFunction}]\n",
         check=checks.check_failure_alarms,
         expected_violation="SweeperFunction: no Errors alarm",
+    ),
+    PlantedMistake(
+        name="dead_letter_queue_without_an_alarm",
+        correct="      Dimensions: [{Name: QueueName, Value: !GetAtt WebhookDeadLetterQueue.QueueName}]\n",
+        mistaken="      Dimensions: [{Name: QueueName, Value: !GetAtt MemoryDeadLetterQueue.QueueName}]\n",
+        check=checks.check_dead_letter_queues_alarmed,
+        expected_violation="WebhookDeadLetterQueue: a dead-letter queue without a depth alarm",
     ),
     PlantedMistake(
         name="queue_without_encryption",

@@ -8,12 +8,16 @@ catch the mistakes that ``sam validate``, ``sam validate --lint`` and cfn-lint a
 - an SQS event source without ``ReportBatchItemFailures`` retries the whole batch when one record fails;
 - a 5-field ``cron(...)`` (Unix style) is rejected by EventBridge at deploy time, not by the linters;
 - a visibility timeout shorter than 6x the consumer's timeout redelivers messages that are still being processed;
-- a wildcard on data permissions (``dynamodb:*``, ``Resource: "*"``) breaks least privilege;
+- a wildcard on data permissions (``dynamodb:*``, ``Resource: "*"``) breaks least privilege; the one wildcard
+  allowed is the namespace of secrets the code names at run time (each tenant's webhook signing secret,
+  ``<WEBHOOK_SECRET_PREFIX>/<tenantId>``), and only where that prefix is the one the functions are given;
 - a function without its own log group with retention keeps logs forever;
 - a REST API path without an OPTIONS method (or an API function without the app's CORS setting) fails every
   browser preflight, and a literal ``*`` origin cannot be narrowed for production;
 - an asynchronous target without a dead-letter queue or on-failure destination drops what it could not deliver;
 - a function without an Errors and a Throttles alarm fails silently when it is killed (timeout, out of memory);
+- a dead-letter queue (of a queue's redrive policy, a rule or schedule target, an on-failure destination) without a
+  depth alarm keeps what failed where nobody looks;
 - a buffered API function whose timeout reaches API Gateway's 29 s answers a slow call with a bare gateway 504;
 - schedule permissions on a whole group let the API change schedules it never created (the sweeper's);
 - a role the Scheduler assumes without ``aws:SourceAccount`` can be used by another account's schedules;
@@ -291,7 +295,29 @@ def _policy_documents(template: Template) -> Iterator[tuple[str, dict[str, Any],
             yield logical_id, _props(policy).get("PolicyDocument", {}), False
 
 
-def _statement_problems(statement: dict[str, Any], identity: bool) -> list[str]:
+# Environment variables naming a prefix under which the code creates and reads secrets at run time (one per tenant):
+# their names cannot be listed in the template, so ``secret:<prefix>/*`` is the narrowest grant there is.
+RUNTIME_SECRET_PREFIX_VARS = ("WEBHOOK_SECRET_PREFIX",)
+_SECRET_ARN_HEAD = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:"
+STACK_NAME_PREFIX = "${AWS::StackName}/"
+
+
+def runtime_secret_namespaces(template: Template) -> set[str]:
+    """``arn:...:secret:<prefix>/*`` for each runtime secret prefix a function of the template is given."""
+    found = set()
+    for _, function in resources(template, "AWS::Lambda::Function"):
+        variables = _props(function).get("Environment", {}).get("Variables", {})
+        for name in RUNTIME_SECRET_PREFIX_VARS:
+            prefix = flatten(variables[name]) if name in variables else ""
+            # Only a prefix under the stack's own name: "", "*" or a fixed name would reach other stacks' secrets.
+            if prefix.startswith(STACK_NAME_PREFIX) and not set(prefix) & {"*", "?"}:
+                found.add(_SECRET_ARN_HEAD + prefix.rstrip("/") + "/*")
+    return found
+
+
+def _statement_problems(
+    statement: dict[str, Any], identity: bool, secret_namespaces: frozenset[str] = frozenset()
+) -> list[str]:
     if statement.get("Effect", "Allow") != "Allow":
         return []
     problems = []
@@ -308,17 +334,24 @@ def _statement_problems(statement: dict[str, Any], identity: bool) -> list[str]:
         for resource in (flatten(item) for item in _as_list(statement.get("Resource", []))):
             # A table's indexes are addressed as <table arn>/index/<name>, a bucket's objects as <bucket arn>/<key>
             # (all of them, or those under a prefix); allow those suffixes only, on a reference of the template.
-            if "*" in _BUCKET_OBJECTS.sub("", resource.removesuffix("/index/*")):
+            if "*" not in _BUCKET_OBJECTS.sub("", resource.removesuffix("/index/*")):
+                continue
+            # Secrets named at run time under a prefix the functions are given, by Secrets Manager actions only.
+            only_secrets = all(action.startswith("secretsmanager:") for action in data_actions)
+            if not (only_secrets and resource in secret_namespaces):
                 problems.append(f"wildcard resource {resource!r} for {', '.join(data_actions)}")
     return problems
 
 
 def check_no_wildcard_data_permissions(template: Template) -> list[str]:
-    """No wildcard actions anywhere; no wildcard resources or data-wide managed policies on data services."""
+    """No wildcard actions anywhere; no wildcard resources or data-wide managed policies on data services, except
+    Secrets Manager actions on a runtime secret namespace (:func:`runtime_secret_namespaces`)."""
     violations: list[str] = []
+    namespaces = frozenset(runtime_secret_namespaces(template))
     for where, document, identity in _policy_documents(template):
         for statement in _as_list(document.get("Statement", [])):
-            violations.extend(f"{where}: {problem}" for problem in _statement_problems(statement, identity))
+            problems = _statement_problems(statement, identity, namespaces)
+            violations.extend(f"{where}: {problem}" for problem in problems)
     for logical_id, role in resources(template, "AWS::IAM::Role"):
         for arn in (flatten(item) for item in _props(role).get("ManagedPolicyArns", [])):
             if arn.rsplit("/", 1)[-1] in DATA_WIDE_MANAGED_POLICIES:
@@ -497,6 +530,35 @@ def check_failure_alarms(template: Template) -> list[str]:
         if flatten(_props(api).get("Name")) not in alarmed_apis:
             violations.append(f"{logical_id}: no 5XXError alarm")
     return violations
+
+
+def _dead_letter_queues(template: Template) -> set[str]:
+    """Logical ids of the queues that receive what failed: redrive targets, rule and schedule targets' dead-letter
+    queues, and on-failure destinations of asynchronous invocations."""
+    found: set[str] = set()
+    for _, queue in resources(template, "AWS::SQS::Queue"):
+        redrive = _props(queue).get("RedrivePolicy", {})
+        found.add(str(_referenced_id(redrive.get("deadLetterTargetArn"))))
+    for _, rule in resources(template, "AWS::Events::Rule"):
+        for target in _props(rule).get("Targets", []):
+            found.add(str(_referenced_id(target.get("DeadLetterConfig", {}).get("Arn"))))
+    for _, target in _scheduler_targets(template):
+        found.add(str(_referenced_id(target.get("DeadLetterConfig", {}).get("Arn"))))
+    for _, config in resources(template, "AWS::Lambda::EventInvokeConfig"):
+        on_failure = _props(config).get("DestinationConfig", {}).get("OnFailure", {})
+        found.add(str(_referenced_id(on_failure.get("Destination"))))
+    queues = {logical_id for logical_id, _ in resources(template, "AWS::SQS::Queue")}
+    return found & queues
+
+
+def check_dead_letter_queues_alarmed(template: Template) -> list[str]:
+    """Every dead-letter queue has an alarm on its depth (ApproximateNumberOfMessagesVisible)."""
+    alarmed = _alarmed(template, "AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    return [
+        f"{queue_id}: a dead-letter queue without a depth alarm"
+        for queue_id in sorted(_dead_letter_queues(template))
+        if "${" + queue_id + ".QueueName}" not in alarmed
+    ]
 
 
 def check_buffered_timeouts(template: Template) -> list[str]:
@@ -714,6 +776,7 @@ ALL_CHECKS: dict[str, Check] = {
     "cors": check_cors,
     "async_targets_have_dead_letters": check_async_targets_have_dead_letters,
     "failure_alarms": check_failure_alarms,
+    "dead_letter_queues_alarmed": check_dead_letter_queues_alarmed,
     "buffered_timeouts": check_buffered_timeouts,
     "schedule_permissions": check_schedule_permissions,
     "queues_encrypted": check_queues_encrypted,

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 
 from . import template_checks as checks
-from .iam_grants import MIGRATE_SELF, Grant, granted
+from .iam_grants import MIGRATE_SELF, WEBHOOK_SECRETS, Grant, granted
 
 Template = dict[str, Any]
 
@@ -101,6 +101,10 @@ READ_IMAGES: tuple[Need, ...] = (
     Code(f"{S3}.presigned_get", '"get_object"'),
     Code("shared.executors.images:image_urls", "store.presigned_get("),
 )
+REGISTRY = "shared.adapters.aws.webhook_registry:DynamoDBWebhookRegistry"
+SECRETS = "shared.adapters.aws.webhook_secrets:SecretsManagerWebhookSecrets"
+BACKOFF = "shared.adapters.aws.queue_backoff:SqsBackoff"
+WEBHOOK_HANDLER = "functions.webhook_delivery.handler:WebhookHandler"
 
 ENVIRONMENT = "RuntimeConfigEnvironment"
 APPCONFIG = "shared.adapters.appconfig_extension:AppConfigExtensionSource.fetch"
@@ -179,12 +183,14 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{TASKS}.get", "get_item("),
             Code(f"{PENDING}.get", "get_item("),
             Code(f"{MIGRATION_LOG}.completed", "get_item("),  # /healthz: the pending migrations
+            Code(f"{REGISTRY}.targets", ".get_item,"),  # GET /api/v1/admin/webhooks
         ),
         ("dynamodb:PutItem", TABLE): (
             Code(f"{TASKS}.create", '"Put": {'),
             Code(f"{TASKS}.replace", "put_item("),
             Code(f"{AUDIT}.record", "put_item("),
             Code(f"{PENDING}.cancel_user", "put_item("),
+            Code(f"{REGISTRY}.put_targets", "client.put_item,"),  # PUT /api/v1/admin/webhooks
         ),
         ("dynamodb:UpdateItem", TABLE): (
             Code(f"{RUNS}.request_cancel", "_update_run("),
@@ -196,6 +202,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{TASKS}.delete", '"Delete": {'),
             Code(f"{THREADS}.delete_thread", "delete_item("),
             Code(f"{PENDING}.cancel_thread", "delete_item("),
+            Code(f"{REGISTRY}.put_targets", "client.delete_item,"),  # DELETE /api/v1/admin/webhooks
         ),
         # A thread's erasure deletes its messages and runs 25 keys a request.
         ("dynamodb:BatchWriteItem", TABLE): (Code(f"{THREADS}._batch_delete", "batch_write_item"),),
@@ -237,6 +244,22 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{S3}.presigned_put", '"put_object"'),
             Code("shared.attachments.uploads:Uploads.create", "presigned_put("),
         ),
+        # PUT /api/v1/threads/{threadId}/branch: a changed branch is published for the memory worker.
+        ("events:PutEvents", "AgentEventBus"): (
+            Code("shared.threads:ThreadService.switch_branch", "self._on_branch_switched("),
+            Code("shared.memory.trigger:RunCompletedPublisher.branch_switched", "branch_switched_event("),
+            Code("shared.adapters.aws.eventbridge:EventBridgePublisher.publish", "put_events("),
+        ),
+        # POST /api/v1/admin/webhooks/secret: a new secret over the old one, or the tenant's first (tags included).
+        ("secretsmanager:PutSecretValue", WEBHOOK_SECRETS): (
+            Code("shared.webhooks.admin:WebhookAdmin.new_secret", ".rotate("),
+            Code(f"{SECRETS}._put", "put_secret_value("),
+        ),
+        ("secretsmanager:CreateSecret", WEBHOOK_SECRETS): (
+            Code(f"{SECRETS}._put", "self._create("),
+            Code(f"{SECRETS}._create", "create_secret("),
+        ),
+        ("secretsmanager:TagResource", WEBHOOK_SECRETS): (Code(f"{SECRETS}._create", "Tags="),),
         **RUNTIME_CONFIG,
     },
     "MemoryRole": {
@@ -283,6 +306,35 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
         ("sqs:SendMessage", "MemoryQueue"): (Code(f"{DUE_QUEUE}.send", "send_message("),),
         **LLM_KEY,
         **RUNTIME_CONFIG,
+    },
+    # The run's ledger record, the tenant's registered targets, an audit record per attempt; the tenant's secret (read,
+    # or created on its first webhook); the queue polled by the event source and a failed record's backoff.
+    "WebhookRole": {
+        ("dynamodb:GetItem", TABLE): (
+            Code(f"{RUNS}.get_run", "get_item("),
+            Code(f"{REGISTRY}.targets", ".get_item,"),
+        ),
+        ("dynamodb:PutItem", TABLE): (Code(f"{AUDIT}.record", "put_item("),),
+        ("secretsmanager:GetSecretValue", WEBHOOK_SECRETS): (Code(f"{SECRETS}._read_or_create", "get_secret_value("),),
+        ("secretsmanager:CreateSecret", WEBHOOK_SECRETS): (
+            Code(f"{SECRETS}._read_or_create", "self._create("),
+            Code(f"{SECRETS}._create", "create_secret("),
+        ),
+        ("secretsmanager:TagResource", WEBHOOK_SECRETS): (Code(f"{SECRETS}._create", "Tags="),),
+        **{
+            (action, "WebhookQueue"): (
+                Service(
+                    "the SQS event source mapping polls the queue",
+                    "WebhookFunctionRunEnded",
+                    "AWS::Lambda::EventSourceMapping",
+                ),
+            )
+            for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
+        },
+        ("sqs:ChangeMessageVisibility", "WebhookQueue"): (
+            Code(f"{WEBHOOK_HANDLER}._back_off", ".delay("),
+            Code(f"{BACKOFF}.delay", "change_message_visibility"),
+        ),
     },
     "SweeperRole": {
         ("dynamodb:GetItem", TABLE): (Code(f"{THREADS}._thread_item", "get_item("),),
@@ -409,9 +461,27 @@ def test_only_the_buffered_api_deletes_only_the_migration_role_scans_and_no_role
         "dynamodb:DescribeTable",
         "secretsmanager:DescribeSecret",
         "scheduler:GetSchedule",
-        "sqs:ChangeMessageVisibility",
     }
     assert not {action for pairs in grants.values() for action, _ in pairs} & never_used
+    # Only the webhook function moves a record's visibility (its backoff), and only on its own queue.
+    movers = {
+        (role, res)
+        for role, pairs in grants.items()
+        for action, res in pairs
+        if action == "sqs:ChangeMessageVisibility"
+    }
+    assert movers == {("WebhookRole", "WebhookQueue")}
+    # Secrets are written only under the webhook prefix: created by the webhook function and the admin route,
+    # replaced by the admin route alone.
+    writers = {
+        (role, action, res)
+        for role, pairs in grants.items()
+        for action, res in pairs
+        if action in ("secretsmanager:CreateSecret", "secretsmanager:PutSecretValue", "secretsmanager:TagResource")
+    }
+    assert {res for _, _, res in writers} == {WEBHOOK_SECRETS}
+    assert {role for role, action, _ in writers if action == "secretsmanager:PutSecretValue"} == {"BufferedApiRole"}
+    assert {role for role, _, _ in writers} == {"BufferedApiRole", "WebhookRole"}
     assert not any(
         res == "IdempotencyTable" for role, pairs in grants.items() if role != "MemoryRole" for _, res in pairs
     )

@@ -71,6 +71,84 @@ def test_wildcard_data_permissions_are_reported(statement: dict[str, Any], viola
     assert any(violation in found for found in violations), violations
 
 
+NAMESPACE = "arn:${AWS::Partition}:secretsmanager:${AWS::Region}:${AWS::AccountId}:secret:${AWS::StackName}/webhooks/*"
+
+
+def _with_secret_prefix(template: dict[str, Any], prefix: Any) -> dict[str, Any]:
+    variables = {"WEBHOOK_SECRET_PREFIX": prefix}
+    function = {"Type": "AWS::Lambda::Function", "Properties": {"Environment": {"Variables": variables}}}
+    template["Resources"]["Fn"] = function
+    return template
+
+
+@pytest.mark.parametrize(
+    ("actions", "prefix", "allowed"),
+    [
+        # The functions' prefix, the stack's own: each tenant's secret is named at run time under it.
+        (
+            ["secretsmanager:GetSecretValue", "secretsmanager:CreateSecret"],
+            {"Fn::Sub": "${AWS::StackName}/webhooks"},
+            True,
+        ),
+        # A data action of another service on the same resource.
+        (["secretsmanager:GetSecretValue", "dynamodb:GetItem"], {"Fn::Sub": "${AWS::StackName}/webhooks"}, False),
+        # The functions are given another prefix than the one granted.
+        (["secretsmanager:GetSecretValue"], {"Fn::Sub": "${AWS::StackName}/other"}, False),
+        # A prefix outside the stack's name reaches other stacks' secrets: never a namespace.
+        (["secretsmanager:GetSecretValue"], "webhooks", False),
+        (["secretsmanager:GetSecretValue"], None, False),
+    ],
+)
+def test_a_runtime_secret_namespace_is_the_one_wildcard_on_secrets(
+    actions: list[str], prefix: Any, allowed: bool
+) -> None:
+    statement = {"Effect": "Allow", "Action": actions, "Resource": {"Fn::Sub": NAMESPACE}}
+    template = _role(statement)
+    if prefix is not None:
+        template = _with_secret_prefix(template, prefix)
+    violations = checks.check_no_wildcard_data_permissions(template)
+    assert (violations == []) is allowed, violations
+
+
+def _depth_alarm(queue_id: str) -> dict[str, Any]:
+    dimension = {"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}
+    properties = {"Namespace": "AWS/SQS", "MetricName": "ApproximateNumberOfMessagesVisible", "Dimensions": [dimension]}
+    return {"Type": "AWS::CloudWatch::Alarm", "Properties": properties}
+
+
+def test_every_kind_of_dead_letter_queue_needs_a_depth_alarm() -> None:
+    # GIVEN a redrive DLQ, a rule target's DLQ and an on-failure destination, only the first alarmed
+    def arn(queue_id: str) -> dict[str, Any]:
+        return {"Fn::GetAtt": [queue_id, "Arn"]}
+
+    queue = {"Type": "AWS::SQS::Queue", "Properties": {}}
+    work = {"Type": "AWS::SQS::Queue", "Properties": {"RedrivePolicy": {"deadLetterTargetArn": arn("Redrive")}}}
+    rule = {
+        "Type": "AWS::Events::Rule",
+        "Properties": {"Targets": [{"Id": "t", "DeadLetterConfig": {"Arn": arn("Rule")}}]},
+    }
+    config = {
+        "Type": "AWS::Lambda::EventInvokeConfig",
+        "Properties": {"DestinationConfig": {"OnFailure": {"Destination": arn("Failed")}}},
+    }
+    template = {
+        "Resources": {
+            "Work": work,
+            "Redrive": queue,
+            "Rule": queue,
+            "Failed": queue,
+            "R": rule,
+            "C": config,
+            "RedriveAlarm": _depth_alarm("Redrive"),
+        }
+    }
+    # THEN the two without an alarm are named, and the queue that is no dead-letter queue is not
+    assert checks.check_dead_letter_queues_alarmed(template) == [
+        "Failed: a dead-letter queue without a depth alarm",
+        "Rule: a dead-letter queue without a depth alarm",
+    ]
+
+
 def test_data_wide_managed_policy_is_reported() -> None:
     statement = {"Effect": "Allow", "Action": "logs:PutLogEvents", "Resource": "arn:aws:logs:r:1:log-group:x"}
     arn = "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole"

@@ -60,6 +60,7 @@ HANDLERS = {
     "StreamingApiFunction": "functions/agent_api/run.sh",
     "BufferedApiFunction": "functions.agent_api.lambda_buffered.handler",
     "MemoryFunction": "functions.memory_extract.handler.handler",
+    "WebhookFunction": "functions.webhook_delivery.handler.handler",
     "AutomationFunction": "functions.automation.handler.handler",
     "SweeperFunction": "functions.agent_api.sweeper_handler.handler",
     "MigrationFunction": "functions.migrate.handler.handler",
@@ -278,6 +279,21 @@ def test_cache_is_serverless_and_reached_over_tls(expanded_template: Template) -
     assert [(rule["FromPort"], rule["ToPort"]) for rule in ingress] == [(6379, 6380)]
 
 
+def test_run_ended_events_reach_the_webhook_queue_and_only_its_rule_may_send(expanded_template: Template) -> None:
+    from shared.memory.trigger import EVENT_SOURCE, RUN_COMPLETED
+
+    rule = _props(expanded_template, "RunEndedWebhookRule")
+    assert rule["EventPattern"] == {"source": [EVENT_SOURCE], "detail-type": [RUN_COMPLETED]}
+    assert rule["Targets"][0]["Arn"] == {"Fn::GetAtt": ["WebhookQueue", "Arn"]}
+    (statement,) = _props(expanded_template, "WebhookQueuePolicy")["PolicyDocument"]["Statement"]
+    assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["RunEndedWebhookRule", "Arn"]}
+    mapping = _props(expanded_template, "WebhookFunctionRunEnded")
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": ["WebhookQueue", "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    redrive = _props(expanded_template, "WebhookQueue")["RedrivePolicy"]
+    assert redrive["deadLetterTargetArn"] == {"Fn::GetAtt": ["WebhookDeadLetterQueue", "Arn"]}
+
+
 def test_run_completed_events_reach_the_memory_queue(expanded_template: Template) -> None:
     rule = _props(expanded_template, "RunCompletedRule")
     assert rule["EventPattern"] == {
@@ -343,8 +359,14 @@ def test_alarms_watch_the_metrics_the_code_emits(expanded_template: Template) ->
     assert by_metric["AgentBackend", "RunDurationMs"]["ExtendedStatistic"] == "p95"
     assert by_metric["AgentBackend", "InputTokens"]["Statistic"] == "Average"
     assert by_metric["AgentBackend", "ToolRefusals"]["Statistic"] == "Sum"
-    dlq = by_metric["AWS/SQS", "ApproximateNumberOfMessagesVisible"]
-    assert dlq["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["MemoryDeadLetterQueue", "QueueName"]}
+    depth_alarmed = {
+        checks.flatten(alarm["Dimensions"][0]["Value"])
+        for alarm in alarms
+        if (alarm["Namespace"], alarm["MetricName"]) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+    }
+    queues = ("MemoryDeadLetterQueue", "WebhookDeadLetterQueue", "AsyncDeadLetterQueue")
+    assert depth_alarmed == {f"${{{queue}.QueueName}}" for queue in queues}
+    assert checks.check_dead_letter_queues_alarmed(expanded_template) == []
     for alarm in alarms:
         if alarm["Namespace"] == "AgentBackend":
             assert alarm["Dimensions"][0]["Name"] == "service"
@@ -469,6 +491,7 @@ RESERVED_CONCURRENCY = {
     "MemoryFunction": ("MemoryReservedConcurrency", "5"),
     "AutomationFunction": ("AutomationReservedConcurrency", "10"),
     "SweeperFunction": ("SweeperReservedConcurrency", "1"),
+    "WebhookFunction": ("WebhookReservedConcurrency", "5"),
     # A cap rather than a reservation (a reservation is both): empty by default, so a low quota can deploy.
     "StreamingApiFunction": ("StreamingMaxConcurrency", ""),
 }
@@ -488,13 +511,19 @@ def test_background_functions_reserve_concurrency_and_the_streaming_function_is_
         assert (value, otherwise) == ({"Ref": parameter}, {"Ref": "AWS::NoValue"}), function_id
         assert expanded_template["Conditions"][condition] == {"Fn::Not": [{"Fn::Equals": [{"Ref": parameter}, ""]}]}
         assert parameters[parameter]["Default"] == default
-    # The memory function's reservation never throttles its event source: at least the mapping's MaximumConcurrency.
-    (mapping,) = [mapping for _, mapping in checks.resources(expanded_template, "AWS::Lambda::EventSourceMapping")]
-    maximum = mapping["Properties"]["ScalingConfig"]["MaximumConcurrency"]
-    pattern = re.compile(parameters["MemoryReservedConcurrency"]["AllowedPattern"])
-    assert all(pattern.fullmatch(str(n)) for n in (maximum, maximum + 1, 10, 25, 100, 1000))
-    assert not any(pattern.fullmatch(str(n)) for n in range(maximum))
-    assert pattern.fullmatch("")
+    # A queue consumer's reservation never throttles its event source: at least the mapping's MaximumConcurrency.
+    mappings = {
+        mapping["Properties"]["FunctionName"]["Ref"]: mapping
+        for _, mapping in checks.resources(expanded_template, "AWS::Lambda::EventSourceMapping")
+    }
+    assert set(mappings) == {"MemoryFunction", "WebhookFunction"}
+    for function_id, mapping in mappings.items():
+        maximum = mapping["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+        parameter, _ = RESERVED_CONCURRENCY[function_id]
+        pattern = re.compile(parameters[parameter]["AllowedPattern"])
+        assert all(pattern.fullmatch(str(n)) for n in (maximum, maximum + 1, 10, 25, 100, 1000)), function_id
+        assert not any(pattern.fullmatch(str(n)) for n in range(maximum)), function_id
+        assert pattern.fullmatch("")
 
 
 def test_prod_gets_a_nat_per_az_and_there_is_no_sqs_endpoint(expanded_template: Template) -> None:
@@ -531,10 +560,13 @@ def test_retention_parameters_reach_every_function(expanded_template: Template) 
 
 def test_failed_async_work_lands_in_one_alarmed_dead_letter_queue(expanded_template: Template) -> None:
     dlq = {"Fn::GetAtt": ["AsyncDeadLetterQueue", "Arn"]}
-    assert _props(expanded_template, "RunCompletedRule")["Targets"][0]["DeadLetterConfig"] == {"Arn": dlq}
-    statement = _props(expanded_template, "AsyncDeadLetterQueuePolicy")["PolicyDocument"]["Statement"][0]
+    rules = ("RunCompletedRule", "RunEndedWebhookRule")
+    for rule in rules:
+        assert _props(expanded_template, rule)["Targets"][0]["DeadLetterConfig"] == {"Arn": dlq}, rule
+    # EventBridge may send dead letters to the queue for those two rules only.
+    (statement,) = _props(expanded_template, "AsyncDeadLetterQueuePolicy")["PolicyDocument"]["Statement"]
     assert statement["Principal"] == {"Service": "events.amazonaws.com"}
-    assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["RunCompletedRule", "Arn"]}
+    assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == [{"Fn::GetAtt": [rule, "Arn"]} for rule in rules]
     for schedule in ("AutomationFunctionSchedulerCanary", "SweeperFunctionEvery5Minutes"):
         assert _props(expanded_template, schedule)["Target"]["DeadLetterConfig"] == {"Arn": dlq}
     # Lambda's retries run an automation fire refused on a busy thread (docs/automation.md); the sweeper's retry is
@@ -556,6 +588,18 @@ def test_failures_the_code_cannot_count_are_alarmed_and_the_sweeper_is_on_the_da
     assert (api["Namespace"], api["MetricName"]) == ("AWS/ApiGateway", "5XXError")
     body = checks.flatten(_props(expanded_template, "OperationsDashboard")["DashboardBody"])
     assert '"FunctionName", "${SweeperFunction}"' in body
+    # Every function's errors and throttles are on the dashboard, beside its alarms.
+    for function_id in HANDLERS:
+        for metric in ("Errors", "Throttles"):
+            assert f'"{metric}", "FunctionName", "${{{function_id}}}"' in body, (function_id, metric)
+    for queue in (
+        "MemoryQueue",
+        "MemoryDeadLetterQueue",
+        "WebhookQueue",
+        "WebhookDeadLetterQueue",
+        "AsyncDeadLetterQueue",
+    ):
+        assert f'"QueueName", "${{{queue}.QueueName}}"' in body, queue
     assert '"RunsSwept"' in body and '"Throttles"' in body and '"5XXError"' in body
     assert checks.check_buffered_timeouts(expanded_template) == []
     assert _props(expanded_template, "BufferedApiFunction")["Timeout"] < checks.API_GATEWAY_TIMEOUT_S

@@ -30,6 +30,7 @@ ENTRIES = (
     "functions.agent_api.lambda_buffered",
     "functions.agent_api.sweeper_handler",
     "functions.memory_extract.handler",
+    "functions.webhook_delivery.handler",
     "functions.automation.handler",
     "functions.migrate.handler",
     "functions.migrate.cli",
