@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from shared.attachments.image_tokens import image_tokens
+from shared.media.image_tokens import image_tokens
 from shared.models import Message
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def message_counter_for(model: str) -> Callable[[Message], int]:
             total += count(call.name) + count(call.arguments) + MESSAGE_OVERHEAD_TOKENS
         for part in message.parts:
             if part.kind == "image":
-                # Qwen's rule (shared.attachments.image_tokens); a URL source's size is not known: the 1024x768 guess.
+                # Qwen's rule (shared.media.image_tokens); a URL source's size is not known: the 1024x768 guess.
                 total += image_tokens(part.width or 1024, part.height or 768)
             elif part.text:
                 total += count(part.text) + count(part.filename or "")

@@ -5,7 +5,7 @@ source (base64 bytes and their ``mimeType``), a ``url`` source or a provider's `
 ``binary`` part (``mimeType`` with ``data``, ``url`` or ``id``, and ``filename``) is upgraded to the media part its
 type names before the body is validated, as the TypeScript SDK's compatibility boundary does.
 
-A part's bytes are checked against its declared type (:mod:`shared.attachments.media`); an image's pixels and
+A part's bytes are checked against its declared type (:mod:`shared.media.kinds`); an image's pixels and
 every part's bytes are bounded (:class:`~shared.attachments.limits.AttachmentLimits`); a PDF's text is extracted
 here, so the model reads the text of a document, labelled with its name.
 """
@@ -18,10 +18,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from shared.attachments import media
 from shared.attachments.limits import AttachmentLimits
 from shared.attachments.pdf_text import pdf_text
 from shared.errors import InvalidRequest
+from shared.media import kinds as media
 from shared.models import MessagePart
 
 Loc = list[str | int]

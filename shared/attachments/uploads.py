@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from shared.attachments import media
 from shared.attachments.limits import AttachmentLimits
 from shared.attachments.parts import PendingPart, checked_part
 from shared.attachments.storage import user_prefix
 from shared.errors import InvalidRequest, NotFound
+from shared.media import kinds as media
 from shared.models import Identity, utc_now
 from shared.ports.attachments import AttachmentStore
 

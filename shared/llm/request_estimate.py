@@ -2,7 +2,7 @@
 
 The messages are counted as their JSON with the shared estimate, except their images: an image's base64 says
 nothing about what the model spends on it, so each counts by Qwen's rule (one token per 28x28 patch within its pixel
-bounds, ``shared.attachments.image_tokens``), the rule the window's estimate uses too. A ``data:`` URL's width and
+bounds, ``shared.media.image_tokens``), the rule the window's estimate uses too. A ``data:`` URL's width and
 height are read from its header; a URL the provider fetches has no known size and counts as 1024x768, as in the
 window.
 """
@@ -14,9 +14,9 @@ import binascii
 import dataclasses
 import json
 
-from shared.attachments.image_tokens import image_tokens
-from shared.attachments.media import image_size
 from shared.llm.types import ChatMessage, ChatRequest
+from shared.media.image_tokens import image_tokens
+from shared.media.kinds import image_size
 from shared.tokens import estimate_tokens
 
 UNKNOWN_IMAGE_SIZE = (1024, 768)

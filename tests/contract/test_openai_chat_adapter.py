@@ -18,8 +18,6 @@ import httpx
 import pytest
 
 from devtools.preflight import main, run_preflight
-from shared.attachments.image_tokens import image_tokens
-from shared.attachments.media import image_size, sniff
 from shared.errors import ModelError
 from shared.llm.openai_chat import OpenAIChatModel
 from shared.llm.openai_errors import explain_rejection
@@ -35,6 +33,8 @@ from shared.llm.types import (
     ToolCallDelta,
     ToolSpec,
 )
+from shared.media.image_tokens import image_tokens
+from shared.media.kinds import image_size, sniff
 from shared.tokens import estimate_tokens
 from tests.support.images import png
 from tests.support.model_server import (
