@@ -71,6 +71,8 @@ class Services(AutomationProviders, MigrationProviders, WebhookProviders):
                 "due queue": lambda: getattr(self.due_queue, "client", None),
                 "coalescer": self.coalescer,
                 "titler": lambda: self.titler,
+                # Each record's tenant is checked against it before anything is read (shared.tenancy).
+                "served tenants": lambda: self.served_tenants,
             },
         }
 

@@ -22,7 +22,16 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 EXPECTED_AT_INIT = {
     "automation": {"services", "store", "stream", "model", "runs", "automation_store", "automation_runner"},
-    "memory": {"services", "store", "stream", "model", "memories", "pending_extractions", "due_queue"},
+    "memory": {
+        "services",
+        "store",
+        "stream",
+        "model",
+        "memories",
+        "pending_extractions",
+        "due_queue",
+        "served_tenants",
+    },
     "buffered": {"services", "store", "stream", "model", "runs", "verifier", "profiles", "chat", "threads"},
 }
 
