@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 from shared.attachments.parts import PendingPart
-from shared.attachments.url_safety import check_url
 from shared.errors import InvalidRequest
 from shared.models import Identity, Message
 from shared.ports.attachments import AttachmentStore
 from shared.profiles import ExecutionProfile
+from shared.url_safety import check_url
 
 
 def _seg(value: str) -> str:
@@ -63,7 +63,9 @@ async def check_parts(profile: ExecutionProfile, pending: Sequence[PendingPart])
                     code="unsafe_url",
                     details=[{"loc": [*item.loc, "source"], "msg": "document url", "type": "value_error"}],
                 )
-            await check_url(part.url, [*item.loc, "source", "value"])
+            # The same check as every outgoing URL (shared.url_safety); never loopback for a client's source.
+            field = ".".join(str(step) for step in [*item.loc, "source", "value"])
+            await check_url(part.url, allow_loopback=False, field=field)
 
 
 async def store_parts(
