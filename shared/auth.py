@@ -12,7 +12,7 @@ from typing import Any
 
 import jwt
 
-from shared.errors import ConfigurationError, Unauthenticated
+from shared.errors import ConfigurationError, Forbidden, Unauthenticated
 from shared.models import Identity
 from shared.settings import Settings
 from shared.tenancy import ServedTenants
@@ -20,6 +20,13 @@ from shared.tenancy import ServedTenants
 AUDIT_SCOPE = "agent:audit"
 ERASE_SCOPE = "agent:erase"
 ADMIN_SCOPE = "agent:admin"
+
+
+def require_admin(caller: Identity) -> Identity:
+    """``caller`` when it holds the tenant admin scope; ``403 missing_scope`` otherwise (every admin endpoint)."""
+    if not caller.has_scope(ADMIN_SCOPE):
+        raise Forbidden(f"this endpoint needs the {ADMIN_SCOPE} scope", code="missing_scope")
+    return caller
 """A tenant administrator: reads and sets the limits of the users of their own tenant, reads its usage."""
 """Needed to delete the caller's own account data (``DELETE /api/v1/me``): a token an app holds for chatting
 cannot wipe the user out; the identity provider grants it to the account-settings client only."""

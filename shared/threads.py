@@ -12,7 +12,7 @@ from typing import Protocol
 
 from shared import feedback_export
 from shared.attachments.read_urls import MAX_READ_URL_TTL_S, presigned_read_urls
-from shared.auth import ADMIN_SCOPE, AUDIT_SCOPE
+from shared.auth import AUDIT_SCOPE, require_admin
 from shared.branch_history import BranchPage, branch_page, read_tree
 from shared.context_window import BranchReader
 from shared.errors import Forbidden, InvalidRequest, NotFound
@@ -222,8 +222,7 @@ class ThreadService:
         """The feedback of the administrator's tenant given between ``since`` and ``until`` (``export_range``),
         oldest first, a page at a time (the next page's cursor, or None on the last). Only for callers with the
         admin scope (checked before anything else), and only their tenant's."""
-        if not admin.has_scope(ADMIN_SCOPE):
-            raise Forbidden(f"this endpoint needs the {ADMIN_SCOPE} scope", code="missing_scope")
+        require_admin(admin)
         span_of = feedback_export.export_range(since, until, utc_now())
         after = feedback_export.decode_cursor(cursor) if cursor else None
         low, high = feedback_export.time_key(span_of.since), feedback_export.time_key(span_of.until)

@@ -10,11 +10,10 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
 from functions.agent_api.deps import Caller, services_of
-from shared.auth import ADMIN_SCOPE
-from shared.errors import Forbidden
+from shared.auth import require_admin
 from shared.limits.usage import UsageReports
 from shared.limits.windows import Windows
-from shared.models import Identity, utc_now
+from shared.models import utc_now
 
 router = APIRouter(prefix="/api/v1", tags=["usage"])
 
@@ -24,12 +23,6 @@ async def usage_reports(request: Request) -> UsageReports:
 
 
 Reports = Annotated[UsageReports, Depends(usage_reports)]
-
-
-def _admin(caller: Identity) -> Identity:
-    if not caller.has_scope(ADMIN_SCOPE):
-        raise Forbidden(f"this endpoint needs the {ADMIN_SCOPE} scope", code="missing_scope")
-    return caller
 
 
 @router.get("/usage")
@@ -48,24 +41,24 @@ async def tenant_usage(
     month: Annotated[str | None, Query(description="YYYY-MM; default: the current month (UTC)")] = None,
     format: Annotated[Literal["jsonl", "csv"], Query()] = "jsonl",
 ) -> Response:
-    admin = _admin(caller)
+    admin = require_admin(caller)
     body, media_type = await reports.tenant_usage(admin, month or Windows.at(utc_now()).month_label, fmt=format)
     return Response(content=body, media_type=media_type)
 
 
 @router.get("/admin/users/{userId}/limits")
 async def get_user_limits(caller: Caller, reports: Reports, userId: str) -> dict[str, Any]:
-    return await reports.user_limits(_admin(caller), userId)
+    return await reports.user_limits(require_admin(caller), userId)
 
 
 @router.put("/admin/users/{userId}/limits")
 async def put_user_limits(
     caller: Caller, reports: Reports, userId: str, body: Annotated[dict[str, Any], Body()]
 ) -> dict[str, Any]:
-    return await reports.set_user_limits(_admin(caller), userId, body)
+    return await reports.set_user_limits(require_admin(caller), userId, body)
 
 
 @router.delete("/admin/users/{userId}/limits", status_code=204)
 async def delete_user_limits(caller: Caller, reports: Reports, userId: str) -> Response:
-    await reports.delete_user_limits(_admin(caller), userId)
+    await reports.delete_user_limits(require_admin(caller), userId)
     return Response(status_code=204)

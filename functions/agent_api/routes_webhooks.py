@@ -9,9 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Request, Response
 
 from functions.agent_api.deps import Caller, services_of
-from shared.auth import ADMIN_SCOPE
-from shared.errors import Forbidden
-from shared.models import Identity
+from shared.auth import require_admin
 from shared.webhooks.admin import WebhookAdmin
 
 router = APIRouter(prefix="/api/v1/admin/webhooks", tags=["webhooks"])
@@ -24,28 +22,22 @@ async def webhook_admin(request: Request) -> WebhookAdmin:
 Admin = Annotated[WebhookAdmin, Depends(webhook_admin)]
 
 
-def _admin(caller: Identity) -> Identity:
-    if not caller.has_scope(ADMIN_SCOPE):
-        raise Forbidden(f"this endpoint needs the {ADMIN_SCOPE} scope", code="missing_scope")
-    return caller
-
-
 @router.get("")
 async def get_webhooks(caller: Caller, admin: Admin) -> dict[str, Any]:
-    return await admin.targets(_admin(caller))
+    return await admin.targets(require_admin(caller))
 
 
 @router.put("")
 async def put_webhooks(caller: Caller, admin: Admin, body: Annotated[Any, Body()]) -> dict[str, Any]:
-    return await admin.put_targets(_admin(caller), body)
+    return await admin.put_targets(require_admin(caller), body)
 
 
 @router.delete("", status_code=204)
 async def delete_webhooks(caller: Caller, admin: Admin) -> Response:
-    await admin.delete_targets(_admin(caller))
+    await admin.delete_targets(require_admin(caller))
     return Response(status_code=204)
 
 
 @router.post("/secret")
 async def new_webhook_secret(caller: Caller, admin: Admin) -> dict[str, Any]:
-    return await admin.new_secret(_admin(caller))
+    return await admin.new_secret(require_admin(caller))
