@@ -8,6 +8,7 @@ pending calls, ``resume`` with the open approvals) between admission's two steps
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Awaitable, Callable
 
 from shared.attachments.limits import AttachmentLimits
@@ -18,16 +19,17 @@ from shared.executors.context import RunContext
 from shared.models import ExecutionMeta, ExecutorKind, Identity, Message, Origin, Role, utc_now
 from shared.ports import AuditLog, ConversationStore, RunLedger
 from shared.ports.attachments import AttachmentStore
-from shared.ports.run_queue import RunQueue
+from shared.ports.run_queue import QueueStarter, RunQueue
 from shared.profiles import ProfileChoice, Profiles
 from shared.run_results import INTERRUPTED
 from shared.runs import intake
+from shared.runs.background import BackgroundAccepted, BackgroundIntake, is_background
 from shared.runs.branching import with_branch
 from shared.runs.claims import Admission
 from shared.runs.execution import Executor
 from shared.runs.intake import RunRequest
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, strategy_of
-from shared.runs.queueing import Enqueuing, QueuedTurn
+from shared.runs.queueing import START_RESERVE_S, Enqueuing, QueuedTurn
 from shared.runs.service import RunService
 from shared.url_safety import UnsafeUrl, check_url
 
@@ -111,10 +113,12 @@ class ChatService:
         attachments: AttachmentStore | None = None,
         attachment_limits: AttachmentLimits | None = None,
         allow_loopback_webhooks: bool = False,
+        starter: QueueStarter | None = None,
     ) -> None:
         """``threads`` and ``audit``: what the ``interrupt`` strategy reads and audits; ``queue``, with ``threads``
         and ``ledger``: where the ``enqueue`` strategy keeps its queued runs and checks them (without them, those
-        strategies reject)."""
+        strategies reject); ``starter``, with those: what starts background runs (without it, a request for one is
+        ``422 background_unavailable``)."""
         self._profiles = profiles
         self._allow_loopback_webhooks = allow_loopback_webhooks
         self._runs = runs
@@ -132,13 +136,36 @@ class ChatService:
             if queue is not None and threads is not None and ledger is not None
             else None
         )
+        interrupting = self._interrupting
+        self._background = (
+            BackgroundIntake(
+                queue,
+                threads,
+                ledger,
+                starter,
+                interrupting.interrupt_holder if interrupting is not None else None,
+            )
+            if queue is not None and threads is not None and ledger is not None and starter is not None
+            else None
+        )
 
     async def _admit_queued(self, caller: Identity, body: bytes, deadline: float | None) -> Admission:
         """Admit a queued request when its turn comes, as any run is admitted (no multitask strategy), in the
         invocation (``deadline``) of the request that starts it."""
-        admitted = await self.start(caller, body, deadline=deadline, strategy="reject")
+        admitted = await self.start(caller, body, deadline=deadline, strategy="reject", queued=True)
         assert isinstance(admitted, Admission)
         return admitted
+
+    async def drain_queue(self, tenant_id: str, thread_id: str, *, deadline: float | None = None) -> bool:
+        """Start the thread's queued runs that no request waits for (background runs), in this invocation
+        (``deadline``: its end, epoch seconds; None: the function timeout from now); False when its time ran out
+        with runs still queued (``shared.runs.queueing.ThreadQueue.drain``)."""
+        if self.enqueuing is None:
+            return True
+        ends = self._runs.invocation_deadline(deadline)
+        reserve = min(START_RESERVE_S, max(0.0, ends - time.time()) / 4)
+        queue = self.enqueuing.thread_queue(tenant_id, thread_id, ends)
+        return await queue.drain(until=ends - reserve, wait_settled=self._runs.wait_settled)
 
     async def _with_parts(self, caller: Identity, request: RunRequest, choice: ProfileChoice) -> tuple[Message, ...]:
         """The request's messages, their images and files checked against the profile and stored (refused before
@@ -155,16 +182,31 @@ class ChatService:
         return tuple(await store_parts(self._attachments, caller, request.messages, parts))
 
     async def start(
-        self, caller: Identity, body: bytes, *, deadline: float | None = None, strategy: str | None = None
-    ) -> Admission | QueuedTurn:
+        self,
+        caller: Identity,
+        body: bytes,
+        *,
+        deadline: float | None = None,
+        strategy: str | None = None,
+        queued: bool = False,
+    ) -> Admission | QueuedTurn | BackgroundAccepted:
         """Admit the run a ``RunAgentInput`` body asks for (or attach to it, for a retry of the same request); with
-        the ``enqueue`` strategy and a busy thread, queue it (``shared.runs.queueing``). ``deadline``: the
-        invocation's (epoch seconds; None: the function timeout from now), which the run ends before and until which
-        a queued run's request waits to start it."""
+        the ``enqueue`` strategy and a busy thread, queue it (``shared.runs.queueing``); with
+        ``forwardedProps.background``, accept it to run outside the request (``shared.runs.background``) unless
+        ``queued`` (its turn came: it is admitted now). ``deadline``: the invocation's (epoch seconds; None: the
+        function timeout from now), which the run ends before and until which a queued run's request waits to start
+        it."""
         choice = self._profiles.choose(CHAT_PROFILE, tenant_id=caller.tenant_id, user_id=caller.user_id)
         request = intake.read_run_request(body, chat_meta(choice), self._attachment_limits)
+        background = is_background(request.forwarded_props) and not queued
+        if background and self._background is None:
+            raise InvalidRequest("this deployment runs no background runs", code="background_unavailable")
         webhook = await webhook_target(request.forwarded_props, allow_loopback=self._allow_loopback_webhooks)
         messages, leaf_id = with_branch(await self._with_parts(caller, request, choice), request.branch)
+        policy = choice.profile.run_policy
+        strategy = strategy or strategy_of(request.forwarded_props, policy.multitask_strategy)
+        if background and self._background is not None:
+            return await self._background.accept(caller, request, body, strategy=strategy, depth=policy.queue_depth)
         ctx = chat_context(caller, request, choice, leaf_id=leaf_id, webhook=webhook)
 
         def attempt() -> Awaitable[Admission]:
@@ -178,8 +220,6 @@ class ChatService:
                 deadline=deadline,
             )
 
-        policy = choice.profile.run_policy
-        strategy = strategy or strategy_of(request.forwarded_props, policy.multitask_strategy)
         if strategy == "interrupt" and self._interrupting is not None:
             return await self._interrupting.admit(caller, ctx.thread_id, ctx.run_id, attempt)
         if strategy == "enqueue" and self.enqueuing is not None:

@@ -118,6 +118,9 @@ class RunSettings(SettingsGroup):
     """A stream response closes this long before its invocation's deadline (the client resumes)."""
     limits: str | None = None
     """``LIMITS``: JSON of the deployment's limits (shared.limits.config); unset: nothing counted or refused."""
+    background_run_function: str | None = None
+    """``BACKGROUND_RUN_FUNCTION``: the function that runs background runs (``shared.runs.background``), invoked
+    asynchronously. Unset: they run in this process (``make dev``), or, inside Lambda, are refused."""
 
 
 class MemorySettings(SettingsGroup):

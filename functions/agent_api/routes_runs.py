@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from functions.agent_api.deps import Caller, Chat, Deadline, Runs, Statuses, services_of
 from functions.agent_api.run_views import queued_run_view, run_status_view
@@ -20,6 +20,7 @@ from shared.errors import NotFound, PayloadTooLarge
 from shared.event_json import dumps
 from shared.ports import StreamEntry
 from shared.runs import intake
+from shared.runs.background import BackgroundAccepted
 from shared.runs.queueing import Enqueuing, QueuedTurn
 from shared.runs.service import RunService
 from shared.runs.tailing import TAIL_DEADLINE_MARGIN_S
@@ -59,7 +60,10 @@ Body = Annotated[bytes, Depends(read_limited_body)]
 @router.post(
     "",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "AG-UI events"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "AG-UI events"},
+        202: {"description": "a background run accepted (``forwardedProps.background: true``)"},
+    },
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -69,8 +73,10 @@ Body = Annotated[bytes, Depends(read_limited_body)]
 )
 async def run_agent(
     request: Request, caller: Caller, deadline: Deadline, body: Body, chat: Chat, runs: Runs
-) -> StreamingResponse:
+) -> Response:
     started = await chat.start(caller, body, deadline=deadline)
+    if isinstance(started, BackgroundAccepted):
+        return accepted_response(started)
     if isinstance(started, QueuedTurn):
         return queued_response(request, caller, started, deadline, runs)
     run_id, thread_id = started.run.run_id, started.run.thread_id
@@ -89,6 +95,19 @@ async def run_agent(
         media_type="text/event-stream",
         headers=SSE_HEADERS,
     )
+
+
+def accepted_response(accepted: BackgroundAccepted) -> JSONResponse:
+    """``202``: where to read the run's status and follow its events (``Location``: the status)."""
+    status_url = f"{router.prefix}/runs/{accepted.run_id}"
+    body = {
+        "runId": accepted.run_id,
+        "threadId": accepted.thread_id,
+        "status": accepted.status,
+        "statusUrl": status_url,
+        "eventsUrl": f"{status_url}/events",
+    }
+    return JSONResponse(body, status_code=202, headers={"Location": status_url})
 
 
 def queued_response(
@@ -173,8 +192,16 @@ async def run_status(caller: Caller, chat: Chat, statuses: Statuses, runId: str)
 
 
 @router.post("/runs/{runId}/cancel")
-async def cancel_run(caller: Caller, runs: Runs, runId: str) -> dict[str, Any]:
+async def cancel_run(caller: Caller, chat: Chat, runs: Runs, runId: str) -> dict[str, Any]:
     intake.check_id("runId", runId, where="path")
-    run = await runs.cancel(caller, runId)
+    try:
+        run = await runs.cancel(caller, runId)
+    except NotFound:
+        # A queued run (a background run not started yet, or one queued with the enqueue strategy) is taken out
+        # of its queue and recorded cancelled; one that started meanwhile is cancelled as any run.
+        if chat.enqueuing is None or not await chat.enqueuing.cancel_queued(caller, runId):
+            run = await runs.cancel(caller, runId)
+        else:
+            return {"runId": runId, "status": "cancelled"}
     status = run.status.value if run.status.is_terminal else "cancelling"
     return {"runId": run.run_id, "status": status}

@@ -57,3 +57,16 @@ class RunQueue(Protocol):
     async def find(self, tenant_id: str, run_id: str) -> QueuedRunRef | None:
         """Where a queued run waits (its thread) and whose it is; None when it is not queued."""
         ...
+
+
+class QueueStarter(Protocol):
+    """Has a thread's queued runs started outside any request (background runs, ``shared.runs.background``): on
+    AWS an asynchronous invocation of the background-run function (``LambdaQueueStarter``), in ``make dev`` a task
+    of the same process (``InProcessQueueStarter``). Either drains the thread's queue (``ThreadQueue.drain``).
+
+    Contract: tests/contract/test_queue_starter_contract.py."""
+
+    async def start_queue(self, tenant_id: str, thread_id: str) -> None:
+        """Ask for the thread's queue to be drained; returns once the request is accepted (not when the runs end).
+        Raises when it cannot be accepted (the caller then takes its entry back)."""
+        ...

@@ -116,6 +116,14 @@ class Interrupting:
             await asyncio.sleep(POLL_S)
         raise refused
 
+    async def interrupt_holder(self, identity: Identity, thread_id: str, run_id: str) -> bool:
+        """Ask the run holding the thread to stop for ``run_id`` (a background run, which then waits in the queue
+        for the thread); True when none holds it or it was asked, False when it is not one the caller may stop."""
+        active = (await self._threads.get_thread(identity, thread_id)).active_run_id
+        if active is None or active == run_id:
+            return True
+        return await self._interrupt(identity, thread_id, active, run_id)
+
     async def _interrupt(self, identity: Identity, thread_id: str, active: str, run_id: str) -> bool:
         try:
             await self._cancel(identity, active)

@@ -28,6 +28,7 @@ RUN_ERROR_MESSAGES: dict[str, str] = {
     ),
     "run_failed": "The run failed.",
     "run_deadline": "The run took longer than its time limit.",
+    "run_not_started": "The run could not start when its turn came (a limit was reached meanwhile).",
 }
 
 

@@ -34,9 +34,9 @@ from typing import Protocol
 
 from ag_ui.core import RunErrorEvent
 
-from shared.errors import AgentError, Conflict
+from shared.errors import AgentError, Conflict, NotFound
 from shared.event_json import dumps
-from shared.models import Identity, Run, Thread, utc_now
+from shared.models import Identity, Run, RunStatus, Thread, utc_now
 from shared.ports import StreamEntry
 from shared.ports.run_queue import QueuedRun, QueuedRunRef, RunQueue
 from shared.run_events.emitter import event_to_dict
@@ -54,6 +54,10 @@ START_RESERVE_S = 60.0
 to run there); later, whoever frees the thread starts it (the module docstring's hand-over)."""
 HAND_OVER_GRACE_S = 2 * POLL_S
 """A waiter is trusted to start its own run until this long before its ``waiter_until``: it polls once more after."""
+DRAIN_POLL_S = 1.0
+"""How often a drain (``ThreadQueue.drain``: the background-run starter) looks whether a busy thread was freed (one
+read); it tries the admission itself every ``DRAIN_RETRY_S`` (a holder whose lease expired is taken over)."""
+DRAIN_RETRY_S = 10.0
 
 
 class QueueThreads(Protocol):
@@ -63,9 +67,12 @@ class QueueThreads(Protocol):
 
 
 class QueueRuns(Protocol):
-    """The one ledger call the queue makes (``RunLedger`` has it): whether a queued run was admitted already."""
+    """The ledger calls the queue makes (``RunLedger`` has them): whether a queued run was admitted already, and
+    the record of one that will never start (a background run refused at its turn, or cancelled while queued)."""
 
     async def get_run(self, tenant_id: str, run_id: str) -> Run | None: ...
+
+    async def create_run(self, run: Run) -> tuple[Run, bool]: ...
 
 
 StartQueued = Callable[[Identity, bytes, float | None], Awaitable[Admission]]
@@ -221,10 +228,12 @@ class ThreadQueue:
         except AgentError as exc:
             if _busy(exc):
                 return "tried"
-            await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)
+            removed = await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)
             logger.warning("a queued run was refused at its turn", extra={"run_id": head.run_id, "code": exc.code})
             if mine:
                 raise
+            if removed and not isinstance(exc, NotFound):
+                await self._record_ended(head, RunStatus.FAILED, RUN_NOT_STARTED)
             return "waiting"
         await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)
         if not mine:
@@ -247,6 +256,68 @@ class ThreadQueue:
             if await self._start_first(head, mine=False) == "tried":
                 return  # another run holds the thread: it hands over when it ends
             await self.settle_started(wait_settled)
+
+    async def drain(self, *, until: float, wait_settled: WaitSettled) -> bool:
+        """Start the thread's queued runs that no request waits to start (background runs, and queued runs whose
+        request has gone), first in first out, each once the thread is free, and wait for each to settle, until
+        ``until`` (epoch seconds). True when nothing is left for this drain to start (the queue is empty, or its
+        first run's own request starts it); False when time ran out with runs still queued (start a new drain)."""
+        next_try = 0.0
+        while time.time() < until:
+            entries = await self._queue.entries(self.tenant_id, self.thread_id)
+            if not entries:
+                return True
+            head = entries[0]
+            if head.waiter_until - HAND_OVER_GRACE_S > time.time():
+                return True  # its own request starts it, and hands over to the next one when it has ended
+            if await self._runs.get_run(self.tenant_id, head.run_id) is not None:
+                await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)
+                continue
+            if time.monotonic() < next_try and await self._held(head):
+                await asyncio.sleep(DRAIN_POLL_S)
+                continue
+            if await self._start_first(head, mine=False) == "tried":
+                next_try = time.monotonic() + DRAIN_RETRY_S
+                await asyncio.sleep(DRAIN_POLL_S)
+                continue
+            await self.settle_started(wait_settled)
+        return False
+
+    async def _held(self, head: QueuedRun) -> bool:
+        """Whether a run holds the thread (a thread that is not the entry's owner's reads as free: its admission
+        then refuses it)."""
+        try:
+            thread = await self._threads.get_thread(_owner(head, self.tenant_id), self.thread_id)
+        except NotFound:
+            return False
+        return thread.active_run_id is not None
+
+    async def _record_ended(self, entry: QueuedRun, status: RunStatus, error_code: str | None) -> None:
+        """The ledger record of a queued run that will never start, so its status document says how it ended (no
+        request waits for it to say so)."""
+        now = utc_now()
+        run = Run(
+            run_id=entry.run_id,
+            thread_id=self.thread_id,
+            tenant_id=self.tenant_id,
+            user_id=entry.user_id,
+            status=status,
+            created_at=entry.enqueued_at,
+            updated_at=now,
+            heartbeat_at=now,
+            error_code=error_code,
+        )
+        await self._runs.create_run(run)
+
+    async def cancel(self, run_id: str) -> bool:
+        """Take a queued run out of the queue for its owner's cancel, and record it ``cancelled``; False when it is
+        no longer queued (it started meanwhile: cancel the run)."""
+        entry = next((e for e in await self._queue.entries(self.tenant_id, self.thread_id) if e.run_id == run_id), None)
+        if entry is None or not await self._queue.remove(self.tenant_id, self.thread_id, run_id):
+            return False
+        await self._record_ended(entry, RunStatus.CANCELLED, None)
+        logger.info("a queued run was cancelled", extra={"run_id": run_id})
+        return True
 
     async def settle_started(self, wait_settled: WaitSettled) -> None:
         """Wait for the runs this request started for others to settle."""
@@ -284,6 +355,13 @@ class Enqueuing:
         """The caller's queued run of that id (None when not queued, or not the caller's)."""
         ref = await self._queue.find(identity.tenant_id, run_id)
         return ref if ref is not None and ref.user_id == identity.user_id else None
+
+    async def cancel_queued(self, identity: Identity, run_id: str) -> bool:
+        """Cancel the caller's run while it is still queued (``ThreadQueue.cancel``); False when it is not queued."""
+        ref = await self.queued_run(identity, run_id)
+        if ref is None:
+            return False
+        return await self.thread_queue(identity.tenant_id, ref.thread_id).cancel(run_id)
 
     async def follow(
         self, identity: Identity, run_id: str, tail: TailRun, *, deadline: float, ping_interval_s: float

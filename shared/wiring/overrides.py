@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from shared.migrations.ports import FunctionInvoker, MigrationLog
     from shared.ports.attachments import AttachmentStore
     from shared.ports.config import ConfigSource
+    from shared.ports.run_queue import QueueStarter
     from shared.ports.thread_state import ThreadStateStore
     from shared.tools.mcp_servers import McpToolbox
     from shared.webhooks.ports import WebhookPoster, WebhookSecrets
@@ -72,6 +73,7 @@ class ServiceOverrides:
     attachments: AttachmentStore | None = None
     webhook_secrets: WebhookSecrets | None = None
     webhook_poster: WebhookPoster | None = None
+    queue_starter: QueueStarter | None = None
 
 
 class Overridable(Protocol):

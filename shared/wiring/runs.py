@@ -11,6 +11,7 @@ from shared.runs.service import RunService
 from shared.tracing.api import tracer
 from shared.wiring.catalog import CatalogProviders
 from shared.wiring.models import ModelProviders
+from shared.wiring.overrides import overridable
 from shared.wiring.stores import StoreProviders
 from shared.wiring.streams import StreamProviders
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from shared.limits.usage import UsageReports
     from shared.memory.trigger import RunCompletedPublisher
     from shared.models import RunStatus
+    from shared.ports.run_queue import QueueStarter
     from shared.run_events.coalescing import Coalescing
     from shared.run_results import ExecutionResult
     from shared.runs.status import RunStatuses
@@ -117,7 +119,27 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             attachments=self.attachments,
             attachment_limits=self.attachment_limits,
             allow_loopback_webhooks=self.settings.webhook_allow_loopback,
+            starter=self.queue_starter,
         )
+
+    @overridable("queue_starter")
+    def queue_starter(self) -> QueueStarter | None:
+        """What starts background runs: an asynchronous invocation of ``BACKGROUND_RUN_FUNCTION``; without one, a
+        task of this process (``make dev``), or none at all inside Lambda (its environment freezes after the
+        response, so nothing may run there after it)."""
+        function = self.settings.background_run_function
+        if function:
+            from shared.adapters.aws.clients import client_factory
+            from shared.adapters.aws.function_invoker import LambdaInvoker
+            from shared.adapters.aws.queue_starter import LambdaQueueStarter
+
+            invoker = LambdaInvoker(client_factory("lambda", region=self.settings.aws_region))
+            return LambdaQueueStarter(invoker, function)
+        if self.settings.lambda_function_name:
+            return None
+        from shared.runs.background import InProcessQueueStarter
+
+        return InProcessQueueStarter(lambda tenant_id, thread_id: self.chat.drain_queue(tenant_id, thread_id))
 
     @cached_property
     def threads(self) -> ThreadService:

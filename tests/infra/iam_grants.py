@@ -11,6 +11,9 @@ from . import template_checks as checks
 Template = dict[str, Any]
 Grant = tuple[str, str]  # (action, resource: a logical id, or "<table>/index/<name>")
 MIGRATE_SELF = "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-migrate"
+BACKGROUND_RUNS = (
+    "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-background-run"
+)
 # Each tenant's webhook signing secret, named at run time under WEBHOOK_SECRET_PREFIX.
 WEBHOOK_SECRETS = "secret:${AWS::StackName}/webhooks/*"
 

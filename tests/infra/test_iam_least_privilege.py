@@ -11,9 +11,11 @@ Notes that decide the rows:
 - DynamoDB authorises a ``TransactWriteItems`` per item (``Put`` -> ``PutItem``, ``Update`` -> ``UpdateItem``,
   ``Delete`` -> ``DeleteItem``); there is no transaction action to grant.
 - Which function reaches which adapter call follows its entry point: the streaming API and the automation function
-  run chat/task runs (``RunService`` + ``WorkerExecutor``), the memory function runs a hidden memory run, the
-  buffered API serves the JSON routes, the sweeper ends stale runs. Only the buffered API deletes (a memory, a
-  task, a thread and its runs, a user's data); only it manages schedules, and only task schedules (``task-*``).
+  run chat/task runs (``RunService`` + ``WorkerExecutor``), the background-run function runs chat runs as the
+  streaming API does, the memory function runs a hidden memory run, the buffered API serves the JSON routes, the
+  sweeper ends stale runs. Only the buffered API deletes data (a memory, a task, a thread and its runs, a user's
+  data); the roles that run chat runs delete only a started run's entry in its thread's run queue. Only the
+  buffered API manages schedules, and only task schedules (``task-*``).
 - The runtime configuration is read by the AppConfig Lambda extension (a layer, only when its parameter is set), with
   the function's role: the two ``appconfig`` calls are the layer's, granted by a conditional ``AWS::IAM::Policy``
   attached to the four roles whose functions choose profiles; the code reads the extension on localhost. A grant
@@ -31,7 +33,7 @@ from typing import Any
 import pytest
 
 from . import template_checks as checks
-from .iam_grants import MIGRATE_SELF, WEBHOOK_SECRETS, Grant, granted
+from .iam_grants import BACKGROUND_RUNS, MIGRATE_SELF, WEBHOOK_SECRETS, Grant, granted
 
 Template = dict[str, Any]
 
@@ -159,11 +161,54 @@ RUN: dict[Grant, tuple[Need, ...]] = {
     **RUNTIME_CONFIG,
 }
 
+QUEUE = "shared.adapters.aws.run_queue:DynamoDBRunQueue"
+# A thread's run queue (shared.runs.queueing): queued runs (the enqueue strategy, background runs) read, appended
+# (a transaction: the counter, the entry, its marker) and taken out when they start (a transaction of two deletes).
+RUN_QUEUE: dict[Grant, tuple[Need, ...]] = {
+    ("dynamodb:Query", TABLE): (Code(f"{QUEUE}._read", "client.query("),),
+    ("dynamodb:GetItem", TABLE): (Code(f"{QUEUE}.find", "get_item("),),
+    ("dynamodb:PutItem", TABLE): (Code(f"{QUEUE}._write", '"Put": {'),),
+    ("dynamodb:UpdateItem", TABLE): (Code(f"{QUEUE}._write", '"Update": {'),),
+    ("dynamodb:DeleteItem", TABLE): (Code(f"{QUEUE}.remove", '"Delete": {'),),
+}
+
+
+def merged(*tables: dict[Grant, tuple[Need, ...]]) -> dict[Grant, tuple[Need, ...]]:
+    """The rows of ``tables`` together: a grant two tables need lists the calls of both."""
+    out: dict[Grant, tuple[Need, ...]] = {}
+    for table in tables:
+        for grant, needs in table.items():
+            out[grant] = out.get(grant, ()) + needs
+    return out
+
+
 GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
     "StreamingApiRole": {
-        **RUN,
+        **merged(RUN, RUN_QUEUE),
         # A user message's images and files, stored at intake (shared.attachments.storage.store_parts).
         ("s3:PutObject", OBJECTS): (Code(f"{S3}.put", "put_object("),),
+        # A background run is accepted here and started by the background-run function.
+        ("lambda:InvokeFunction", BACKGROUND_RUNS): (
+            Code("shared.adapters.aws.function_invoker:LambdaInvoker.invoke_async", 'InvocationType="Event"'),
+            Code("shared.adapters.aws.queue_starter:LambdaQueueStarter.start_queue", "invoke_async("),
+        ),
+    },
+    "BackgroundRunRole": {
+        **merged(RUN, RUN_QUEUE),
+        # A background run's images and files are stored again at its admission (the same keys: a no-op rewrite).
+        ("s3:PutObject", OBJECTS): (Code(f"{S3}.put", "put_object("),),
+        # A drain that ran out of time hands the rest of the thread's queue to a new invocation.
+        ("lambda:InvokeFunction", BACKGROUND_RUNS): (
+            Code("shared.adapters.aws.function_invoker:LambdaInvoker.invoke_async", 'InvocationType="Event"'),
+            Code("functions.background_run.handler:handle", "start_queue("),
+        ),
+        ("sqs:SendMessage", DLQ): (
+            Service(
+                "on-failure destination of a failed drain",
+                "BackgroundRunFunctionEventInvokeConfig",
+                "AWS::Lambda::EventInvokeConfig",
+            ),
+        ),
     },
     "AutomationRole": {
         **RUN,
@@ -184,6 +229,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{PENDING}.get", "get_item("),
             Code(f"{MIGRATION_LOG}.completed", "get_item("),  # /healthz: the pending migrations
             Code(f"{REGISTRY}.targets", ".get_item,"),  # GET /api/v1/admin/webhooks
+            Code(f"{QUEUE}.find", "get_item("),  # a queued run's status, and its cancel
         ),
         ("dynamodb:PutItem", TABLE): (
             Code(f"{TASKS}.create", '"Put": {'),
@@ -191,6 +237,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{AUDIT}.record", "put_item("),
             Code(f"{PENDING}.cancel_user", "put_item("),
             Code(f"{REGISTRY}.put_targets", "client.put_item,"),  # PUT /api/v1/admin/webhooks
+            Code(f"{RUNS}.put_run_item", "put_item("),  # a queued run cancelled is recorded cancelled
         ),
         ("dynamodb:UpdateItem", TABLE): (
             Code(f"{RUNS}.request_cancel", "_update_run("),
@@ -203,6 +250,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{THREADS}.delete_thread", "delete_item("),
             Code(f"{PENDING}.cancel_thread", "delete_item("),
             Code(f"{REGISTRY}.put_targets", "client.delete_item,"),  # DELETE /api/v1/admin/webhooks
+            Code(f"{QUEUE}.remove", '"Delete": {'),  # a queued run cancelled leaves its queue
         ),
         # A thread's erasure deletes its messages and runs 25 keys a request.
         ("dynamodb:BatchWriteItem", TABLE): (Code(f"{THREADS}._batch_delete", "batch_write_item"),),
@@ -218,6 +266,7 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Code(f"{TASKS}.list", "query("),
             Code(f"{THREADS}._query_all", "query("),
             Code(f"{READS}:run_message_ids", "client.query("),
+            Code(f"{QUEUE}._read", "client.query("),  # the queued run to cancel, in its thread's queue
         ),
         ("dynamodb:Query", GSI1): (
             # the listing's old-shape reader (threads of the release before, until migration 2 completes)
@@ -451,9 +500,15 @@ def test_only_the_buffered_api_deletes_only_the_migration_role_scans_and_no_role
     expanded_template: Template,
 ) -> None:
     grants = granted(expanded_template)
-    for delete in ("dynamodb:DeleteItem", "dynamodb:BatchWriteItem"):
+    # The roles that run chat runs delete only a started run's queue entry (DynamoDBRunQueue.remove); erasure's
+    # batch deletes are the buffered API's alone.
+    expected = {
+        "dynamodb:DeleteItem": {"BufferedApiRole", "StreamingApiRole", "BackgroundRunRole"},
+        "dynamodb:BatchWriteItem": {"BufferedApiRole"},
+    }
+    for delete, roles in expected.items():
         deleters = {role for role, pairs in grants.items() if (delete, TABLE) in pairs}
-        assert deleters == {"BufferedApiRole"}, delete
+        assert deleters == roles, delete
     scanners = {role for role, pairs in grants.items() if ("dynamodb:Scan", TABLE) in pairs}
     assert scanners == {"MigrationRole"}
     never_used = {

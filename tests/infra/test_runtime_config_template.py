@@ -13,7 +13,7 @@ from . import template_checks as checks
 
 Template = dict[str, Any]
 READERS = ("StreamingApiFunction", "BufferedApiFunction", "MemoryFunction", "AutomationFunction")
-READER_ROLES = ["StreamingApiRole", "BufferedApiRole", "MemoryRole", "AutomationRole"]
+READER_ROLES = ["StreamingApiRole", "BufferedApiRole", "MemoryRole", "AutomationRole", "BackgroundRunRole"]
 
 
 def _props(template: Template, logical_id: str) -> dict[str, Any]:

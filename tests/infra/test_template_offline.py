@@ -64,6 +64,7 @@ HANDLERS = {
     "AutomationFunction": "functions.automation.handler.handler",
     "SweeperFunction": "functions.agent_api.sweeper_handler.handler",
     "MigrationFunction": "functions.migrate.handler.handler",
+    "BackgroundRunFunction": "functions.background_run.handler.handler",
 }
 
 
