@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from shared.attachments.limits import AttachmentLimits
 from shared.attachments.storage import check_parts, store_parts
@@ -31,6 +33,7 @@ from shared.runs.intake import RunRequest
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, strategy_of
 from shared.runs.queueing import START_RESERVE_S, Enqueuing, QueuedTurn
 from shared.runs.service import RunService
+from shared.runs.slices import SliceTicket
 from shared.url_safety import UnsafeUrl, check_url
 
 CHAT_PROFILE = "chat_default"
@@ -96,6 +99,15 @@ def chat_context(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Drained:
+    """What one drain of a thread's queue did: whether it left nothing for itself to start, and the runs it started
+    (each settled, or handed on to its next slice)."""
+
+    done: bool
+    started: tuple[str, ...]
+
+
 class ChatService:
     """Starts chat runs: the body checked, the context built, the run admitted and started in the background."""
 
@@ -156,16 +168,25 @@ class ChatService:
         assert isinstance(admitted, Admission)
         return admitted
 
-    async def drain_queue(self, tenant_id: str, thread_id: str, *, deadline: float | None = None) -> bool:
+    async def drain_queue(self, tenant_id: str, thread_id: str, *, deadline: float | None = None) -> Drained:
         """Start the thread's queued runs that no request waits for (background runs), in this invocation
-        (``deadline``: its end, epoch seconds; None: the function timeout from now); False when its time ran out
-        with runs still queued (``shared.runs.queueing.ThreadQueue.drain``)."""
+        (``deadline``: its end, epoch seconds; None: the function timeout from now); ``done`` is False when its
+        time ran out with runs still queued (``shared.runs.queueing.ThreadQueue.drain``)."""
         if self.enqueuing is None:
-            return True
+            return Drained(done=True, started=())
         ends = self._runs.invocation_deadline(deadline)
         reserve = min(START_RESERVE_S, max(0.0, ends - time.time()) / 4)
         queue = self.enqueuing.thread_queue(tenant_id, thread_id, ends)
-        return await queue.drain(until=ends - reserve, wait_settled=self._runs.wait_settled)
+        done = await queue.drain(until=ends - reserve, wait_settled=self._runs.wait_settled)
+        return Drained(done=done, started=tuple(queue.started_for_others))
+
+    async def continue_slice(self, ticket: Mapping[str, Any], *, deadline: float | None = None) -> None:
+        """The next slice of a run (``shared.runs.slices``), from its ticket, in this invocation (``deadline``);
+        returns once that slice has settled (or handed the run on again)."""
+        parsed = SliceTicket.model_validate(ticket)
+        ctx = parsed.context(self._profiles.get(parsed.profile))
+        await self._runs.continue_run(parsed, ctx, self._executor(), deadline=deadline)
+        await self._runs.wait_settled(parsed.tenant_id, parsed.run_id)
 
     async def _with_parts(self, caller: Identity, request: RunRequest, choice: ProfileChoice) -> tuple[Message, ...]:
         """The request's messages, their images and files checked against the profile and stored (refused before

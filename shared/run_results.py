@@ -32,6 +32,8 @@ class ExecutionResult:
     interrupts: list[dict[str, Any]] = field(default_factory=list)
     """AG-UI ``Interrupt`` objects (wire form) of the calls held for approval; the run ended with them."""
     cancelled: bool = False
+    suspended: bool = False
+    """The run reached its slice's end between two steps: it goes on in a new invocation (``shared.runs.slices``)."""
     memory_note: str | None = None
     started_at: float = field(default_factory=time.monotonic)
     first_event_at: float | None = None

@@ -118,6 +118,11 @@ class RunSettings(SettingsGroup):
     """A stream response closes this long before its invocation's deadline (the client resumes)."""
     limits: str | None = None
     """``LIMITS``: JSON of the deployment's limits (shared.limits.config); unset: nothing counted or refused."""
+    run_slice_s: float | None = Field(default=None, gt=0)
+    """``RUN_SLICE_S``: the longest one invocation executes a run before it goes on in a new one, between two steps
+    (``shared.runs.slices``); unset: until ``run_slice_reserve_s`` before the invocation's deadline."""
+    run_slice_reserve_s: float = Field(default=180.0, ge=0)
+    """A slice ends this long before its invocation's deadline (a model turn and its tools fit in it)."""
     background_run_function: str | None = None
     """``BACKGROUND_RUN_FUNCTION``: the function that runs background runs (``shared.runs.background``), invoked
     asynchronously. Unset: they run in this process (``make dev``), or, inside Lambda, are refused."""

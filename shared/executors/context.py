@@ -7,7 +7,7 @@ from typing import Any, Literal, Protocol
 
 from shared.context_window import KnownHistory
 from shared.llm.types import ToolSpec
-from shared.models import ExecutionMeta, Identity
+from shared.models import ExecutionMeta, Identity, Usage
 from shared.profiles import ExecutionProfile
 
 
@@ -68,3 +68,12 @@ class RunContext:
     leaf_id: str | None = None
     # RunAgentInput.forwardedProps.webhook, checked at admission (shared.url_safety): stored on the run's record.
     webhook: str | None = None
+    # Slices (shared.runs.slices): when this invocation's part of the run ends (epoch seconds; the executor stops
+    # between two steps after it); None: the run does not go on elsewhere, it ends at its invocation's deadline.
+    slice_ends_at: float | None = None
+    # When the run began (epoch seconds; its first slice); None: now. The profile's run_policy.max_run_s counts from it.
+    run_started_at: float | None = None
+    # The usage of the run's earlier slices: counted with this slice's, once, when the run ends.
+    prior_usage: tuple[Usage, ...] = ()
+    # Which slice this is (0: the first, in the invocation that admitted the run).
+    slice_index: int = 0

@@ -26,6 +26,7 @@ from shared.executors.images import has_images, image_urls
 from shared.executors.model_turn import ModelTurn, TurnResult
 from shared.executors.request_builder import MAX_CONTEXT_NOTE_CHARS as MAX_CONTEXT_NOTE_CHARS
 from shared.executors.run_state import RunState
+from shared.executors.slicing import step_boundary
 from shared.executors.tool_step import ToolStep, gate_context, handed_to_client
 from shared.llm.types import ChatRequest, ToolSpec
 from shared.models import AuditRecord, Identity, Message, Role, ToolCall, utc_now
@@ -177,8 +178,7 @@ class WorkerExecutor:
         state = head.state
         if state is not None:
             await state.begin(emitter)
-        # Written with the first event after the model request (one round trip less before it).
-        await emitter.emit(StepStartedEvent(step_name=self.step_name), defer=True)
+        await emitter.emit(StepStartedEvent(step_name=self.step_name), defer=True)  # sent with the next event
         registry, gate = await self._offer_tools(ctx)
         tools = gate.effective_tools()
         await self._tool_step.resume(ctx, emitter, gate, registry, result, state)
@@ -186,6 +186,8 @@ class WorkerExecutor:
         turn: ModelTurn | None = None
         try:
             for _ in range(MAX_MODEL_TURNS):
+                if step_boundary(ctx, result, time.time()):  # the slice ended: it goes on (shared.runs.slices)
+                    break
                 request = await self._build_request(ctx, head, tools, result)
                 turn = ModelTurn(emitter)
                 try:

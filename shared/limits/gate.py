@@ -103,6 +103,11 @@ class LimitGate:
         """The reserved run was stored and will run here: its reservation waits for ``settle``."""
         self._held[(request.tenant_id, request.run_id)] = request
 
+    def hand_on(self, tenant_id: str, run_id: str) -> ReserveRequest | None:
+        """The run goes on in another invocation (``shared.runs.slices``): its reservation leaves this process with
+        it, to be held there (``hold``) and settled once, when the run ends."""
+        return self._held.pop((tenant_id, run_id), None)
+
     def _request(
         self,
         identity: Identity,

@@ -10,9 +10,10 @@ Fake: ``InMemoryRunQueue`` (shared/adapters/in_memory/run_queue.py); adapter: ``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,8 @@ class RunQueue(Protocol):
 
 
 class QueueStarter(Protocol):
-    """Has a thread's queued runs started outside any request (background runs, ``shared.runs.background``): on
+    """Has work of a run started outside any request: a thread's queued runs (background runs,
+    ``shared.runs.background``) and the next slice of a run (``shared.runs.slices``). On
     AWS an asynchronous invocation of the background-run function (``LambdaQueueStarter``), in ``make dev`` a task
     of the same process (``InProcessQueueStarter``). Either drains the thread's queue (``ThreadQueue.drain``).
 
@@ -69,4 +71,9 @@ class QueueStarter(Protocol):
     async def start_queue(self, tenant_id: str, thread_id: str) -> None:
         """Ask for the thread's queue to be drained; returns once the request is accepted (not when the runs end).
         Raises when it cannot be accepted (the caller then takes its entry back)."""
+        ...
+
+    async def continue_run(self, ticket: Mapping[str, Any]) -> None:
+        """Have a run that reached its slice's end go on in a new invocation, from its ticket (the JSON form of
+        ``shared.runs.slices.SliceTicket``); returns once the request is accepted. Raises when it cannot be."""
         ...

@@ -148,6 +148,9 @@ class RunPolicy(BaseModel):
     """The default when the request's ``forwardedProps.multitaskStrategy`` does not say."""
     queue_depth: int = Field(default=3, ge=1, le=10)
     """``enqueue``: how many runs may wait on one thread; one more is refused with ``409 queue_full``."""
+    max_run_s: float = Field(default=3600.0, gt=0, le=8 * 3600)
+    """The longest a run may take in all, across its slices (``shared.runs.slices``): past it the run ends with
+    ``RUN_ERROR`` ``run_time_limit`` at its next step."""
 
 
 class ExecutionProfile(BaseModel):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -161,10 +161,12 @@ class InProcessQueueStarter:
     """The ``QueueStarter`` of ``make dev`` and the tests: drains a thread's queue in a task of this process, one
     task per thread (a start asked for while it drains makes it look again when it is done)."""
 
-    def __init__(self, drain: Drain) -> None:
+    def __init__(self, drain: Drain, continue_slice: Callable[[Mapping[str, Any]], Awaitable[None]]) -> None:
         self._drain = drain
+        self._continue = continue_slice
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._again: set[tuple[str, str]] = set()
+        self._slices: set[asyncio.Task[None]] = set()
 
     async def start_queue(self, tenant_id: str, thread_id: str) -> None:
         key = (tenant_id, thread_id)
@@ -172,6 +174,21 @@ class InProcessQueueStarter:
             self._again.add(key)
             return
         self._tasks[key] = asyncio.create_task(self._run(key))
+
+    async def continue_run(self, ticket: Mapping[str, Any]) -> None:
+        """The run's next slice in a task of this process, then the thread's queue (the run ended and freed it)."""
+        key = (str(ticket["tenant_id"]), str(ticket["thread_id"]))
+
+        async def go_on() -> None:
+            try:
+                await self._continue(ticket)
+            except Exception:
+                logger.error("a run's next slice failed", extra={"run_id": ticket.get("run_id")}, exc_info=True)
+            await self.start_queue(*key)
+
+        task = asyncio.create_task(go_on())
+        self._slices.add(task)
+        task.add_done_callback(self._slices.discard)
 
     async def _run(self, key: tuple[str, str]) -> None:
         try:
@@ -189,5 +206,5 @@ class InProcessQueueStarter:
 
     async def wait_idle(self) -> None:
         """Wait until no drain runs (tests, and the local runner's shutdown)."""
-        while self._tasks:
-            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        while self._tasks or self._slices:
+            await asyncio.gather(*self._tasks.values(), *self._slices, return_exceptions=True)

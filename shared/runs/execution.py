@@ -14,6 +14,7 @@ more).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import weakref
@@ -21,12 +22,15 @@ from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
 from shared.executors.context import RunContext, RunHeadStart
+from shared.limits.gate import LimitGate
+from shared.models import Origin, RunStatus
 from shared.ports import EventStream, RunLedger
 from shared.run_events.coalescing import Coalescing
 from shared.run_events.emitter import RunEmitter, run_started
 from shared.run_results import ExecutionResult
 from shared.runs.local_feed import RunFeed
 from shared.runs.settlement import Outcome, Settlement, finished, shutdown_outcome
+from shared.runs.slices import SlicePolicy, SliceTicket
 from shared.runs.watch import RunWatch
 from shared.stream_keys import run_stream_key, thread_stream_key
 from shared.tracing.runs import finish_run
@@ -71,8 +75,13 @@ class BackgroundRuns:
         heartbeat_s: float = HEARTBEAT_S,
         run_deadline_margin_s: float = RUN_DEADLINE_MARGIN_S,
         coalescing: Coalescing | None = None,
+        slices: SlicePolicy | None = None,
+        limits: LimitGate | None = None,
     ) -> None:
-        """``coalescing``: how each run's deltas are batched (None: every delta written as it comes)."""
+        """``coalescing``: how each run's deltas are batched (None: every delta written as it comes); ``slices``:
+        where a run that reaches its slice's end goes on (None: a run ends at its invocation's deadline)."""
+        self._slices = slices
+        self._limits = limits
         self._runs = runs
         self._coalescing = coalescing
         self._stream = stream
@@ -90,9 +99,21 @@ class BackgroundRuns:
         # The entries of each run executing here, for the responses here that tail it (shared.runs.local_feed).
         self._feeds: dict[RunKey, RunFeed] = {}
 
-    async def start(self, ctx: RunContext, executor: Executor, *, claim_thread: bool, deadline: float) -> None:
-        """RUN_STARTED on the run's stream, then the executor in the background until ``deadline`` (epoch s)."""
+    async def start(
+        self, ctx: RunContext, executor: Executor, *, claim_thread: bool, deadline: float, continuing: bool = False
+    ) -> None:
+        """RUN_STARTED on the run's stream, then the executor in the background until ``deadline`` (epoch s).
+        ``continuing``: a later slice of a run (``shared.runs.slices``): no second RUN_STARTED, and the run's
+        stream is appended to, not cleared."""
         tenant = ctx.identity.tenant_id
+        now = time.time()
+        ctx = dataclasses.replace(
+            ctx,
+            run_started_at=ctx.run_started_at or now,
+            slice_ends_at=self._slices.ends_at(deadline, now)
+            if self._slices is not None and self._sliced(ctx, claim_thread)
+            else None,
+        )
         key = (tenant, ctx.run_id)
         feed = self._feeds[key] = RunFeed()
         emitter = RunEmitter(
@@ -104,7 +125,7 @@ class BackgroundRuns:
             # The run is new, so anything already under its stream key is stale (a ledger restored from a backup,
             # an expired run record): RUN_STARTED's write drops it first (one pipeline), before any reader of
             # this run tails the stream, so none replays another run's events.
-            clear_run_stream=True,
+            clear_run_stream=not continuing,
             written=feed,
             coalescing=self._coalescing,
         )
@@ -121,7 +142,13 @@ class BackgroundRuns:
         task.add_done_callback(lambda _t: self._by_run.pop(key, None))
         task.add_done_callback(lambda _t: self._end_feed(key))
         task.add_done_callback(lambda _t: self._drop_executor(key))
-        await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
+        if not continuing:
+            await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
+
+    def _sliced(self, ctx: RunContext, claim_thread: bool) -> bool:
+        """Whether the run goes on in a new invocation at its slice's end: chat runs (an automation's invocation
+        waits for its run to end, and a memory run holds no thread), when something can start the next slice."""
+        return self._slices is not None and claim_thread and ctx.meta.origin is Origin.CHAT
 
     def feed(self, tenant_id: str, run_id: str) -> RunFeed | None:
         """The entries of the run executing here, as written to its stream; None for a run not executing here."""
@@ -196,9 +223,34 @@ class BackgroundRuns:
                 # The takeover ended this run and closed its stream; nothing of this process may follow.
                 emitter.discard()
                 finish_run("taken_over", None, outcome.result.usage if outcome.result else [])
+                self._remember_settled(tenant, ctx.run_id)
+            elif outcome.status is RunStatus.RUNNING and outcome.result is not None:
+                if not await self._hand_on(ctx, emitter, outcome.result):
+                    outcome = await self._settlement.out_of_time(ctx, emitter, outcome.result)
+                    await self._settlement.settle(ctx, emitter, claim_thread, outcome)
+                    self._remember_settled(tenant, ctx.run_id)
             else:
                 await self._settlement.settle(ctx, emitter, claim_thread, outcome)
-            self._remember_settled(tenant, ctx.run_id)
+                self._remember_settled(tenant, ctx.run_id)
+
+    async def _hand_on(self, ctx: RunContext, emitter: RunEmitter, result: ExecutionResult) -> bool:
+        """The slice ended between two steps: every event on the stream, then the ticket to the next invocation
+        (``shared.runs.slices``). The run keeps its thread and its ``running`` record; no terminal event. False
+        when it cannot go on (the ticket was refused): the caller ends it as out of time."""
+        assert self._slices is not None
+        tenant = ctx.identity.tenant_id
+        await emitter.flush(self._settlement.flush_timeout_s)
+        reservation = self._limits.hand_on(tenant, ctx.run_id) if self._limits is not None else None
+        ticket = SliceTicket.of(ctx, result.usage, reservation)
+        try:
+            await self._slices.continue_run(ticket.model_dump(mode="json"))
+        except Exception:
+            logger.error("could not hand the run on to its next slice", extra={"run_id": ctx.run_id}, exc_info=True)
+            if reservation is not None and self._limits is not None:
+                self._limits.hold(reservation)
+            return False
+        logger.info("run goes on in a new invocation", extra={"run_id": ctx.run_id, "slice": ticket.slice_index})
+        return True
 
     def _watch(self, ctx: RunContext, emitter: RunEmitter) -> RunWatch:
         tenant = ctx.identity.tenant_id
@@ -221,8 +273,12 @@ class BackgroundRuns:
                 result = await self._executed(inner)
             finally:
                 self._inner.pop(key, None)
+            # The usage of the run's earlier slices is counted with this one's, once (shared.runs.slices).
+            result.usage[:0] = ctx.prior_usage
             if key in self._past_deadline:
                 return await self._settlement.out_of_time(ctx, emitter, result)
+            if result.suspended and not result.cancelled and self._slices is not None:
+                return Outcome(status=RunStatus.RUNNING, result=result)
             return finished(ctx, result)
         except Exception as exc:
             return await self._settlement.failed(ctx, emitter, exc)

@@ -29,6 +29,7 @@ RUN_ERROR_MESSAGES: dict[str, str] = {
     "run_failed": "The run failed.",
     "run_deadline": "The run took longer than its time limit.",
     "run_not_started": "The run could not start when its turn came (a limit was reached meanwhile).",
+    "run_time_limit": "The run reached the longest time its profile allows.",
 }
 
 

@@ -179,6 +179,8 @@ class ThreadQueue:
         self.tenant_id = tenant_id
         self.thread_id = thread_id
         self._started_here: list[str] = []
+        self.started_for_others: list[str] = []
+        """Every queued run this request (or drain) started for another request, in order."""
 
     async def wait_for_turn(self, turn: QueuedTurn, until: float) -> bool:
         """Start ``turn``'s run when it is first and the thread free; True once it started (here or elsewhere)."""
@@ -238,6 +240,7 @@ class ThreadQueue:
         await self._queue.remove(self.tenant_id, self.thread_id, head.run_id)
         if not mine:
             self._started_here.append(admission.run.run_id)
+            self.started_for_others.append(admission.run.run_id)
             logger.info("started a queued run whose request had gone", extra={"run_id": head.run_id})
             return "waiting"
         return "started"

@@ -34,6 +34,7 @@ from shared.runs.execution import HEARTBEAT_S, RUN_DEADLINE_MARGIN_S, Background
 from shared.runs.outcomes import RUN_STREAM_TTL_S
 from shared.runs.reconciling import check_new_input, reconcile_with_thread
 from shared.runs.settlement import AFTER_RUN_TIMEOUT_S, RunFinishedHook, Settlement
+from shared.runs.slices import SlicePolicy, SliceTicket
 from shared.runs.status import is_visible
 from shared.runs.tailing import SETTLE_GRACE_S, TAIL_DEADLINE_MARGIN_S, StreamTail
 from shared.runs.watch import CANCEL_SIGNAL
@@ -72,6 +73,7 @@ class RunService:
         tail_deadline_margin_s: float = TAIL_DEADLINE_MARGIN_S,
         limits: LimitGate | None = None,
         coalescing: Coalescing | None = None,
+        slices: SlicePolicy | None = None,
     ) -> None:
         if heartbeat_s >= lease_s:
             raise ValueError("the heartbeat must renew the lease before it expires (heartbeat_s < lease_s)")
@@ -95,7 +97,10 @@ class RunService:
             heartbeat_s=heartbeat_s,
             run_deadline_margin_s=run_deadline_margin_s,
             coalescing=coalescing,
+            slices=slices,
+            limits=limits,
         )
+        self._limits = limits
         self._tail = StreamTail(
             runs,
             stream,
@@ -196,6 +201,26 @@ class RunService:
             raise outcome
         admission: Admission = outcome
         return admission
+
+    async def continue_run(
+        self, ticket: SliceTicket, ctx: RunContext, executor: Executor, *, deadline: float | None
+    ) -> None:
+        """The next slice of a run that reached its slice's end in another invocation (``shared.runs.slices``):
+        its reservation held here, its executor started on the same stream, until this invocation's ``deadline``.
+        A ticket for a run that has ended meanwhile (a cancel the sweeper completed, a retried invocation) starts
+        nothing."""
+        run = await self._runs.get_run(ctx.identity.tenant_id, ctx.run_id)
+        if run is None or run.status.is_terminal or self.background.is_running(ctx.identity.tenant_id, ctx.run_id):
+            logger.info("a slice ticket for a run that is not waiting for it", extra={"run_id": ctx.run_id})
+            return
+        reservation = ticket.limits_reservation()
+        if reservation is not None and self._limits is not None:
+            self._limits.hold(reservation)
+        trace = begin_run(ctx)
+        with trace.active():
+            await self.background.start(
+                ctx, executor, claim_thread=True, deadline=self.invocation_deadline(deadline), continuing=True
+            )
 
     async def run_inline(
         self,

@@ -99,6 +99,7 @@ class Settlement:
         self._limits = limits
         self._stream = stream
         self._flush_timeout_s = flush_timeout_s
+        self.flush_timeout_s = flush_timeout_s
         self._after_run_timeout_s = after_run_timeout_s
         self._on_run_finished = on_run_finished
 
@@ -120,6 +121,7 @@ class Settlement:
     async def failed(self, ctx: RunContext, emitter: RunEmitter, exc: Exception) -> Outcome:
         """Close what the run left open on its stream; the RUN_ERROR itself comes last (``settle``)."""
         cause, partial_usage = ExecutionFailed.unwrap(exc)
+        partial_usage = [*ctx.prior_usage, *partial_usage]  # a later slice: the earlier ones' usage counts too
         error_code, message = run_error_of(cause)
         _log_failure(ctx, cause, error_code)
         await self._close_open(ctx, emitter)

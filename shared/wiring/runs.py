@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from shared.ports.run_queue import QueueStarter
     from shared.run_events.coalescing import Coalescing
     from shared.run_results import ExecutionResult
+    from shared.runs.slices import SlicePolicy
     from shared.runs.status import RunStatuses
     from shared.threads import ThreadService
 
@@ -73,6 +74,7 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             on_run_finished=self._on_run_finished,
             limits=self.limits,
             coalescing=self._coalescing(),
+            slices=self._slices(),
         )
 
     def _coalescing(self) -> Coalescing | None:
@@ -139,7 +141,24 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             return None
         from shared.runs.background import InProcessQueueStarter
 
-        return InProcessQueueStarter(lambda tenant_id, thread_id: self.chat.drain_queue(tenant_id, thread_id))
+        return InProcessQueueStarter(
+            self._drain_here,
+            lambda ticket: self.chat.continue_slice(ticket),
+        )
+
+    async def _drain_here(self, tenant_id: str, thread_id: str) -> bool:
+        return (await self.chat.drain_queue(tenant_id, thread_id)).done
+
+    def _slices(self) -> SlicePolicy | None:
+        """Where a run that reaches its slice's end goes on (the run starter); None without one: a run ends at its
+        invocation's deadline, as before slices."""
+        starter = self.queue_starter
+        if starter is None:
+            return None
+        from shared.runs.slices import SlicePolicy
+
+        settings = self.settings
+        return SlicePolicy(starter.continue_run, slice_s=settings.run_slice_s, reserve_s=settings.run_slice_reserve_s)
 
     @cached_property
     def threads(self) -> ThreadService:

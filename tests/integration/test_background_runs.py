@@ -213,7 +213,7 @@ async def test_the_background_run_function_drains_the_thread_it_is_invoked_for(
         doc = (await status(client, "bg-7")).json()
     # THEN the run was queued until then, and ran in the function's invocation
     assert (resp.status_code, queued) == (202, "queued")
-    assert outcome == {"threadId": "th-bg", "drained": True}
+    assert outcome == {"threadId": "th-bg", "drained": True, "runs": {"bg-7": "succeeded"}}
     assert doc["status"] == "succeeded" and len(doc["messageIds"]) == 2
 
 

@@ -7,8 +7,8 @@ venv happens to have. Then:
 - the streaming function's ``run.sh`` is started under the Web Adapter's contract (the variables template.yaml sets,
   readiness polled on ``AWS_LWA_READINESS_CHECK_PATH``, the port of ``PORT``), and streams a full chat turn with a
   tool call from a scripted model over HTTP, on a moto server and a cluster-mode redis-server;
-- the buffered, memory, automation, sweeper and migration handlers are each initialised and invoked with a sample
-  event in a fresh process, as the Python runtime does (``tests/support/handler_runtime.py``);
+- the buffered, memory, automation, sweeper, migration and background-run handlers are each initialised and invoked
+  with a sample event in a fresh process, as the Python runtime does (``tests/support/handler_runtime.py``);
 - every locked runtime package has a wheel for the functions' platform (manylinux aarch64, CPython 3.12).
 
 A module that imports a distribution the runtime lock does not hold fails here, as it would fail on Lambda.
@@ -51,6 +51,7 @@ FUNCTIONS = {
     "automation": "AutomationFunction",
     "sweeper": "SweeperFunction",
     "migrate": "MigrationFunction",
+    "background_run": "BackgroundRunFunction",
 }
 
 
@@ -219,6 +220,8 @@ def _succeeded(function: str, result: dict[str, Any]) -> bool:
         return result == {"batchItemFailures": []}
     if function == "sweeper":
         return result["failures"] == 0 and result["found"] == len(result["ended"])
+    if function == "background_run":  # every queued background run of the thread started and succeeded
+        return result["drained"] is True and set(result["runs"].values()) == {"succeeded"} and len(result["runs"]) == 3
     if function == "migrate":  # a dry run of every registered migration, in order
         ran = [(m["migration"], m["outcome"]) for m in result["migrations"]]
         return ran == [(migration.label, "dry_run") for migration in MIGRATIONS]

@@ -37,7 +37,9 @@ HANDLERS = {
     "buffered": "functions.agent_api.lambda_buffered.handler",
     "sweeper": "functions.agent_api.sweeper_handler.handler",
     "migrate": "functions.migrate.handler.handler",
+    "background_run": "functions.background_run.handler.handler",
 }
+BACKGROUND_THREAD = "thread-background"
 
 
 # ---- child: the runtime ----------------------------------------------------------------------------------------
@@ -255,7 +257,35 @@ async def _seed(env: Mapping[str, str]) -> tuple[str, str]:
     await services.store.threads.open_thread(owner, thread)
     message = Message(id="m-user-1", thread_id=thread, role=Role.USER, content="I live in Lisbon.")
     await services.store.threads.append_messages(owner, thread, [message])
+    await _queue_background_runs(services, owner)
     return task.task_id, thread
+
+
+async def _queue_background_runs(services: Any, owner: Any) -> None:
+    """Background runs queued on their thread as the API leaves them (``202``), one per event number a test may
+    send (``background_event``): each drain starts the one queued for it."""
+    from shared.models import utc_now
+    from shared.ports.run_queue import QueuedRun
+
+    for n in range(500, 503):
+        message = {"id": f"u-bg-{n}", "role": "user", "content": "What time is it?"}
+        body = {
+            "threadId": BACKGROUND_THREAD,
+            "runId": f"bg-{n}",
+            "messages": [message],
+            "tools": [],
+            "context": [],
+            "forwardedProps": {"background": True},
+        }
+        entry = QueuedRun(
+            run_id=f"bg-{n}",
+            user_id=owner.user_id,
+            scopes=(),
+            body=json.dumps(body).encode(),
+            enqueued_at=utc_now(),
+            waiter_until=0.0,
+        )
+        await services.run_queue.enqueue(owner.tenant_id, BACKGROUND_THREAD, entry, depth=10)
 
 
 def prepare(moto_url: str, redis_url: str) -> tuple[dict[str, str], dict[str, list[dict[str, Any]]]]:
@@ -382,6 +412,8 @@ def events_for(
         return [sweeper_event(n) for n in numbers]
     if function == "migrate":  # an operator's dry run: scans the whole table, writes nothing
         return [{"action": "dry-run"} for _ in numbers]
+    if function == "background_run":  # the API's asynchronous Invoke: drain the thread of the queued runs
+        return [{"tenantId": TENANT, "threadId": BACKGROUND_THREAD} for _ in numbers]
     return [buffered_event() for _ in numbers]
 
 

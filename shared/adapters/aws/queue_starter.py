@@ -1,5 +1,5 @@
 """The ``QueueStarter`` port on AWS: an asynchronous invocation of the background-run function
-(functions/background_run), which drains the thread's queue in its own invocation.
+(functions/background_run), which drains the thread's queue, or runs a run's next slice, in its own invocation.
 
 Lambda's asynchronous invocation is the queue: ``Invoke`` with ``InvocationType=Event`` returns once Lambda has
 stored the event; Lambda retries a failed invocation twice and then sends the event to the function's on-failure
@@ -8,6 +8,9 @@ the function's timeout for a busy thread, and an SQS message would have to stay 
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from shared.migrations.ports import FunctionInvoker
 
@@ -25,3 +28,6 @@ class LambdaQueueStarter:
 
     async def start_queue(self, tenant_id: str, thread_id: str) -> None:
         await self._invoker.invoke_async(self._function, drain_event(tenant_id, thread_id))
+
+    async def continue_run(self, ticket: Mapping[str, Any]) -> None:
+        await self._invoker.invoke_async(self._function, {"continue": dict(ticket)})
