@@ -165,7 +165,7 @@ def _followers(result: CapacityResult) -> str:
     return "\n".join([
         f"Follow streams held open around the clock, per month: Lambda ({result.inputs.memory_mb} MB each, a "
         "reconnect every 15 minutes) against the Fargate option (template.yaml StreamHost: an ALB and "
-        f"0.5 vCPU / 1 GB tasks, at least 2, {result.inputs.followers_per_task} followers each):",
+        f"0.5 vCPU / 1 GB tasks, at least 2, {result.inputs.followers_per_task:,} followers each):",
         "",
         markdown_table(["concurrent followers", "Lambda USD", "Fargate option USD", "tasks", "Lambda / Fargate"],
                        rows),
