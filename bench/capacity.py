@@ -3,7 +3,9 @@
 Prices a user turn, tokens and every AWS service it touches, per 1,000 turns and by share; sizes the peak
 (concurrent executions, DynamoDB units and the hottest partition, Redis memory and ECPU) for a number of daily
 users; says which limit one account reaches first at 1k, 10k and 100k daily users and what to ask AWS for; compares
-memory sizes for the streaming function and the same work on AgentCore Runtime and ECS Fargate behind an ALB.
+memory sizes for the streaming function and the same work on AgentCore Runtime and ECS Fargate behind an ALB; and
+from how many follow streams held open the stack's Fargate option (template.yaml ``StreamHost``) costs less than
+holding them on Lambda.
 
 The per-turn counts come from a measured run (:mod:`bench.turn_counts`: the app on moto, a redis-server and the
 scripted model; the CPU figures from :mod:`bench.turn_cpu`), and the model (:mod:`bench.capacity_model`) prices
@@ -22,6 +24,7 @@ from dataclasses import fields, replace
 from typing import Any
 
 from bench.capacity_model import (
+    FOLLOWER_STEPS,
     INPUT_SOURCES,
     CpuFigures,
     Figures,
@@ -30,6 +33,8 @@ from bench.capacity_model import (
     bill,
     binding,
     crossover,
+    followers_break_even,
+    held_followers,
     loads,
     per_turn,
     platforms,
@@ -58,6 +63,8 @@ def model(figures: Figures, cpu: CpuFigures, inputs: Inputs, *, measured: bool) 
         sizes=sizes(figures, cpu, inputs),
         platforms={dau: platforms(figures, cpu, at_users(inputs, dau)) for dau in steps},
         crossovers={name: crossover(figures, cpu, inputs, name) for name in names},
+        followers=[held_followers(inputs, n) for n in FOLLOWER_STEPS],
+        followers_break_even=followers_break_even(inputs),
     )
 
 

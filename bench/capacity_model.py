@@ -88,6 +88,7 @@ class Inputs:
     nat_gateways: int = 2
     interface_endpoints: int = 6
     token_usd_per_1000: float = 2.4596
+    followers_per_task: int = 5_000
     prices: Mapping[str, float] = field(default_factory=lambda: {k: p.value for k, p in PRICES.items()})
 
     def price(self, name: str) -> float:
@@ -108,6 +109,9 @@ class Inputs:
 
 INPUT_SOURCES = {
     "dau": "sizing input (daily active users)",
+    "followers_per_task": "idle follow streams one 0.5 vCPU / 1 GB streams task holds: bench.held_followers "
+                          "(2026-12-07) measured 37.6 KB and 0.47 % of a vCPU per 1,000 on one process (176 MB after "
+                          "a turn), so 5,000 keep it under half of 1 GB; the break-even does not depend on it",
     "turns_per_user": "bench.traffic seed 7: 14,357 turns over 746 active user-days",
     "peak_share": "bench.traffic seed 7: the busiest hour of the day (15:00 Asia/Shanghai) holds 8.5 % of turns",
     "burst": "assumption: the busiest minute against the busiest hour's mean",
@@ -481,3 +485,63 @@ def crossover(figures: Figures, cpu: CpuFigures, inputs: Inputs, other: str) -> 
             return dau
         dau *= 1.25
     return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# held followers: Lambda against the Fargate option (template.yaml StreamHost)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+STREAM_HOST_TASK = (0.5, 1.0)
+"""vCPU and GB of one streams task: template.yaml StreamHostTaskCpu (512) and StreamHostTaskMemory (1024)."""
+STREAM_HOST_MIN_TASKS = 2
+"""template.yaml StreamHostDesiredTasks: one task per AZ."""
+LAMBDA_STREAM_S = 900.0
+"""A follow stream on Lambda ends with the function's timeout (template.yaml StreamingApiFunction), and the client
+reconnects: one more invocation and one more API Gateway request."""
+FARGATE_STREAM_S = 3600.0
+"""A follow stream on a task ends with FUNCTION_TIMEOUT_S (template.yaml StreamHostMaxStreamSeconds)."""
+PING_BYTES = 60
+"""One ``: ping`` frame every 15 s with its TLS record and TCP/IP headers, what the ALB counts as processed bytes."""
+FOLLOWER_STEPS = (1, 2, 5, 10, 100, 1_000, 10_000)
+
+
+@dataclass(frozen=True)
+class HeldFollowers:
+    """What ``followers`` follow streams held open around the clock cost per month on each host."""
+
+    followers: int
+    lambda_usd: float
+    fargate_usd: float
+    tasks: int
+
+    @property
+    def ratio(self) -> float:
+        """Lambda's cost over the Fargate option's."""
+        return self.lambda_usd / self.fargate_usd
+
+
+def held_followers(inputs: Inputs, followers: int) -> HeldFollowers:
+    """A month of ``followers`` concurrent follow streams: on Lambda one environment each at the streaming function's
+    memory, billed while it waits, plus a reconnect (invocation, REST API request) every 15 minutes; on the Fargate
+    option the ALB's hours, its LCUs (the largest of new connections, active connections and processed bytes) and
+    the tasks, at least two. What both share (Redis reads, the API Gateway request that opens a stream's first
+    connection) is left out; a stream that carries a turn's events costs the same bytes on both."""
+    hours = HOURS_PER_MONTH
+    gb = inputs.memory_mb / 1024
+    reconnects = followers * hours * 3600 / LAMBDA_STREAM_S
+    lam = followers * hours * 3600 * gb * inputs.price(f"lambda_gb_s_{inputs.arch}")
+    lam += reconnects * (inputs.price("lambda_request") + inputs.price("apigw_rest_request"))
+    vcpu, task_gb = STREAM_HOST_TASK
+    tasks = max(STREAM_HOST_MIN_TASKS, math.ceil(followers / inputs.followers_per_task))
+    task_hour = vcpu * inputs.price("fargate_vcpu_hour_arm64") + task_gb * inputs.price("fargate_gb_hour_arm64")
+    # LCU dimensions: 25 new connections a second, 3,000 active connections, 1 GB processed, per LCU-hour.
+    lcus = max(followers / FARGATE_STREAM_S / 25, followers / 3000, followers * 3600 / 15 * PING_BYTES / 1e9)
+    fargate = hours * (inputs.price("alb_hour") + lcus * inputs.price("alb_lcu_hour") + tasks * task_hour)
+    return HeldFollowers(followers, lam, fargate, tasks)
+
+
+def followers_break_even(inputs: Inputs, limit: int = 100_000) -> int | None:
+    """The fewest concurrent followers, held around the clock, for which the Fargate option costs less than Lambda
+    (None up to ``limit``)."""
+    return next((n for n in range(1, limit + 1) if held_followers(inputs, n).ratio > 1), None)

@@ -7,6 +7,7 @@ from dataclasses import fields, replace
 from bench.capacity_model import (
     FIRST_TEXT_BUDGET_MS,
     HEARTBEAT_S,
+    HOURS_PER_MONTH,
     INIT_BUDGET_S,
     INPUT_SOURCES,
     RSS_BUDGET,
@@ -27,7 +28,7 @@ def _usd(value: float) -> str:
 
 
 def markdown(result: CapacityResult) -> str:
-    sections = (_inputs, _per_turn, _bill, _loads, _binding, _sizes, _platforms, _drift, _prices)
+    sections = (_inputs, _per_turn, _bill, _loads, _binding, _sizes, _platforms, _followers, _drift, _prices)
     return "\n\n".join(text for section in sections if (text := section(result)))
 
 
@@ -149,6 +150,31 @@ def _platforms(result: CapacityResult) -> str:
         lines.append(f"- {name} costs less than Lambda from "
                      + (f"{users:,.0f} daily users" if users is not None else "never, up to 10 M daily users"))
     return "\n".join(lines)
+
+
+def _followers(result: CapacityResult) -> str:
+    if not result.followers:
+        return ""
+    rows = [
+        [f"{row.followers:,}", _usd(row.lambda_usd), _usd(row.fargate_usd), row.tasks, f"{row.ratio:,.2f}"]
+        for row in result.followers
+    ]
+    users = result.followers_break_even
+    one = result.followers[0]
+    hours = one.fargate_usd / (one.lambda_usd / one.followers / HOURS_PER_MONTH)
+    return "\n".join([
+        f"Follow streams held open around the clock, per month: Lambda ({result.inputs.memory_mb} MB each, a "
+        "reconnect every 15 minutes) against the Fargate option (template.yaml StreamHost: an ALB and "
+        f"0.5 vCPU / 1 GB tasks, at least 2, {result.inputs.followers_per_task:,} followers each):",
+        "",
+        markdown_table(["concurrent followers", "Lambda USD", "Fargate option USD", "tasks", "Lambda / Fargate"],
+                       rows),
+        "",
+        "- the Fargate option costs less than Lambda from "
+        + (f"{users:,} concurrent followers" if users is not None else "never, up to 100,000 followers"),
+        f"- its cost with one follower, {_usd(one.fargate_usd)} a month, is {hours:,.0f} follower-hours on Lambda: "
+        f"{hours / HOURS_PER_MONTH:.2f} followers held on average",
+    ])
 
 
 def _drift(result: CapacityResult) -> str:

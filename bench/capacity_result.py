@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.capacity_model import CpuFigures, Figures, Inputs, Line, Load, Platform, SizeRow
+from bench.capacity_model import CpuFigures, Figures, HeldFollowers, Inputs, Line, Load, Platform, SizeRow
 
 TOLERANCE = 0.05
 """How far a measured per-turn count may be from the recorded one before the model is out of date."""
@@ -49,6 +49,8 @@ class CapacityResult:
     sizes: list[SizeRow]
     platforms: dict[float, list[Platform]]
     crossovers: dict[str, float | None]
+    followers: list[HeldFollowers] = field(default_factory=list)
+    followers_break_even: int | None = None
     drift: list[Drift] = field(default_factory=list)
 
     @property

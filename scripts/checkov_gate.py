@@ -6,8 +6,12 @@ Run it with the checkov venv's python (scripts/install_checkov.sh), which has ch
 
 It fails (exit 1) on a failed check that no entry of the accepted list (infra/checkov-accepted.yaml) accepts, on an
 entry whose check no longer fails (a stale acceptance), on fewer passed checks than the list's ``min_passed``, and on
-a template checkov could not parse; exit 2 is a usage or tool error. ``--report-json`` writes the counts and findings
-for tests/infra/test_checkov.py. scripts/sam_gate.sh runs it as one of its steps.
+a template checkov could not parse; exit 2 is a usage or tool error. An entry with ``condition:`` is for a resource
+the template creates only under that condition (StreamHost's): checkov skips such a resource when the parameters'
+defaults make its condition false, and the entry is then inactive, not stale; scripts/sam_gate.sh scans a copy of
+the template whose defaults make it true (scripts/template_variant.py), where the entry must match again.
+``--report-json`` writes the counts and findings for tests/infra/test_checkov.py. scripts/sam_gate.sh runs it as one
+of its steps.
 
 Offline: checkov runs with ``--skip-download``, ``BC_SKIP_MAPPING=TRUE``, no platform API key or URL and no package
 update check (``CKV_SKIP_PACKAGE_UPDATE_CHECK``), so it reaches no network service.
@@ -31,7 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TEMPLATE = REPO_ROOT / "template.yaml"
 DEFAULT_ACCEPTED = REPO_ROOT / "infra" / "checkov-accepted.yaml"
 SCAN_TIMEOUT_S = 300
-ENTRY_KEYS = {"check", "resource", "type", "reason"}
+ENTRY_KEYS = {"check", "resource", "type", "reason", "condition"}
 # Variables that would make checkov talk to the Bridgecrew / Prisma Cloud platform, or a developer's AWS account.
 _ONLINE_ENV = (
     "BC_API_KEY",
@@ -68,6 +72,7 @@ class Acceptance:
     resource: str
     type: str | None
     reason: str
+    condition: str | None = None
 
     def matches(self, finding: Finding) -> bool:
         if self.check != finding.check:
@@ -92,6 +97,7 @@ class Outcome:
     accepted: list[Finding]
     new_failures: list[Finding]
     stale_acceptances: list[Acceptance]
+    inactive_acceptances: list[Acceptance]
 
     @property
     def problems(self) -> list[str]:
@@ -191,7 +197,10 @@ def load_accepted(path: Path) -> tuple[list[Acceptance], int]:
             raise GateError(f"{where}: resource '*' needs the resource 'type' it applies to")
         if not (isinstance(reason, str) and reason.strip() and "\n" not in reason.strip()):
             raise GateError(f"{where}: 'reason' must be one line of text")
-        entry = Acceptance(check, resource, type_ if isinstance(type_, str) else None, reason.strip())
+        condition = raw.get("condition")
+        if condition is not None and not (isinstance(condition, str) and condition and resource != "*"):
+            raise GateError(f"{where}: 'condition' must name the template condition of one resource")
+        entry = Acceptance(check, resource, type_ if isinstance(type_, str) else None, reason.strip(), condition)
         if any(other.describe() == entry.describe() and other.type == entry.type for other in entries):
             raise GateError(f"{where}: {entry.describe()} is listed twice")
         entries.append(entry)
@@ -207,9 +216,20 @@ def failures(report: dict[str, Any]) -> list[Finding]:
     return found
 
 
+def scanned_resources(report: dict[str, Any]) -> set[str]:
+    """Logical ids of the resources checkov checked (passed or failed): a resource under a condition that is false for
+    the parameters' defaults is not among them."""
+    results = report["results"]
+    items = [*results.get("passed_checks", []), *results.get("failed_checks", [])]
+    return {str(item["resource"]).rpartition(".")[2] for item in items}
+
+
 def judge(report: dict[str, Any], seconds: float, entries: list[Acceptance], min_passed: int) -> Outcome:
     found = failures(report)
     summary = report.get("summary", {})
+    scanned = scanned_resources(report)
+    unmatched = [entry for entry in entries if not any(entry.matches(finding) for finding in found)]
+    inactive = [entry for entry in unmatched if entry.condition is not None and entry.resource not in scanned]
     return Outcome(
         checkov_version=str(summary.get("checkov_version", "?")),
         seconds=round(seconds, 1),
@@ -219,7 +239,8 @@ def judge(report: dict[str, Any], seconds: float, entries: list[Acceptance], min
         min_passed=min_passed,
         accepted=[finding for finding in found if any(entry.matches(finding) for entry in entries)],
         new_failures=[finding for finding in found if not any(entry.matches(finding) for entry in entries)],
-        stale_acceptances=[entry for entry in entries if not any(entry.matches(finding) for finding in found)],
+        stale_acceptances=[entry for entry in unmatched if entry not in inactive],
+        inactive_acceptances=inactive,
     )
 
 
@@ -241,7 +262,8 @@ def main(argv: list[str]) -> int:
     print(
         f"  checkov {outcome.checkov_version} in {outcome.seconds}s: {outcome.passed} passed (floor "
         f"{outcome.min_passed}), {outcome.failed} failed, of which {len(outcome.accepted)} accepted "
-        f"({args.accepted.name})"
+        f"({args.accepted.name}); {len(outcome.inactive_acceptances)} entries for resources this template's "
+        "defaults do not create"
     )
     for problem in outcome.problems:
         print(f"  FAIL {problem}")

@@ -15,9 +15,15 @@
 #   7. sam build                    only when a working python3.12 is on PATH (the Lambda runtime); e.g.
 #                                    `PYENV_VERSION=3.12.1 bash scripts/sam_gate.sh` with pyenv, see infra/README.md
 #
+# Steps 1-6 run for each StreamHost choice in SAM_GATE_STREAM_HOSTS (default "lambda fargate-all"): the template
+# itself (lambda, its default), then a copy whose defaults turn the Fargate option on (scripts/template_variant.py),
+# so checkov and the checks see the ECS service, the ALB and their roles, which the defaults do not create.
+# fargate-follow is fargate-all less one listener rule; add it to the list to check it on its own.
+#
 # Usage: bash scripts/sam_gate.sh [TEMPLATE]   (default: template.yaml)
 # Environment: SAM_TOOLS_VENV (default .tools/sam-venv), CHECKOV_VENV (default .tools/checkov-venv),
-#              SAM_GATE_OUT_DIR (default build/, holds the expansion), SAM_GATE_SKIP_BUILD=1 to skip step 7.
+#              SAM_GATE_OUT_DIR (default build/, holds the expansions), SAM_GATE_SKIP_BUILD=1 to skip step 7,
+#              SAM_GATE_STREAM_HOSTS (default "lambda fargate-all").
 # Install the tools first: bash scripts/install_sam_tools.sh (it installs checkov too)
 set -euo pipefail
 
@@ -26,7 +32,7 @@ VENV="${SAM_TOOLS_VENV:-$ROOT/.tools/sam-venv}"
 CHECKOV_VENV="${CHECKOV_VENV:-$ROOT/.tools/checkov-venv}"
 TEMPLATE="${1:-$ROOT/template.yaml}"
 OUT_DIR="${SAM_GATE_OUT_DIR:-$ROOT/build}"
-EXPANDED="$OUT_DIR/template.expanded.json"
+STREAM_HOSTS="${SAM_GATE_STREAM_HOSTS:-lambda fargate-all}"
 
 if [[ ! -x "$VENV/bin/sam" ]]; then
   echo "sam_gate: no SAM tools venv at $VENV; run: bash scripts/install_sam_tools.sh" >&2
@@ -54,12 +60,24 @@ step() {
 }
 
 mkdir -p "$OUT_DIR"
-step "sam validate" "$VENV/bin/sam" validate -t "$TEMPLATE"
-step "sam validate --lint" "$VENV/bin/sam" validate --lint -t "$TEMPLATE"
-step "expand (samtranslator, offline)" "$VENV/bin/python" "$ROOT/scripts/expand_template.py" "$TEMPLATE" "$EXPANDED"
-step "cfn-lint on the expansion" "$VENV/bin/cfn-lint" "$EXPANDED"
-step "template checks on the expansion" "$VENV/bin/python" "$ROOT/tests/infra/template_checks.py" "$EXPANDED"
-step "checkov (accepted list: infra/checkov-accepted.yaml)" "$CHECKOV_VENV/bin/python" "$ROOT/scripts/checkov_gate.py" "$TEMPLATE"
+for host in $STREAM_HOSTS; do
+  if [[ "$host" == "lambda" ]]; then
+    checked="$TEMPLATE"
+    expanded="$OUT_DIR/template.expanded.json"
+  else
+    checked="$OUT_DIR/template.$host.yaml"
+    expanded="$OUT_DIR/template.$host.expanded.json"
+    step "StreamHost=$host: a copy of the template with it as the default" \
+      "$VENV/bin/python" "$ROOT/scripts/template_variant.py" "$TEMPLATE" "$checked" "$host"
+  fi
+  step "[$host] sam validate" "$VENV/bin/sam" validate -t "$checked"
+  step "[$host] sam validate --lint" "$VENV/bin/sam" validate --lint -t "$checked"
+  step "[$host] expand (samtranslator, offline)" "$VENV/bin/python" "$ROOT/scripts/expand_template.py" "$checked" "$expanded"
+  step "[$host] cfn-lint on the expansion" "$VENV/bin/cfn-lint" "$expanded"
+  step "[$host] template checks on the expansion" "$VENV/bin/python" "$ROOT/tests/infra/template_checks.py" "$expanded"
+  step "[$host] checkov (accepted list: infra/checkov-accepted.yaml)" \
+    "$CHECKOV_VENV/bin/python" "$ROOT/scripts/checkov_gate.py" "$checked"
+done
 
 if [[ "${SAM_GATE_SKIP_BUILD:-0}" == "1" ]]; then
   echo "== sam build: skipped (SAM_GATE_SKIP_BUILD=1)"

@@ -24,9 +24,11 @@ root, out = Path(sys.argv[1]), Path(sys.argv[2])
 for package in ("shared", "functions", "tool_plugins"):
     shutil.copytree(root / package, out / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 PY
-# The Web Adapter executes the handler script directly.
-if [[ -f "$OUT/functions/agent_api/run.sh" ]]; then
-  chmod 755 "$OUT/functions/agent_api/run.sh"
-fi
+# The Web Adapter executes the handler script directly, and the streams container its command (serve.sh).
+for script in run.sh serve.sh; do
+  if [[ -f "$OUT/functions/agent_api/$script" ]]; then
+    chmod 755 "$OUT/functions/agent_api/$script"
+  fi
+done
 cp "$ROOT/requirements/runtime.txt" "$OUT/requirements.txt"
 echo "staged $(find "$OUT" -type f | wc -l) files in $OUT"

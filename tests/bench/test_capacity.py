@@ -16,10 +16,16 @@ import pytest
 
 from bench import capacity
 from bench.capacity_model import (
+    FARGATE_STREAM_S,
+    LAMBDA_STREAM_S,
+    STREAM_HOST_MIN_TASKS,
+    STREAM_HOST_TASK,
     Inputs,
     ask_for,
     bill,
     chosen_size,
+    followers_break_even,
+    held_followers,
     loads,
     per_turn,
     sizes,
@@ -119,3 +125,35 @@ def test_the_deployed_memory_size_is_the_one_the_measurement_chooses() -> None:
     chosen = chosen_size(sizes(RECORDED_FIGURES, RECORDED_CPU, Inputs()))
     assert chosen is not None
     assert deployed == chosen.memory_mb == Inputs().memory_mb
+
+
+def _parameter_default(template: str, name: str) -> str:
+    block = template.split(f"\n  {name}:\n", 1)[1]
+    return re.search(r"    Default: \"?([^\"\n]+)", block).group(1)  # type: ignore[union-attr]
+
+
+def test_the_follower_model_prices_the_template_s_fargate_option_and_lambda_s_stream_ceiling() -> None:
+    template = (REPO / "template.yaml").read_text()
+    vcpu, gb = STREAM_HOST_TASK
+    assert int(_parameter_default(template, "StreamHostTaskCpu")) == vcpu * 1024
+    assert int(_parameter_default(template, "StreamHostTaskMemory")) == gb * 1024
+    assert int(_parameter_default(template, "StreamHostDesiredTasks")) == STREAM_HOST_MIN_TASKS
+    assert float(_parameter_default(template, "StreamHostMaxStreamSeconds")) == FARGATE_STREAM_S
+    block = template.split("  StreamingApiFunction:\n", 1)[1].split("\n  BufferedApiFunction:", 1)[0]
+    assert float(re.search(r"Timeout: (\d+)", block).group(1)) == LAMBDA_STREAM_S  # type: ignore[union-attr]
+
+
+def test_the_fargate_option_pays_from_a_couple_of_held_followers_and_its_tasks_follow_the_load() -> None:
+    inputs = Inputs()
+    # GIVEN the default prices: an ALB and two small tasks cost about what 1.3 followers held on Lambda cost
+    assert followers_break_even(inputs) == 2
+    one, two = held_followers(inputs, 1), held_followers(inputs, 2)
+    assert one.ratio < 1 < two.ratio
+    # Lambda's cost grows with each follower; the option's stays near its fixed cost until tasks are added
+    many = held_followers(inputs, 10_000)
+    assert many.lambda_usd == pytest.approx(10_000 * one.lambda_usd)
+    assert many.tasks == 10_000 // inputs.followers_per_task and many.ratio > 1_000
+    # WHEN the ALB costs ten times as much, or a task holds ten followers, the break-even moves, and it is found
+    pricier = replace(inputs, prices={**inputs.prices, "alb_hour": 10 * inputs.price("alb_hour")})
+    assert followers_break_even(pricier) == 6
+    assert followers_break_even(replace(inputs, followers_per_task=10)) == 2

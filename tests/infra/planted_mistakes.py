@@ -153,4 +153,11 @@ MISTAKES = [
         check=checks.check_attachment_uploads_expire,
         expected_violation="AttachmentsBucket: no enabled lifecycle rule expires uploads/ within 1 day",
     ),
+    PlantedMistake(
+        name="plain_http_streams_listener",
+        correct="      Protocol: HTTPS\n      Port: 443\n",
+        mistaken="      Protocol: HTTP\n      Port: 80\n",
+        check=checks.check_stream_host,
+        expected_violation="StreamHostListener: listener protocol HTTP is not HTTPS",
+    ),
 ]

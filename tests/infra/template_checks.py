@@ -29,6 +29,9 @@ catch the mistakes that ``sam validate``, ``sam validate --lint`` and cfn-lint a
   without a policy denying requests made without TLS, is not the private bucket users' images are promised
   (checkov's S3 checks want versioning, logging and replication, and none of them reads the bucket policy);
 - the attachment bucket without a rule expiring ``uploads/`` within a day keeps every upload never attached forever.
+- the streams service (``StreamHost``, docs/deployment.md "Fargate option"): a container that logs to no log group of
+  the template with retention, or writes to its root file system; a load balancer listener that is not HTTPS with a
+  TLS 1.2+ policy (the bearer tokens would cross the internet in clear text); tasks with a public address.
 
 Only the standard library is used, so the same module runs in the project venv (tests) and in the SAM tools venv
 (``scripts/sam_gate.sh`` runs it as ``python tests/infra/template_checks.py EXPANDED.json``).
@@ -766,6 +769,42 @@ def check_attachment_uploads_expire(template: Template) -> list[str]:
     return violations
 
 
+# ELB's predefined policies that refuse TLS below 1.2 (TLS13-1-2-*: 1.2 and 1.3; TLS-1-2-*: 1.2 only).
+TLS_12_POLICIES = ("ELBSecurityPolicy-TLS13-1-2", "ELBSecurityPolicy-TLS-1-2")
+
+
+def check_stream_host(template: Template) -> list[str]:
+    """ECS containers log to a log group of the template with retention and keep a read-only root file system; every
+    ALB listener is HTTPS with a TLS 1.2 or 1.3 policy; no ECS service gives its tasks a public address."""
+    violations = []
+    all_resources = template.get("Resources", {})
+    for logical_id, task in resources(template, "AWS::ECS::TaskDefinition"):
+        for container in _props(task).get("ContainerDefinitions", []):
+            name = f"{logical_id}/{container.get('Name')}"
+            options = container.get("LogConfiguration", {}).get("Options", {})
+            group_id = _referenced_id(options.get("awslogs-group"))
+            group = all_resources.get(group_id or "", {})
+            if container.get("LogConfiguration", {}).get("LogDriver") != "awslogs" or group.get(
+                "Type"
+            ) != "AWS::Logs::LogGroup":
+                violations.append(f"{name}: logs to no log group of this template")
+            elif "RetentionInDays" not in _props(group):
+                violations.append(f"{name}: log group {group_id} has no RetentionInDays")
+            if container.get("ReadonlyRootFilesystem") is not True:
+                violations.append(f"{name}: root file system is writable")
+    for logical_id, listener in resources(template, "AWS::ElasticLoadBalancingV2::Listener"):
+        properties = _props(listener)
+        if properties.get("Protocol") != "HTTPS":
+            violations.append(f"{logical_id}: listener protocol {properties.get('Protocol')} is not HTTPS")
+        elif not str(properties.get("SslPolicy", "")).startswith(TLS_12_POLICIES):
+            violations.append(f"{logical_id}: SslPolicy {properties.get('SslPolicy')} allows TLS below 1.2")
+    for logical_id, service in resources(template, "AWS::ECS::Service"):
+        network = _props(service).get("NetworkConfiguration", {}).get("AwsvpcConfiguration", {})
+        if network.get("AssignPublicIp") != "DISABLED":
+            violations.append(f"{logical_id}: tasks get a public address (AssignPublicIp is not DISABLED)")
+    return violations
+
+
 ALL_CHECKS: dict[str, Check] = {
     "sse_routes_stream": check_sse_routes_stream,
     "sqs_sources_report_batch_item_failures": check_sqs_sources_report_batch_item_failures,
@@ -783,6 +822,7 @@ ALL_CHECKS: dict[str, Check] = {
     "alarm_topics_usable_by_cloudwatch": check_alarm_topics_usable_by_cloudwatch,
     "buckets_private_and_encrypted": check_buckets_private_and_encrypted,
     "attachment_uploads_expire": check_attachment_uploads_expire,
+    "stream_host": check_stream_host,
 }
 
 

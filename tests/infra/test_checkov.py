@@ -134,6 +134,28 @@ def test_the_scan_reads_the_whole_template_and_the_gate_passes(template_scan: Ga
     assert report["passed"] >= report["min_passed"], f"{report['passed']} passed, floor {report['min_passed']}"
     assert report["failed"] == len(report["accepted"])
     assert template_scan.returncode == 0, template_scan.output
+    # The Fargate option's entries are inactive: StreamHost's default (lambda) creates none of its resources.
+    assert template_scan.findings("inactive_acceptances") == STREAM_HOST_ENTRIES
+
+
+STREAM_HOST_ENTRIES = {("CKV_AWS_158", "StreamHostLogGroup"), ("CKV_AWS_91", "StreamHostLoadBalancer")}
+
+
+def test_with_stream_host_on_checkov_scans_its_resources_and_every_failure_is_accepted(
+    checkov_gate: CheckovGate, template_scan: GateRun, tmp_path: Path
+) -> None:
+    # GIVEN the copy of the template whose defaults turn the Fargate option on, as scripts/sam_gate.sh scans it
+    variant = tmp_path / "template.fargate-all.yaml"
+    text = TEMPLATE_PATH.read_text(encoding="utf-8")
+    variant.write_text(VARIANT.with_defaults(text, VARIANT.VARIANTS["fargate-all"]), encoding="utf-8")
+    # WHEN the gate scans it
+    run = checkov_gate.run(tmp_path, template=variant)
+    # THEN it read the option's resources (more checks passed), accepted the two failures kept for them, and no
+    # entry is inactive or stale there
+    assert run.returncode == 0, run.output
+    assert run.report["passed"] > template_scan.report["passed"]
+    assert STREAM_HOST_ENTRIES <= run.findings("accepted")
+    assert run.report["inactive_acceptances"] == [] and run.report["stale_acceptances"] == []
 
 
 # ------------------------------------------------------------------------------------------------ planted
@@ -181,6 +203,17 @@ def test_checkov_misses_what_the_template_checks_catch(checkov_gate: CheckovGate
     assert run.returncode == 0
 
 
+def _load_variant_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("template_variant", REPO_ROOT / "scripts" / "template_variant.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+VARIANT = _load_variant_module()
+
+
 # ------------------------------------------------------------------------------------------------ the list's rules
 @pytest.fixture(scope="module")
 def gate_module() -> ModuleType:
@@ -219,6 +252,22 @@ def test_a_wildcard_entry_covers_its_type_only(gate_module: ModuleType) -> None:
     assert outcome.stale_acceptances == []
 
 
+def test_a_conditional_entry_is_inactive_only_while_its_resource_is_not_scanned(gate_module: ModuleType) -> None:
+    entry = gate_module.Acceptance("CKV_AWS_91", "Alb", None, "r", "StreamsOnFargate")
+    # GIVEN a scan that did not read the resource (its condition false for the defaults): inactive, not stale
+    outcome = gate_module.judge(_report(), 1.0, [entry], 100)
+    assert (outcome.inactive_acceptances, outcome.stale_acceptances) == ([entry], [])
+    # GIVEN a scan that read it and found the check passing: stale, as any entry
+    scanned = _report()
+    balancer = "AWS::ElasticLoadBalancingV2::LoadBalancer.Alb"
+    scanned["results"]["passed_checks"] = [{"check_id": "CKV_AWS_91", "resource": balancer}]
+    outcome = gate_module.judge(scanned, 1.0, [entry], 100)
+    assert (outcome.inactive_acceptances, outcome.stale_acceptances) == ([], [entry])
+    # GIVEN an entry without a condition for a resource the scan never read: stale (a removed or renamed resource)
+    plain = gate_module.Acceptance("CKV_AWS_91", "Alb", None, "r")
+    assert gate_module.judge(_report(), 1.0, [plain], 100).stale_acceptances == [plain]
+
+
 def test_fewer_passed_checks_than_the_floor_is_a_problem(gate_module: ModuleType) -> None:
     outcome = gate_module.judge(_report(passed=99), 1.0, [], 100)
     assert outcome.problems == ["only 99 checks passed, below the floor of 100 (min_passed)"]
@@ -231,6 +280,7 @@ def test_fewer_passed_checks_than_the_floor_is_a_problem(gate_module: ModuleType
         ("  - {check: CKV_AWS_1, resource: '*', reason: r}\n", "resource '*' needs the resource 'type'"),
         ("  - {check: CKV_AWS_1, resource: A, reason: r, note: x}\n", "unknown keys ['note']"),
         ("  - {check: CKV_AWS_1, resource: A, reason: r}\n" * 2, "listed twice"),
+        ("  - {check: CKV_AWS_1, resource: '*', type: T, reason: r, condition: C}\n", "'condition' must name"),
     ],
 )
 def test_malformed_entries_are_refused(gate_module: ModuleType, tmp_path: Path, entry: str, error: str) -> None:

@@ -20,6 +20,9 @@ Notes that decide the rows:
   the function's role: the two ``appconfig`` calls are the layer's, granted by a conditional ``AWS::IAM::Policy``
   attached to the four roles whose functions choose profiles; the code reads the extension on localhost. A grant
   of such a policy counts as the role's.
+- The streams service on Fargate (``StreamHost``, off by default) runs the streaming function's app: its task role
+  has exactly the streaming role's rows but the AppConfig extension's (the task has no extension); its execution role
+  is what ECS itself does to start the task (pull the image from its one repository, write the container's log).
 """
 
 from __future__ import annotations
@@ -459,6 +462,26 @@ GRANTS: dict[str, dict[Grant, tuple[Need, ...]]] = {
             Service("the sweeper schedule's dead letters", "SweeperFunctionEvery5Minutes", "AWS::Scheduler::Schedule"),
         ),
     },
+}
+
+ECR_REPOSITORY = "arn:${AWS::Partition}:ecr:${AWS::Region}:${AWS::AccountId}:repository/${StreamHostImageRepository}"
+STARTS_THE_TASK = Service(
+    "ECS starts the task with its execution role", "StreamHostTaskDefinition", "AWS::ECS::TaskDefinition"
+)
+GRANTS["StreamHostTaskRole"] = {
+    grant: needs for grant, needs in GRANTS["StreamingApiRole"].items() if grant not in RUNTIME_CONFIG
+}
+GRANTS["StreamHostExecutionRole"] = {
+    # The registry's login token belongs to no repository: IAM takes only "*" for it.
+    ("ecr:GetAuthorizationToken", "*"): (STARTS_THE_TASK,),
+    ("ecr:BatchGetImage", ECR_REPOSITORY): (STARTS_THE_TASK,),
+    ("ecr:GetDownloadUrlForLayer", ECR_REPOSITORY): (STARTS_THE_TASK,),
+    ("logs:CreateLogStream", "StreamHostLogGroup"): (
+        Service("the awslogs driver writes the container's output", "StreamHostLogGroup", "AWS::Logs::LogGroup"),
+    ),
+    ("logs:PutLogEvents", "StreamHostLogGroup"): (
+        Service("the awslogs driver writes the container's output", "StreamHostLogGroup", "AWS::Logs::LogGroup"),
+    ),
 }
 
 # The only AWS managed policies: ENIs for the VPC and X-Ray for active tracing (no data access).

@@ -61,7 +61,7 @@ def test_the_gate_script_fails_on_a_planted_mistake_at_the_template_checks(sam_t
         extra_env={"SAM_GATE_OUT_DIR": str(tmp_path / "out"), "SAM_GATE_SKIP_BUILD": "1"},
     )
     # THEN sam validate, --lint and cfn-lint on the expansion passed, and the template checks failed the gate
-    assert "== template checks on the expansion" in result.stdout, result.stdout + result.stderr
+    assert "== [lambda] template checks on the expansion" in result.stdout, result.stdout + result.stderr
     assert result.returncode != 0, result.stdout
     assert mistake.expected_violation in result.stdout
     assert "sam_gate: all steps passed" not in result.stdout

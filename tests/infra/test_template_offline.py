@@ -384,7 +384,8 @@ def test_expansion_passes_cfn_lint(sam_tools: SamTools, expanded_template_path: 
 
 @pytest.mark.slow
 def test_the_gate_script_passes_on_the_template(sam_tools: SamTools, tmp_path: Path) -> None:
-    """sam validate, sam validate --lint, expansion, cfn-lint on the expansion and the checks, as CI runs them."""
+    """sam validate, sam validate --lint, expansion, cfn-lint on the expansion, the checks and checkov, as CI runs
+    them: on the template (StreamHost lambda, the default) and on its copy with StreamHost fargate-all."""
     result = sam_tools.run(
         "bash",
         REPO_ROOT / "scripts" / "sam_gate.sh",
@@ -392,6 +393,8 @@ def test_the_gate_script_passes_on_the_template(sam_tools: SamTools, tmp_path: P
         extra_env={"SAM_GATE_OUT_DIR": str(tmp_path), "SAM_GATE_SKIP_BUILD": "1"},
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    for host in ("lambda", "fargate-all"):
+        assert f"== [{host}] checkov" in result.stdout, result.stdout
     assert "sam_gate: all steps passed" in result.stdout
 
 
@@ -426,6 +429,8 @@ def _evaluate(expression: Any, parameters: dict[str, Any]) -> Any:
             return _evaluate(arg[0], parameters) == _evaluate(arg[1], parameters)
         if name == "Fn::Not":
             return not _evaluate(arg[0], parameters)
+        if name == "Fn::And":
+            return all(_evaluate(item, parameters) for item in arg)
         if name == "Fn::Contains":
             return _evaluate(arg[1], parameters) in _evaluate(arg[0], parameters)
         raise AssertionError(f"unexpected function {name} in Rules")
@@ -448,6 +453,14 @@ def _rule_failures(template: Template, **overrides: Any) -> list[str]:
     return failures
 
 
+STREAM_HOST_ON = {
+    "StreamHostImageRepository": "agent-backend-streams",
+    "StreamHostImageTag": "abc123",
+    "StreamHostCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/x",
+}
+EXISTING_VPC = {"ExistingVpcId": "vpc-1", "ExistingSubnetIds": ["subnet-a", "subnet-b"]}
+
+
 @pytest.mark.parametrize(
     ("overrides", "refused_by"),
     [
@@ -458,9 +471,23 @@ def _rule_failures(template: Template, **overrides: Any) -> list[str]:
         ({"ExistingVpcId": "vpc-1"}, ["ExistingVpcNeedsSubnets"]),
         ({"ExistingVpcId": "vpc-1", "ExistingSubnetIds": ["subnet-a", ""]}, ["ExistingVpcNeedsSubnets"]),
         ({"ExistingVpcId": "vpc-1", "ExistingSubnetIds": ["subnet-a", "subnet-b"]}, []),
+        # The Fargate option (docs/deployment.md "Fargate option") needs its image and certificate ...
+        ({"StreamHost": "fargate-follow"}, ["StreamHostNeedsImageAndCertificate"]),
+        ({"StreamHost": "fargate-all", "StreamHostImageRepository": "r", "StreamHostImageTag": "t"},
+         ["StreamHostNeedsImageAndCertificate"]),
+        ({"StreamHost": "fargate-all", **STREAM_HOST_ON}, []),
+        # ... public subnets for its ALB in an existing VPC ...
+        ({"StreamHost": "fargate-follow", **STREAM_HOST_ON, **EXISTING_VPC},
+         ["StreamHostInExistingVpcNeedsPublicSubnets"]),
+        ({"StreamHost": "fargate-follow", **STREAM_HOST_ON, **EXISTING_VPC,
+          "StreamHostPublicSubnetIds": ["subnet-p", "subnet-q"]}, []),
+        # ... and runs no turn while the functions follow a runtime configuration the task cannot read.
+        ({"StreamHost": "fargate-all", **STREAM_HOST_ON, "AppConfigExtensionLayerArn": "arn:layer"},
+         ["StreamHostRunsWithoutRuntimeConfig"]),
+        ({"StreamHost": "fargate-follow", **STREAM_HOST_ON, "AppConfigExtensionLayerArn": "arn:layer"}, []),
     ],
 )
-def test_rules_refuse_a_star_origin_in_prod_and_an_existing_vpc_without_subnets(
+def test_rules_refuse_a_star_origin_in_prod_an_existing_vpc_without_subnets_and_an_incomplete_stream_host(
     expanded_template: Template, overrides: dict[str, Any], refused_by: list[str]
 ) -> None:
     assert _rule_failures(expanded_template, **overrides) == refused_by

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]  # mypy follows bench.held_followers here
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME_VERSION = (3, 12)
@@ -125,7 +125,7 @@ def wheel_problems(requirements: Path, dest: Path) -> str | None:
     return None if done.returncode == 0 else (done.stdout + done.stderr)[-4000:]
 
 
-class _AnyTag(yaml.SafeLoader):
+class _AnyTag(yaml.SafeLoader):  # type: ignore[misc]
     """Reads template.yaml: an intrinsic function (``!Ref``, ``!Sub``...) is a value the deployment supplies."""
 
 
