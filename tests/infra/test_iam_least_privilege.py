@@ -526,7 +526,7 @@ def test_only_the_buffered_api_deletes_only_the_migration_role_scans_and_no_role
     # The roles that run chat runs delete only a started run's queue entry (DynamoDBRunQueue.remove); erasure's
     # batch deletes are the buffered API's alone.
     expected = {
-        "dynamodb:DeleteItem": {"BufferedApiRole", "StreamingApiRole", "BackgroundRunRole"},
+        "dynamodb:DeleteItem": {"BufferedApiRole", "StreamingApiRole", "BackgroundRunRole", "StreamHostTaskRole"},
         "dynamodb:BatchWriteItem": {"BufferedApiRole"},
     }
     for delete, roles in expected.items():
