@@ -31,7 +31,7 @@ from shared.runs.claims import Admission
 from shared.runs.execution import Executor
 from shared.runs.intake import RunRequest
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, strategy_of
-from shared.runs.queueing import START_RESERVE_S, Enqueuing, QueuedTurn
+from shared.runs.queueing import START_RESERVE_S, Enqueuing, QueuedTurn, RunEndedHook
 from shared.runs.service import RunService
 from shared.runs.slices import SliceTicket
 from shared.url_safety import UnsafeUrl, check_url
@@ -126,11 +126,13 @@ class ChatService:
         attachment_limits: AttachmentLimits | None = None,
         allow_loopback_webhooks: bool = False,
         starter: QueueStarter | None = None,
+        on_queued_run_ended: RunEndedHook | None = None,
     ) -> None:
         """``threads`` and ``audit``: what the ``interrupt`` strategy reads and audits; ``queue``, with ``threads``
         and ``ledger``: where the ``enqueue`` strategy keeps its queued runs and checks them (without them, those
         strategies reject); ``starter``, with those: what starts background runs (without it, a request for one is
-        ``422 background_unavailable``)."""
+        ``422 background_unavailable``); ``on_queued_run_ended``: announces a queued run that ended without running
+        (cancelled while queued, refused at its turn), as a run's end is announced (its webhook)."""
         self._profiles = profiles
         self._allow_loopback_webhooks = allow_loopback_webhooks
         self._runs = runs
@@ -144,7 +146,7 @@ class ChatService:
             else None
         )
         self.enqueuing = (
-            Enqueuing(queue, threads, ledger, self._admit_queued)
+            Enqueuing(queue, threads, ledger, self._admit_queued, on_ended=on_queued_run_ended)
             if queue is not None and threads is not None and ledger is not None
             else None
         )

@@ -20,7 +20,7 @@ from typing import Any
 from shared.executors.context import RunContext
 from shared.memory.models import BusEvent, PublishFailure
 from shared.memory.ports import EventPublisher
-from shared.models import ExecutorKind, Identity, RunStatus
+from shared.models import ExecutorKind, Identity, Run, RunStatus
 from shared.run_results import ExecutionResult
 
 logger = logging.getLogger(__name__)
@@ -146,6 +146,21 @@ class RunCompletedPublisher:
         except Exception:  # pragma: no cover - publish() already contains every failure
             logger.exception("event publish failed unexpectedly", extra={"run_id": ctx.run_id})
             return False
+
+    async def run_ended(self, run: Run) -> bool:
+        """Publish ``agent.run.completed`` for a queued worker run recorded as ended without having run (cancelled
+        while queued, refused at its turn): its webhook goes out as any run's; the memory consumers find nothing
+        new on the thread."""
+        event = run_completed_event(
+            tenant_id=run.tenant_id,
+            user_id=run.user_id,
+            thread_id=run.thread_id,
+            run_id=run.run_id,
+            executor=run.meta.executor.value,
+            status=run.status.value,
+            outcome={"type": "cancelled"} if run.status is RunStatus.CANCELLED else None,
+        )
+        return await self.publish([event])
 
     async def branch_switched(self, identity: Identity, thread_id: str, leaf_id: str) -> bool:
         """Publish ``agent.branch.switched`` after ``PUT /threads/{id}/branch`` (never raises)."""

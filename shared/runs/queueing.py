@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -81,6 +82,8 @@ invocation (its deadline, epoch seconds; None: unknown) of the request that star
 TailRun = Callable[[str, str, float | None], AsyncIterator[StreamEntry | None]]
 """``tail(tenant_id, run_id, deadline)``: the run's events until its terminal event (``RunService.tail_run``)."""
 WaitSettled = Callable[[str, str], Awaitable[None]]
+RunEndedHook = Callable[[Run], Awaitable[None]]
+"""Announces a queued run recorded as ended without having run (its webhook; the run-ended event of any run)."""
 
 
 def _busy(exc: Exception) -> bool:
@@ -169,7 +172,9 @@ class ThreadQueue:
         tenant_id: str,
         thread_id: str,
         deadline: float | None = None,
+        on_ended: RunEndedHook | None = None,
     ):
+        self._on_ended = on_ended
         self._queue = queue
         self._threads = threads
         self._runs = runs
@@ -309,8 +314,14 @@ class ThreadQueue:
             updated_at=now,
             heartbeat_at=now,
             error_code=error_code,
+            webhook=_webhook_of(entry.body),
         )
-        await self._runs.create_run(run)
+        stored, created = await self._runs.create_run(run)
+        if created and self._on_ended is not None:
+            try:
+                await self._on_ended(stored)  # its webhook, as for any run that ends
+            except Exception:
+                logger.exception("could not announce a queued run's end", extra={"run_id": entry.run_id})
 
     async def cancel(self, run_id: str) -> bool:
         """Take a queued run out of the queue for its owner's cancel, and record it ``cancelled``; False when it is
@@ -328,6 +339,16 @@ class ThreadQueue:
             await wait_settled(self.tenant_id, self._started_here.pop(0))
 
 
+def _webhook_of(body: bytes) -> str | None:
+    """``forwardedProps.webhook`` of a queued request's body (checked when it was accepted), for its end's event."""
+    try:
+        props = json.loads(body).get("forwardedProps")
+    except (ValueError, AttributeError):
+        return None
+    url = props.get("webhook") if isinstance(props, dict) else None
+    return url if isinstance(url, str) else None
+
+
 def _owner(entry: QueuedRun, tenant_id: str) -> Identity:
     return Identity(tenant_id=tenant_id, user_id=entry.user_id, scopes=frozenset(entry.scopes))
 
@@ -343,7 +364,9 @@ class Enqueuing:
         start: StartQueued,
         *,
         start_reserve_s: float = START_RESERVE_S,
+        on_ended: RunEndedHook | None = None,
     ) -> None:
+        self._on_ended = on_ended
         self._queue = queue
         self._threads = threads
         self._runs = runs
@@ -352,7 +375,9 @@ class Enqueuing:
 
     def thread_queue(self, tenant_id: str, thread_id: str, deadline: float | None = None) -> ThreadQueue:
         """The thread's queue as a request in the invocation ending at ``deadline`` sees it."""
-        return ThreadQueue(self._queue, self._threads, self._runs, self._start, tenant_id, thread_id, deadline)
+        return ThreadQueue(
+            self._queue, self._threads, self._runs, self._start, tenant_id, thread_id, deadline, self._on_ended
+        )
 
     async def queued_run(self, identity: Identity, run_id: str) -> QueuedRunRef | None:
         """The caller's queued run of that id (None when not queued, or not the caller's)."""

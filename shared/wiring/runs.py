@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from shared.limits.gate import LimitGate
     from shared.limits.usage import UsageReports
     from shared.memory.trigger import RunCompletedPublisher
-    from shared.models import RunStatus
+    from shared.models import Run, RunStatus
     from shared.ports.run_queue import QueueStarter
     from shared.run_events.coalescing import Coalescing
     from shared.run_results import ExecutionResult
@@ -122,7 +122,14 @@ class RunProviders(StoreProviders, StreamProviders, ModelProviders, CatalogProvi
             attachment_limits=self.attachment_limits,
             allow_loopback_webhooks=self.settings.webhook_allow_loopback,
             starter=self.queue_starter,
+            on_queued_run_ended=self._queued_run_ended,
         )
+
+    async def _queued_run_ended(self, run: Run) -> None:
+        """A queued run that ended without running: the run-ended event any run's end publishes (its webhook)."""
+        publisher = self.run_completed_publisher
+        if publisher is not None:
+            await publisher.run_ended(run)
 
     @overridable("queue_starter")
     def queue_starter(self) -> QueueStarter | None:

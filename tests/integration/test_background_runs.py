@@ -12,15 +12,20 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+from standardwebhooks import Webhook
 
 from functions.background_run.handler import handle as drain_handler
 from shared.adapters.aws.queue_starter import LambdaQueueStarter
 from shared.adapters.in_memory.invoker import RecordingInvoker
+from shared.adapters.in_memory.publisher import InMemoryEventPublisher
+from shared.memory.trigger import RunCompletedPublisher
+from shared.webhooks.delivery import RunEnded
 from shared.wiring import ServiceOverrides, Services
 from tests.support.scripted_model import ScriptedModel, Turn
 from tests.support.settings import make_settings
 from tests.support.sse import parse_sse
 from tests.support.tokens import bearer
+from tests.support.webhook_receiver import webhook_receiver
 
 LIMITS = json.dumps({"user": {"concurrentRuns": 1}})
 
@@ -240,3 +245,40 @@ async def test_inside_lambda_without_a_background_function_a_background_run_is_r
         missing = await status(client, "bg-8")
     assert (resp.status_code, resp.json()["error"]["code"]) == (422, "background_unavailable")
     assert missing.status_code == 404
+
+
+async def test_a_background_run_cancelled_while_queued_sends_its_signed_run_cancelled_webhook(
+    store: Any, redis_stream: Any, asgi_client: Any
+) -> None:
+    # GIVEN the bus as the run's end publishes to it, and a thread busy with a slow background run
+    bus = InMemoryEventPublisher()
+    services = Services(
+        make_settings(webhook_allow_loopback=True),
+        overrides=ServiceOverrides(
+            store=store,
+            stream=redis_stream,
+            model=ScriptedModel(Turn(text=["first"], delay_s=1.0)),
+            run_completed_publisher=RunCompletedPublisher(bus),
+        ),
+    )
+    with webhook_receiver(codes=[]) as receiver:
+        async with asgi_client(services) as client:
+            first = body("bg-9a", multitaskStrategy="enqueue")
+            assert (await client.post("/api/v1/agent", json=first, headers=bearer())).status_code == 202
+            await until(client, "bg-9a", "running")
+            queued = body("bg-9b", multitaskStrategy="enqueue", webhook=receiver.url())
+            assert (await client.post("/api/v1/agent", json=queued, headers=bearer())).status_code == 202
+            # WHEN it is cancelled before it starts
+            assert (await client.post("/api/v1/agent/runs/bg-9b/cancel", headers=bearer())).status_code == 200
+            await drained(services)
+        # AND the webhook function takes the run-ended event the bus received for it
+        (event,) = [e for e in bus.published if e.detail["runId"] == "bg-9b"]
+        detail = event.detail
+        ended = RunEnded(detail["tenantId"], detail["threadId"], detail["runId"], detail.get("outcome"))
+        await services.webhook_delivery.deliver(ended)
+        (delivery,) = receiver.received
+    # THEN its own target got a signed run.cancelled with the run's status document
+    secret = await services.webhook_secrets.secret("tenant-1")
+    sent = Webhook(secret).verify(delivery.body, delivery.headers)
+    assert sent["type"] == "run.cancelled"
+    assert (sent["data"]["runId"], sent["data"]["status"]) == ("bg-9b", "cancelled")
