@@ -31,7 +31,8 @@ from shared.runs.claims import Admission
 from shared.runs.execution import Executor
 from shared.runs.intake import RunRequest
 from shared.runs.multitask import WAIT_MARGIN_S, Interrupting, strategy_of
-from shared.runs.queueing import START_RESERVE_S, Enqueuing, QueuedTurn, RunEndedHook
+from shared.runs.queued_ends import RunEndedHook
+from shared.runs.queueing import START_RESERVE_S, Enqueuing, QueuedTurn
 from shared.runs.service import RunService
 from shared.runs.slices import SliceTicket
 from shared.url_safety import UnsafeUrl, check_url

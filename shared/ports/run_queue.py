@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 
@@ -27,6 +27,18 @@ class QueuedRun:
     body: bytes
     enqueued_at: datetime
     waiter_until: float
+
+
+def queued_run(user_id: str, scopes: frozenset[str], run_id: str, body: bytes, *, waiter_until: float) -> QueuedRun:
+    """The entry of a request queued now by ``user_id`` (its scopes kept, in order, to admit it as that caller)."""
+    return QueuedRun(
+        run_id=run_id,
+        user_id=user_id,
+        scopes=tuple(sorted(scopes)),
+        body=body,
+        enqueued_at=datetime.now(UTC),
+        waiter_until=waiter_until,
+    )
 
 
 @dataclass(frozen=True, slots=True)

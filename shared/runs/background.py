@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shared.errors import Conflict, InvalidRequest, NotFound
-from shared.models import Identity, Run, Thread, utc_now
-from shared.ports.run_queue import QueuedRun, QueueStarter, RunQueue
+from shared.models import Identity, Run, Thread
+from shared.ports.run_queue import QueueStarter, RunQueue, queued_run
 from shared.runs.intake import RunRequest
 from shared.runs.status import PublicStatus, public_status
 
@@ -103,14 +103,8 @@ class BackgroundIntake:
         if holder is not None and strategy == "interrupt":
             if self._interrupt is None or not await self._interrupt(caller, thread_id, run_id):
                 raise Conflict("another run is active on this thread", code="thread_busy")
-        entry = QueuedRun(
-            run_id=run_id,
-            user_id=caller.user_id,
-            scopes=tuple(sorted(caller.scopes)),
-            body=body,
-            enqueued_at=utc_now(),
-            waiter_until=0.0,  # no request waits to start it: whoever drains the thread does
-        )
+        # No request waits to start it (waiter_until 0): whoever drains the thread does.
+        entry = queued_run(caller.user_id, caller.scopes, run_id, body, waiter_until=0.0)
         position = await self._queue.enqueue(tenant, thread_id, entry, depth=max(depth, 1))
         if position is None:
             raise Conflict(f"the thread already has {depth} queued runs", code="queue_full")

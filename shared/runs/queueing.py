@@ -27,7 +27,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -37,11 +36,12 @@ from ag_ui.core import RunErrorEvent
 
 from shared.errors import AgentError, Conflict, NotFound
 from shared.event_json import dumps
-from shared.models import Identity, Run, RunStatus, Thread, utc_now
+from shared.models import Identity, Run, RunStatus, Thread
 from shared.ports import StreamEntry
-from shared.ports.run_queue import QueuedRun, QueuedRunRef, RunQueue
+from shared.ports.run_queue import QueuedRun, QueuedRunRef, RunQueue, queued_run
 from shared.run_events.emitter import event_to_dict
 from shared.runs.claims import Admission
+from shared.runs.queued_ends import RunEndedHook, record_ended
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +82,6 @@ invocation (its deadline, epoch seconds; None: unknown) of the request that star
 TailRun = Callable[[str, str, float | None], AsyncIterator[StreamEntry | None]]
 """``tail(tenant_id, run_id, deadline)``: the run's events until its terminal event (``RunService.tail_run``)."""
 WaitSettled = Callable[[str, str], Awaitable[None]]
-RunEndedHook = Callable[[Run], Awaitable[None]]
-"""Announces a queued run recorded as ended without having run (its webhook; the run-ended event of any run)."""
 
 
 def _busy(exc: Exception) -> bool:
@@ -301,27 +299,7 @@ class ThreadQueue:
         return thread.active_run_id is not None
 
     async def _record_ended(self, entry: QueuedRun, status: RunStatus, error_code: str | None) -> None:
-        """The ledger record of a queued run that will never start, so its status document says how it ended (no
-        request waits for it to say so)."""
-        now = utc_now()
-        run = Run(
-            run_id=entry.run_id,
-            thread_id=self.thread_id,
-            tenant_id=self.tenant_id,
-            user_id=entry.user_id,
-            status=status,
-            created_at=entry.enqueued_at,
-            updated_at=now,
-            heartbeat_at=now,
-            error_code=error_code,
-            webhook=_webhook_of(entry.body),
-        )
-        stored, created = await self._runs.create_run(run)
-        if created and self._on_ended is not None:
-            try:
-                await self._on_ended(stored)  # its webhook, as for any run that ends
-            except Exception:
-                logger.exception("could not announce a queued run's end", extra={"run_id": entry.run_id})
+        await record_ended(self._runs, self.tenant_id, self.thread_id, entry, status, error_code, self._on_ended)
 
     async def cancel(self, run_id: str) -> bool:
         """Take a queued run out of the queue for its owner's cancel, and record it ``cancelled``; False when it is
@@ -337,16 +315,6 @@ class ThreadQueue:
         """Wait for the runs this request started for others to settle."""
         while self._started_here:
             await wait_settled(self.tenant_id, self._started_here.pop(0))
-
-
-def _webhook_of(body: bytes) -> str | None:
-    """``forwardedProps.webhook`` of a queued request's body (checked when it was accepted), for its end's event."""
-    try:
-        props = json.loads(body).get("forwardedProps")
-    except (ValueError, AttributeError):
-        return None
-    url = props.get("webhook") if isinstance(props, dict) else None
-    return url if isinstance(url, str) else None
 
 
 def _owner(entry: QueuedRun, tenant_id: str) -> Identity:
@@ -442,14 +410,7 @@ class Enqueuing:
                     raise
         else:
             await self._threads.get_thread(identity, thread_id)  # someone else's thread: 404, nothing stored
-        entry = QueuedRun(
-            run_id=run_id,
-            user_id=identity.user_id,
-            scopes=tuple(sorted(identity.scopes)),
-            body=body,
-            enqueued_at=utc_now(),
-            waiter_until=until,
-        )
+        entry = queued_run(identity.user_id, identity.scopes, run_id, body, waiter_until=until)
         position = await self._queue.enqueue(tenant, thread_id, entry, depth=depth)
         if position is None:
             raise Conflict(f"the thread already has {depth} queued runs", code="queue_full")
