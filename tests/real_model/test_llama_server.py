@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,13 @@ from shared.models import Identity
 from shared.wiring import ServiceOverrides, Services
 from tests.support.agui_clients import run_js_agent, turn_problems, validate_sse
 from tests.support.images import png
+from tests.support.live_app import serve_app
 from tests.support.llama_server import LlamaServer
 from tests.support.model_proxy import ForcePolicy, Forwarded, ModelProxy
 from tests.support.sse import parse_sse
 from tests.support.tokens import bearer
 
-from .model_settings import MODEL_ID_MAP, PROVIDER_MODEL, real_settings
+from .model_settings import MODEL_ID_MAP, PROVIDER_MODEL, real_settings, text_only_profiles
 
 pytestmark = [pytest.mark.real_model, pytest.mark.e2e]
 
@@ -314,3 +316,42 @@ def test_the_memory_evaluation_runs_end_to_end_and_judges_its_threshold(proxy: M
     assert "memory extraction evaluation: 3 cases" in result.stdout
     assert "threshold: --min-recall 0.000; measured" in result.stdout
     assert all(r.status == 200 for r in proxy.requests())
+
+
+def test_a_background_run_across_two_slices_against_llama_cpp_is_one_valid_run(
+    store: Any, redis_url: str, proxy: ModelProxy
+) -> None:
+    # GIVEN the app under uvicorn on llama.cpp, slices that end after the first step, the first request forced to
+    # call the time tool
+    proxy.policy = ForcePolicy(force=("get_current_time",), times=1)
+    overrides = ServiceOverrides(store=store, profiles=text_only_profiles())
+    services = Services(real_settings(proxy, redis_url=redis_url, run_slice_s=0.01), overrides=overrides)
+    with serve_app(services) as live:
+        body = {
+            "threadId": "thread-bg-real",
+            "runId": "run-bg-real",
+            "messages": [{"id": "u-bg-real", "role": "user", "content": "What time is it in Paris?"}],
+            "forwardedProps": {"background": True},
+        }
+        # WHEN it is posted as a background run and followed once it ended
+        accepted = httpx.post(f"{live}/api/v1/agent", json=body, headers=bearer(), timeout=60)
+        status: dict[str, Any] = {}
+        for _ in range(600):
+            status = httpx.get(f"{live}/api/v1/agent/runs/run-bg-real", headers=bearer(), timeout=60).json()
+            if status["status"] not in ("queued", "running"):
+                break
+            time.sleep(0.5)
+        wire = httpx.get(f"{live}/api/v1/agent/runs/run-bg-real/events", headers=bearer(), timeout=60).text
+    events = events_of(wire)
+    # THEN 202 at once; the run went on after its tool step, against the real server, and ended once
+    assert accepted.status_code == 202 and accepted.json()["status"] == "queued"
+    assert status["status"] == "succeeded", status
+    assert [r.status for r in proxy.requests()] == [200, 200]
+    # AND the whole run, both slices, is one run for ag-ui-validate: one RUN_STARTED, one RUN_FINISHED, last
+    verdict = validate_sse(wire)
+    assert verdict.clean, verdict.describe()
+    types = [e["type"] for e in events]
+    assert types.count("RUN_STARTED") == 1 and types[-1] == "RUN_FINISHED" and types.count("RUN_FINISHED") == 1
+    assert "TOOL_CALL_RESULT" in types and "TEXT_MESSAGE_START" in types[types.index("TOOL_CALL_RESULT") :]
+    # AND it ran in two slices: each opened and closed its worker step, the second after the tool's result
+    assert types.count("STEP_STARTED") == 2 and types.count("STEP_FINISHED") == 2
