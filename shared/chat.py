@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.attachments.limits import AttachmentLimits
+from shared.attachments.parts import PendingPart
 from shared.attachments.storage import check_parts, store_parts
 from shared.attachments.uploads import Uploads, is_upload_url
 from shared.errors import InvalidRequest
@@ -191,11 +192,10 @@ class ChatService:
         await self._runs.continue_run(parsed, ctx, self._executor(), deadline=deadline)
         await self._runs.wait_settled(parsed.tenant_id, parsed.run_id)
 
-    async def _with_parts(self, caller: Identity, request: RunRequest, choice: ProfileChoice) -> tuple[Message, ...]:
-        """The request's messages, their images and files checked against the profile and stored (refused before
-        anything is stored); a retried request stores the same objects under the same keys."""
-        if not request.parts:
-            return request.messages
+    async def _checked_parts(
+        self, caller: Identity, request: RunRequest, choice: ProfileChoice
+    ) -> dict[str, tuple[PendingPart, ...]]:
+        """The request's images and files, checked against the profile (nothing stored yet)."""
         parts = request.parts
         if self._attachments is not None and any(is_upload_url(i.part.url) for v in parts.values() for i in v):
             # The caller's uploads, read from the bucket and checked as inline parts (never fetched over HTTP).
@@ -203,6 +203,15 @@ class ChatService:
         await check_parts(choice.profile, [item for items in parts.values() for item in items])
         if self._attachments is None:
             raise InvalidRequest("this deployment stores no images or files", code="unsupported_modality")
+        return parts
+
+    async def _with_parts(self, caller: Identity, request: RunRequest, choice: ProfileChoice) -> tuple[Message, ...]:
+        """The request's messages, their images and files checked against the profile and stored (refused before
+        anything is stored); a retried request stores the same objects under the same keys."""
+        if not request.parts:
+            return request.messages
+        parts = await self._checked_parts(caller, request, choice)
+        assert self._attachments is not None  # checked: a deployment without a store refuses parts
         return tuple(await store_parts(self._attachments, caller, request.messages, parts))
 
     async def start(
@@ -226,11 +235,15 @@ class ChatService:
         if background and self._background is None:
             raise InvalidRequest("this deployment runs no background runs", code="background_unavailable")
         webhook = await webhook_target(request.forwarded_props, allow_loopback=self._allow_loopback_webhooks)
-        messages, leaf_id = with_branch(await self._with_parts(caller, request, choice), request.branch)
         policy = choice.profile.run_policy
         strategy = strategy or strategy_of(request.forwarded_props, policy.multitask_strategy)
         if background and self._background is not None:
+            # Checked now (the same 4xx as a streamed run's); its images and files are stored at its admission.
+            with_branch(request.messages, request.branch)
+            if request.parts:
+                await self._checked_parts(caller, request, choice)
             return await self._background.accept(caller, request, body, strategy=strategy, depth=policy.queue_depth)
+        messages, leaf_id = with_branch(await self._with_parts(caller, request, choice), request.branch)
         ctx = chat_context(caller, request, choice, leaf_id=leaf_id, webhook=webhook)
 
         def attempt() -> Awaitable[Admission]:

@@ -33,13 +33,13 @@ from datetime import timedelta
 from typing import Any
 
 from shared.context_window import KnownHistory
-from shared.errors import AgentError, Conflict, NotFound, ServiceUnavailable
+from shared.errors import AgentError, Conflict, ServiceUnavailable
 from shared.executors.context import RunContext
 from shared.limits.gate import LimitGate, estimate_tokens
 from shared.models import ExecutorKind, Message, Origin, Run, ThreadClaim, ThreadTakeover, utc_now
 from shared.ports import AuditLog, EventStream, ProbedStream, RunLedger, ThreadStore
 from shared.runs.branching import branch_audit, check_referenced, referenced_ids, retried_run, running_run
-from shared.runs.claims import RECENT_LOOKBACK, Admission, Attempt, Claim
+from shared.runs.claims import RECENT_LOOKBACK, Admission, Attempt, Claim, check_retry
 from shared.runs.known_ids import no_messages, place_messages, recent_is_stale
 from shared.runs.run_estimate import first_request_estimate, refused_for_tokens
 from shared.runs.slots import StaleSlots
@@ -290,10 +290,7 @@ class Admitter:
 
     @staticmethod
     def _attach(run: Run, ctx: RunContext, body_digest: str) -> Admission:
-        if run.user_id != ctx.identity.user_id:
-            raise NotFound("run not found")
-        if run.thread_id != ctx.thread_id or run.body_digest != body_digest:
-            raise Conflict("runId already used with a different body", code="run_id_conflict")
+        check_retry(run, ctx.identity.user_id, ctx.thread_id, body_digest)
         return Admission(run=run, created=False)
 
     async def _open(self, ctx: RunContext) -> ThreadClaim:

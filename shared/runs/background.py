@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from shared.errors import Conflict, InvalidRequest, NotFound
 from shared.models import Identity, Run, Thread
 from shared.ports.run_queue import QueueStarter, RunQueue, queued_run
+from shared.runs.claims import check_retry
 from shared.runs.intake import RunRequest
 from shared.runs.status import PublicStatus, public_status
 
@@ -123,10 +124,7 @@ class BackgroundIntake:
         is 404 and the same ``runId`` with another body ``409 run_id_conflict``, as admission answers."""
         run = await self._runs.get_run(caller.tenant_id, request.run_id)
         if run is not None:
-            if run.user_id != caller.user_id:
-                raise NotFound("run not found")
-            if run.thread_id != request.thread_id or run.body_digest != request.body_digest:
-                raise Conflict("runId already used with a different body", code="run_id_conflict")
+            check_retry(run, caller.user_id, request.thread_id, request.body_digest)
             return BackgroundAccepted(run.run_id, run.thread_id, public_status(run))
         ref = await self._queue.find(caller.tenant_id, request.run_id)
         if ref is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from shared.context_window import PAGE_SIZE, KnownHistory
+from shared.errors import Conflict, NotFound
 from shared.executors.context import RunContext
 from shared.limits.models import ReserveRequest
 from shared.message_tree import link_messages
@@ -84,3 +85,12 @@ class Claim:
         linked = link_messages(self.fresh, leaf_id=self.claimed.leaf_id, last_seq=last)  # as the store links them
         numbered = [m.model_copy(update={"seq": last + i}) for i, m in enumerate(linked, start=1)]
         return KnownHistory.after_admission(self.recent, read_limit=RECENT_LOOKBACK, last_seq=last, stored=numbered)
+
+
+def check_retry(run: Run, user_id: str, thread_id: str, body_digest: str) -> None:
+    """A request that names a stored run's id: another user's run is ``404`` (never named as someone else's), and
+    the same id on another thread or with another body ``409 run_id_conflict``; else it is a retry of that run."""
+    if run.user_id != user_id:
+        raise NotFound("run not found")
+    if run.thread_id != thread_id or run.body_digest != body_digest:
+        raise Conflict("runId already used with a different body", code="run_id_conflict")

@@ -110,9 +110,7 @@ class BackgroundRuns:
         ctx = dataclasses.replace(
             ctx,
             run_started_at=ctx.run_started_at or now,
-            slice_ends_at=self._slices.ends_at(deadline, now)
-            if self._slices is not None and self._sliced(ctx, claim_thread)
-            else None,
+            slice_ends_at=self._slice_end(ctx, claim_thread, deadline, now),
         )
         key = (tenant, ctx.run_id)
         feed = self._feeds[key] = RunFeed()
@@ -145,10 +143,13 @@ class BackgroundRuns:
         if not continuing:
             await emitter.emit(run_started(ctx.thread_id, ctx.run_id, ctx.meta))
 
-    def _sliced(self, ctx: RunContext, claim_thread: bool) -> bool:
-        """Whether the run goes on in a new invocation at its slice's end: chat runs (an automation's invocation
-        waits for its run to end, and a memory run holds no thread), when something can start the next slice."""
-        return self._slices is not None and claim_thread and ctx.meta.origin is Origin.CHAT
+    def _slice_end(self, ctx: RunContext, claim_thread: bool, deadline: float, now: float) -> float | None:
+        """When the run's slice ends, for a run that goes on in a new invocation then: chat runs (an automation's
+        invocation waits for its run to end, and a memory run holds no thread), when something can start the next
+        slice; None for any other run (it ends at its invocation's deadline)."""
+        if self._slices is None or not claim_thread or ctx.meta.origin is not Origin.CHAT:
+            return None
+        return self._slices.ends_at(deadline, now)
 
     def feed(self, tenant_id: str, run_id: str) -> RunFeed | None:
         """The entries of the run executing here, as written to its stream; None for a run not executing here."""

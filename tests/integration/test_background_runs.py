@@ -282,3 +282,20 @@ async def test_a_background_run_cancelled_while_queued_sends_its_signed_run_canc
     sent = Webhook(secret).verify(delivery.body, delivery.headers)
     assert sent["type"] == "run.cancelled"
     assert (sent["data"]["runId"], sent["data"]["status"]) == ("bg-9b", "cancelled")
+
+
+async def test_a_malformed_background_request_is_refused_at_once_with_nothing_queued(
+    make_services: Any, asgi_client: Any
+) -> None:
+    services = make_services(ScriptedModel())
+    async with asgi_client(services) as client:
+        # WHEN the flag is not a boolean, or the branch request is contradictory (regenerate and an edit at once)
+        not_bool = await client.post("/api/v1/agent", json=body("bg-x1", background="yes"), headers=bearer())
+        both = body("bg-x2", regenerate=True, parentMessageId=None)
+        contradictory = await client.post("/api/v1/agent", json=both, headers=bearer())
+        statuses = [(await status(client, run)).status_code for run in ("bg-x1", "bg-x2")]
+    # THEN each is a 422 naming what is wrong, and neither run exists, queued or otherwise
+    assert (not_bool.status_code, not_bool.json()["error"]["code"]) == (422, "invalid_request")
+    assert not_bool.json()["error"]["details"][0]["loc"] == ["body", "forwardedProps", "background"]
+    assert contradictory.status_code == 422
+    assert statuses == [404, 404]
